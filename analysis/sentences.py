@@ -1,0 +1,111 @@
+"""The sentences to analyse: a TOML config with one table per language."""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+DEFAULT_CONFIG_NAME = "sentences.toml"
+
+
+class ConfigError(ValueError):
+    """The config or one of its sentences cannot be used; the message says why."""
+
+
+@dataclass(frozen=True)
+class Sentence:
+    text: str
+    sense: str  # the word that decides the focus word's sense
+    focus_occurrence: int | None = None  # which occurrence, from 1; needed only if it repeats
+    sense_occurrence: int | None = None
+
+
+@dataclass(frozen=True)
+class SentenceSet:
+    lang: str
+    focus: str  # the ambiguous word, e.g. "banco"
+    sentences: tuple[Sentence, ...]
+    source: str  # the config file it came from, for messages
+
+    def __post_init__(self) -> None:
+        assert len(self.sentences) >= 1
+
+
+def default_config_text() -> str:
+    return resources.files("analysis").joinpath(DEFAULT_CONFIG_NAME).read_text(encoding="utf-8")
+
+
+def read_config(path: str | Path | None) -> tuple[dict, str]:
+    """Parse the TOML at `path` (the packaged lesson config if None); returns (tables, source name)."""
+    if path is None:
+        source, text = f"<packaged {DEFAULT_CONFIG_NAME}>", default_config_text()
+    else:
+        source = str(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise ConfigError(f"cannot read config {source}: {error}") from None
+    try:
+        tables = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"malformed TOML in {source}: {error}") from None
+    return tables, source
+
+
+def _positive_int(value: object, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{where} must be a whole number >= 1, got {value!r}")
+    return value
+
+
+def _optional_occurrence(raw: dict, key: str, where: str) -> int | None:
+    return _positive_int(raw[key], f"{where}: {key}") if key in raw else None
+
+
+def _nonempty_str(value: object, where: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{where} must be a string, got {value!r}")
+    if not value.strip():
+        raise ConfigError(f"{where} is empty")
+    return value.strip()
+
+
+def load_sentences(path: str | Path | None, lang: str) -> SentenceSet:
+    """Read the `lang` table of the config at `path` and check that it is complete."""
+    tables, source = read_config(path)
+    languages = sorted(name for name, value in tables.items() if isinstance(value, dict))
+    if lang not in tables:
+        raise ConfigError(
+            f"unknown language {lang!r} in {source}; it has: {', '.join(languages) or 'none'}"
+        )
+    table = tables[lang]
+    if not isinstance(table, dict):
+        raise ConfigError(f"in {source}: [{lang}] must be a table")
+    for key in ("focus", "sentences"):
+        if key not in table:
+            raise ConfigError(f"in {source}: [{lang}] has no `{key}`")
+    focus = _nonempty_str(table["focus"], f"in {source}: {lang}.focus")
+    raw_sentences = table["sentences"]
+    if not isinstance(raw_sentences, list) or not raw_sentences:
+        raise ConfigError(f"in {source}: {lang}.sentences must be a non-empty list of tables")
+    sentences = []
+    for number, raw in enumerate(raw_sentences, start=1):
+        where = f"in {source}: {lang} sentence {number}"
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{where} must be a table with `text` and `sense`")
+        for key in ("text", "sense"):
+            if key not in raw:
+                raise ConfigError(f"{where} has no `{key}`")
+        unknown = sorted(set(raw) - {"text", "sense", "focus_occurrence", "sense_occurrence"})
+        if unknown:
+            raise ConfigError(f"{where} has unknown keys: {', '.join(unknown)}")
+        sentences.append(
+            Sentence(
+                text=_nonempty_str(raw["text"], f"{where}: text"),
+                sense=_nonempty_str(raw["sense"], f"{where}: sense"),
+                focus_occurrence=_optional_occurrence(raw, "focus_occurrence", where),
+                sense_occurrence=_optional_occurrence(raw, "sense_occurrence", where),
+            )
+        )
+    return SentenceSet(lang=lang, focus=focus, sentences=tuple(sentences), source=source)

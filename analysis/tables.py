@@ -1,0 +1,163 @@
+"""Write the result tables of a run: attention.csv, focus.csv, heads.csv and summary.json."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis.heads import FocusedSentence, HeadReport
+from analysis.pipeline import RunResult
+from analysis.sentences import SentenceSet
+
+FLOAT_FORMAT = "%.6f"
+ATTENTION_COLUMNS = ["sentence", "layer", "head", "query_index", "query", "key_index", "key", "weight"]
+FOCUS_COLUMNS = ["sentence", "layer", "head", "top_key", "top_weight", "sense_weight", "marker_weight"]
+HEADS_COLUMNS = ["layer", "head", "sense_head", "marker_head", "prev", "next", "markers", "entropy"]
+RESULT_FILES = ("attention.csv", "focus.csv", "heads.csv", "summary.json")
+
+
+def write_csv(frame: pd.DataFrame, path: Path) -> None:
+    frame.to_csv(path, index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+
+
+def write_json(data: dict, path: Path) -> None:
+    path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def attention_frame(sentences: list[FocusedSentence]) -> pd.DataFrame:
+    """Long format: one row per sentence, layer, head, query and key; layer and head from 1."""
+    frames = []
+    for number, sentence in enumerate(sentences, start=1):
+        weights = sentence.attention.weights  # (layers, heads, n, n)
+        layer, head, query, key = np.indices(weights.shape).reshape(4, -1)  # C order: already sorted
+        words = np.array(sentence.attention.words, dtype=object)
+        frames.append(
+            pd.DataFrame(
+                {
+                    "sentence": number,
+                    "layer": layer + 1,
+                    "head": head + 1,
+                    "query_index": query,
+                    "query": words[query],
+                    "key_index": key,
+                    "key": words[key],
+                    "weight": weights.reshape(-1).astype(np.float64),
+                }
+            )
+        )
+    return pd.concat(frames, ignore_index=True)[ATTENTION_COLUMNS]
+
+
+def focus_frame(sentences: list[FocusedSentence], report: HeadReport) -> pd.DataFrame:
+    """One row per sentence and head: where the focus word looks most, and its sense and marker weight."""
+    count, layers, heads = report.top_key.shape
+    sentence, layer, head = np.indices((count, layers, heads)).reshape(3, -1)
+    top_words = np.concatenate(
+        [np.array(s.attention.words, dtype=object)[report.top_key[i].reshape(-1)] for i, s in enumerate(sentences)]
+    )
+    return pd.DataFrame(
+        {
+            "sentence": sentence + 1,
+            "layer": layer + 1,
+            "head": head + 1,
+            "top_key": top_words,
+            "top_weight": report.top_weight.reshape(-1).astype(np.float64),
+            "sense_weight": report.sense_weight.reshape(-1).astype(np.float64),
+            "marker_weight": report.marker_weight.reshape(-1).astype(np.float64),
+        }
+    )[FOCUS_COLUMNS]
+
+
+def heads_frame(report: HeadReport) -> pd.DataFrame:
+    """One row per head with its two labels and four scores."""
+    layer, head = np.indices(report.shape).reshape(2, -1)
+    flag = np.array(["false", "true"])
+    return pd.DataFrame(
+        {
+            "layer": layer + 1,
+            "head": head + 1,
+            "sense_head": flag[report.sense_head.reshape(-1).astype(int)],
+            "marker_head": flag[report.marker_head.reshape(-1).astype(int)],
+            "prev": report.prev.reshape(-1).astype(np.float64),
+            "next": report.next.reshape(-1).astype(np.float64),
+            "markers": report.markers.reshape(-1).astype(np.float64),
+            "entropy": report.entropy.reshape(-1).astype(np.float64),
+        }
+    )[HEADS_COLUMNS]
+
+
+def _rounded(value: float) -> float:
+    return round(float(value), 6)
+
+
+def _head(position: tuple[int, int], score: float) -> dict:
+    return {"layer": position[0] + 1, "head": position[1] + 1, "score": _rounded(score)}
+
+
+def summary(
+    sentence_set: SentenceSet, report: HeadReport, model: str, revision: str, versions: dict[str, str]
+) -> dict:
+    """The run's headline numbers, layers and heads counted from 1."""
+    layers, heads = report.shape
+    best = report.best_sense_head
+    return {
+        "model": model,
+        "revision": revision,
+        "lang": sentence_set.lang,
+        "focus": sentence_set.focus,
+        "sentences": [{"text": s.text, "sense": s.sense} for s in sentence_set.sentences],
+        "layers": layers,
+        "heads_per_layer": heads,
+        "heads_total": layers * heads,
+        "sense_heads": [[int(l) + 1, int(h) + 1] for l, h in np.argwhere(report.sense_head)],
+        "sense_head_count": int(report.sense_head.sum()),
+        "best_sense_head": None
+        if best is None
+        else {
+            "layer": best[0] + 1,
+            "head": best[1] + 1,
+            "weights": [_rounded(w) for w in report.sense_weight[:, best[0], best[1]]],
+        },
+        "marker_head_count": int(report.marker_head.sum()),
+        "marker_head_count_per_sentence": report.marker_head_count_per_sentence,
+        "prev_head": _head(report.prev_head, report.prev[report.prev_head]),
+        "next_head": _head(report.next_head, report.next[report.next_head]),
+        "marker_head": _head(report.marker_score_head, report.markers[report.marker_score_head]),
+        "versions": versions,
+    }
+
+
+def write_results(folder: Path, result: RunResult) -> dict:
+    """Write the four result files into `folder`; returns the summary."""
+    sentences, report = list(result.sentences), result.report
+    write_csv(attention_frame(sentences), folder / "attention.csv")
+    write_csv(focus_frame(sentences, report), folder / "focus.csv")
+    write_csv(heads_frame(report), folder / "heads.csv")
+    data = summary(result.sentence_set, report, result.model, result.revision, result.versions)
+    write_json(data, folder / "summary.json")
+    return data
+
+
+def _percentages(weights: list[float]) -> str:
+    parts = [f"{round(100 * w)} %" for w in weights]
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def describe(data: dict) -> str:
+    """The human summary line, e.g. 'sense-word heads: 4 of 144 (best: layer 1, head 4: 44 % and 65 %); ...'."""
+    total = data["heads_total"]
+    best = data["best_sense_head"]
+    best_text = (
+        f" (best: layer {best['layer']}, head {best['head']}: {_percentages(best['weights'])})" if best else ""
+    )
+    lines = [
+        f"sense-word heads: {data['sense_head_count']} of {total}{best_text}; "
+        f"marker heads: {data['marker_head_count']} of {total}",
+        "marker heads per sentence: " + ", ".join(str(c) for c in data["marker_head_count_per_sentence"]),
+    ]
+    for key, name in (("prev_head", "previous-word"), ("next_head", "next-word"), ("marker_head", "marker")):
+        head = data[key]
+        lines.append(f"{name} head: layer {head['layer']}, head {head['head']} (mean weight {head['score']:.2f})")
+    return "\n".join(lines)
