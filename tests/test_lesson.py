@@ -322,3 +322,30 @@ def test_lesson_imports_no_torch():
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("suffix", [".png", ".svg", ".pdf"])
+def test_save_figure_is_byte_identical(tmp_path, suffix):
+    import matplotlib.pyplot as plt
+
+    from analysis.figio import save_figure
+
+    def draw() -> plt.Figure:
+        fig, ax = plt.subplots(figsize=(2, 2))
+        ax.plot([0, 1], [1, 0], label="a")
+        ax.legend()
+        return fig
+
+    a = save_figure(draw(), tmp_path / f"a{suffix}").read_bytes()
+    b = save_figure(draw(), tmp_path / f"b{suffix}").read_bytes()
+    assert a == b
+    assert b"Matplotlib v" not in a and not plt.get_fignums()  # no version; the figure is closed
+
+
+def test_save_figure_refuses_unknown_formats(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from analysis.figio import save_figure
+
+    with pytest.raises(ValueError, match="use one of .pdf, .png, .svg"):
+        save_figure(plt.figure(), tmp_path / "x.jpg")
