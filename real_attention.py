@@ -78,12 +78,8 @@ def lesson_command(out: str) -> None:
     from analysis.lesson_io import format_report, write_lesson
 
     results = compute_lesson()
-    try:
+    with friendly_errors():
         results_dir, figures_dir = write_lesson(results, Path(out))
-    except OSError as error:
-        raise click.ClickException(
-            f"cannot write to {out}: {error.strerror or error}. Choose a writable folder with --out."
-        ) from None
     click.echo(format_report(results))
     click.echo(f"Wrote {results_dir}/ and {figures_dir}/")
 

@@ -27,7 +27,9 @@ class Staging:
             staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.staging-", dir=target.parent))
             staging.chmod(0o755)
         except OSError as error:
-            raise OutputError(f"cannot write to {target.parent}: {error.strerror or error}") from None
+            raise OutputError(
+                f"cannot write to {target.parent}: {error.strerror or error}. Choose a writable folder with --out."
+            ) from None
         self._staged.append((staging, target))
         return staging
 

@@ -3,14 +3,11 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
+from analysis.atomic import staged_outputs
 from analysis.lesson import LessonResults, lesson_checks
 
 FLOAT = "{:.6f}"  # one fixed float format for every CSV
@@ -178,42 +175,13 @@ def write_figures(r: LessonResults, folder: Path) -> None:
         save_figure(make(), folder / name)
 
 
-def replace_folders(writers: dict[Path, Callable[[Path], None]]) -> None:
-    """Fill a temp folder next to each destination, then swap them all in.
-
-    A writer that fails leaves every destination as it was. Raises OSError if a folder can't be written.
-    """
-    staged: list[tuple[Path, Path]] = []
-    try:
-        for final, write in writers.items():
-            final.parent.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=final.parent))
-            staged.append((tmp, final))
-            os.chmod(tmp, 0o755)  # mkdtemp makes it 0700
-            write(tmp)
-    except BaseException:
-        for tmp, _ in staged:
-            shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    for tmp, final in staged:
-        # rename() cannot replace a non-empty folder: move the old one aside first.
-        old = None
-        if final.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{final.name}-old-", dir=final.parent))
-            os.rename(final, old / final.name)
-        os.rename(tmp, final)
-        if old is not None:
-            shutil.rmtree(old)
-
-
 def write_lesson(r: LessonResults, out: Path) -> tuple[Path, Path]:
     """Write out/results/lesson and out/figures/lesson. Returns those two folders."""
     results_dir = out / "results" / "lesson"
     figures_dir = out / "figures" / "lesson"
-    replace_folders({
-        results_dir: lambda folder: write_tables(r, folder),
-        figures_dir: lambda folder: write_figures(r, folder),
-    })
+    with staged_outputs() as staging:
+        write_tables(r, staging.folder(results_dir))
+        write_figures(r, staging.folder(figures_dir))
     return results_dir, figures_dir
 
 

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 import analysis.lesson as L
-from analysis.lesson_io import format_report, lesson_summary, replace_folders, write_tables
+from analysis.lesson_io import format_report, lesson_summary, write_tables
 from real_attention import cli
 
 REPO = Path(__file__).resolve().parents[1]
@@ -245,21 +245,6 @@ def test_tables_are_byte_identical_twice(results, tmp_path):
     assert summary["scene"]["output_unscaled"] == pytest.approx([0.75, 0.05], abs=0.005)
     header = (tmp_path / "scene.csv").read_text(encoding="utf-8").splitlines()[0]
     assert header == "case,position,word,key_1,key_2,value_seat,value_money,score,weight"
-
-
-def test_replace_folders_leaves_old_results_when_a_writer_fails(tmp_path):
-    target = tmp_path / "results" / "lesson"
-    target.mkdir(parents=True)
-    (target / "old.csv").write_text("old\n")
-
-    def broken(folder: Path) -> None:
-        (folder / "half.csv").write_text("half\n")
-        raise RuntimeError("boom")
-
-    with pytest.raises(RuntimeError):
-        replace_folders({target: broken})
-    assert [p.name for p in target.iterdir()] == ["old.csv"]
-    assert sorted(p.name for p in target.parent.iterdir()) == ["lesson"]  # no staging folder left
 
 
 @pytest.fixture

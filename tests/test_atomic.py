@@ -1,0 +1,39 @@
+"""Staged output folders: all land together on success, none on failure or Ctrl-C."""
+from pathlib import Path
+
+import pytest
+
+from analysis.atomic import OutputError, staged_outputs
+
+
+def test_all_folders_land_together_and_replace_the_old_ones(tmp_path):
+    old = tmp_path / "results" / "es"
+    old.mkdir(parents=True)
+    (old / "stale.csv").write_text("old\n")
+    with staged_outputs() as staging:
+        for name in ("results/es", "figures/es"):
+            (staging.folder(tmp_path / name) / "new.csv").write_text("new\n")
+    assert [p.name for p in old.iterdir()] == ["new.csv"]
+    assert (tmp_path / "figures" / "es" / "new.csv").read_text() == "new\n"
+    assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["es"]
+
+
+@pytest.mark.parametrize("error", [RuntimeError("boom"), KeyboardInterrupt()])
+def test_a_failure_leaves_the_old_folder_and_no_staging(tmp_path, error):
+    target = tmp_path / "results" / "lesson"
+    target.mkdir(parents=True)
+    (target / "old.csv").write_text("old\n")
+    with pytest.raises(type(error)):
+        with staged_outputs() as staging:
+            (staging.folder(target) / "half.csv").write_text("half\n")
+            raise error
+    assert [p.name for p in target.iterdir()] == ["old.csv"]
+    assert sorted(p.name for p in target.parent.iterdir()) == ["lesson"]
+
+
+def test_an_unwritable_parent_is_an_output_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(OutputError, match=f"cannot write to {blocker / 'out'}"):
+        with staged_outputs() as staging:
+            staging.folder(blocker / "out" / "es")
