@@ -529,9 +529,9 @@ def lesson_checks(r: LessonResults) -> tuple[Check, ...]:
     for label, ours, lesson in (
         (f"mean largest weight, q·k, {sat.n_draws} draws", sat.mean_unscaled, LESSON["saturation_unscaled"]),
         (f"mean largest weight, q·k/√d_k, {sat.n_draws} draws", sat.mean_scaled, LESSON["saturation_scaled"]),
-        (f"expected largest weight, q·k ({sat.n_large:_} draws)".replace("_", " "), sat.expect_unscaled,
+        ("expected largest weight, q·k (" + f"{sat.n_large:,}".replace(",", " ") + " draws)", sat.expect_unscaled,
          LESSON["saturation_unscaled"]),
-        (f"expected largest weight, q·k/√d_k ({sat.n_large:_} draws)".replace("_", " "), sat.expect_scaled,
+        ("expected largest weight, q·k/√d_k (" + f"{sat.n_large:,}".replace(",", " ") + " draws)", sat.expect_scaled,
          LESSON["saturation_scaled"]),
     ):
         checks.append(Check("saturation", label, f"{ours:.3f}", f"{lesson:.2f} ± {tol:.2f}", abs(ours - lesson) <= tol))
