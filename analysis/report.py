@@ -1,0 +1,172 @@
+"""The interactive report: one self-contained HTML file (CSS, JavaScript and data inline) of every head.
+
+The page opens from file:// with no network: no CDN, no library, no external URL. The template lives in
+analysis/report_template.{html,css,js}; this module only fills it with the run's data as inline JSON.
+"""
+from __future__ import annotations
+
+import html
+import json
+import re
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from analysis import words as words_module
+from analysis.categories import CATEGORIES, CATEGORY_LABELS, category_counts, focus_categories
+from analysis.heads import NEXT_OFFSET, PREVIOUS_OFFSET
+from analysis.pipeline import RunResult
+from analysis.tables import describe
+from analysis.words import MARKER_KINDS
+
+REPORT_NAME = "report.html"
+WEIGHT_SCALE = 10_000  # weights are stored as whole ten-thousandths, i.e. rounded to 4 decimals
+TEMPLATE = "report_template"  # .html, .css and .js in the analysis package
+
+# The overview's colours: the same as the PNG overview figure (analysis.plots.CATEGORY_COLOURS).
+CATEGORY_COLOURS = {
+    "sense": "#D55E00",  # vermillion
+    "marker": "#56B4E9",  # sky blue
+    "previous": "#009E73",  # bluish green
+    "next": "#F0E442",  # yellow
+    "other": "#DDDDDD",  # light grey
+}
+DARK_CATEGORIES = ("sense", "previous")  # white text on these
+FOCUS_COLOUR = "#E69F00"  # orange: the focus word's row
+
+MARKER_TEXT = {"special": "special tokens such as [CLS] and [SEP]", "punct": "words made only of punctuation"}
+
+
+def _template(suffix: str) -> str:
+    return resources.files("analysis").joinpath(f"{TEMPLATE}.{suffix}").read_text(encoding="utf-8")
+
+
+def _scaled(weights: np.ndarray) -> list[int]:
+    """Any float array -> flat list of whole ten-thousandths (C order)."""
+    return np.rint(np.asarray(weights, dtype=np.float64) * WEIGHT_SCALE).astype(np.int64).reshape(-1).tolist()
+
+
+def _rounded(values: np.ndarray) -> list[float]:
+    return [round(float(v), 4) for v in np.asarray(values, dtype=np.float64).reshape(-1)]
+
+
+def definitions(focus: str) -> dict[str, str]:
+    """The rules the numbers rest on, in words, taken from the modules that apply them."""
+    merge_rule = words_module.__doc__.strip().splitlines()[0]
+    return {
+        "words": merge_rule + " Each row still sums to 1 (100 %).",
+        "markers": "Markers: " + " and ".join(MARKER_TEXT.get(kind, kind) for kind in MARKER_KINDS) + ".",
+        "categories": (
+            f"Each head is coloured by where the focus word \u00ab{focus}\u00bb looks most (its top target), "
+            "if that holds in every sentence; the first rule that holds wins: "
+            "sense word (the word that decides the sense), "
+            "marker, "
+            f"previous word (the word at offset {PREVIOUS_OFFSET:+d}), "
+            f"next word (offset {NEXT_OFFSET:+d}), "
+            "otherwise other."
+        ),
+        "counting": "Layers and heads are counted from 1. Weights are rounded to 4 decimals.",
+    }
+
+
+def report_data(result: RunResult, summary: dict) -> dict:
+    """Everything the page draws, as plain JSON: weights (S x (layers, heads, n, n)) as ten-thousandths."""
+    report, sentences = result.report, list(result.sentences)
+    layers, heads = report.shape
+    categories = focus_categories(report, sentences)  # (layers, heads)
+    counts = category_counts(categories)
+    return {
+        "model": result.model,
+        "revision": result.revision,
+        "lang": result.sentence_set.lang,
+        "focus_word": result.sentence_set.focus,
+        "versions": result.versions,
+        "layers": layers,
+        "heads": heads,
+        "weight_scale": WEIGHT_SCALE,
+        "previous_offset": PREVIOUS_OFFSET,
+        "next_offset": NEXT_OFFSET,
+        "focus_colour": FOCUS_COLOUR,
+        "categories": [
+            {"name": name, "label": CATEGORY_LABELS[name], "colour": CATEGORY_COLOURS[name],
+             "dark": name in DARK_CATEGORIES, "count": counts[name]}
+            for name in CATEGORIES
+        ],
+        "head_category": categories.reshape(-1).tolist(),  # (layers * heads,) row-major
+        "head_scores": {
+            "sense_head": report.sense_head.reshape(-1).tolist(),
+            "marker_head": report.marker_head.reshape(-1).tolist(),
+            "prev": _rounded(report.prev),
+            "next": _rounded(report.next),
+            "markers": _rounded(report.markers),
+            "entropy": _rounded(report.entropy),
+        },
+        "sentences": [
+            {
+                "text": sentence.attention.text,
+                "words": list(sentence.attention.words),
+                "kinds": list(sentence.attention.kinds),
+                "focus": sentence.focus,
+                "sense": sentence.sense,
+                "top_key": report.top_key[i].reshape(-1).tolist(),  # (layers * heads,)
+                "top_weight": _scaled(report.top_weight[i]),  # (layers * heads,)
+                "weights": _scaled(sentence.attention.weights),  # (layers * heads * n * n,)
+            }
+            for i, sentence in enumerate(sentences)
+        ],
+        "summary": summary,
+        "summary_lines": describe(summary).splitlines(),
+    }
+
+
+def _json_for_script(data: dict) -> str:
+    """JSON that cannot close its <script> tag: "</" becomes "<\\/" and "<!--" cannot open a comment."""
+    text = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return text.replace("</", "<\\/").replace("<!--", "<\\u0021--")
+
+
+def _header_sentences(result: RunResult) -> str:
+    items = []
+    for configured, located in zip(result.sentence_set.sentences, result.sentences):
+        items.append(
+            f"<li>{html.escape(configured.text)} <span class=\"sense-note\">sense word: "
+            f"<b>{html.escape(located.attention.words[located.sense])}</b></span></li>"
+        )
+    return "\n".join(items)
+
+
+def report_html(result: RunResult, summary: dict) -> str:
+    """The whole page as one string; the same inputs give the same string (no dates, sorted keys)."""
+    data = report_data(result, summary)
+    rules = definitions(result.sentence_set.focus)
+    versions = ", ".join(f"{name} {version}" for name, version in sorted(result.versions.items()))
+    values = {
+        "title": html.escape(f"real-attention: «{result.sentence_set.focus}» in every head of {result.model}"),
+        "model": html.escape(result.model),
+        "revision": html.escape(result.revision),
+        "lang": html.escape(result.sentence_set.lang),
+        "focus": html.escape(result.sentence_set.focus),
+        "versions": html.escape(versions),
+        "heads_total": str(summary["heads_total"]),
+        "layers": str(summary["layers"]),
+        "heads_per_layer": str(summary["heads_per_layer"]),
+        "sentences": _header_sentences(result),
+        "summary_lines": "<br>\n".join(html.escape(line) for line in data["summary_lines"]),
+        "rule_words": html.escape(rules["words"]),
+        "rule_markers": html.escape(rules["markers"]),
+        "rule_categories": html.escape(rules["categories"]),
+        "rule_counting": html.escape(rules["counting"]),
+        "css": _template("css"),
+        "js": _template("js"),
+        "data": _json_for_script(data),
+    }
+    # One pass, so nothing inserted is scanned again for placeholders.
+    return re.sub(r"\{\{(\w+)\}\}", lambda match: values[match.group(1)], _template("html"))
+
+
+def write_report(path: Path, result: RunResult, summary: dict) -> Path:
+    """Write the report to `path` (e.g. figures/<lang>/report.html); returns the path."""
+    path = Path(path)
+    path.write_text(report_html(result, summary), encoding="utf-8", newline="\n")
+    return path

@@ -1,0 +1,396 @@
+// real-attention report: hand-written, no library, no network. Reads the JSON in #report-data.
+// Indices are 0-based here; everything shown counts layers and heads from 1.
+"use strict";
+(function () {
+  const data = JSON.parse(document.getElementById("report-data").textContent);
+  const LAYERS = data.layers, HEADS = data.heads, SCALE = data.weight_scale;
+  const CATEGORY = {};
+  data.categories.forEach(function (c) { CATEGORY[c.name] = c; });
+  const state = { sentence: 0, layer: 0, head: 0 };
+  const byId = function (id) { return document.getElementById(id); };
+  const tooltip = byId("tooltip");
+  const FONT = getComputedStyle(document.body).fontFamily;
+  const measureCtx = document.createElement("canvas").getContext("2d");
+
+  // ---- small helpers -------------------------------------------------------------------------
+  function esc(text) {
+    return String(text).replace(/[&<>"']/g, function (c) {
+      return { "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;" }[c];
+    });
+  }
+  function clamp(x, lo, hi) { return Math.max(lo, Math.min(hi, x)); }
+  function textWidth(text, px, bold) {
+    measureCtx.font = (bold ? "700 " : "") + px + "px " + FONT;
+    return measureCtx.measureText(text).width;
+  }
+  function widest(words, px) {
+    let w = 0;
+    words.forEach(function (word) { w = Math.max(w, textWidth(word, px, true)); });
+    return Math.ceil(w);
+  }
+  function percent(w, digits) { return (100 * w).toFixed(digits) + " %"; }
+  function headIndex(layer, head) { return layer * HEADS + head; }
+  function headName(layer, head) { return "layer " + (layer + 1) + ", head " + (head + 1); }
+  // weight(s, l, h, q, k): the stored ten-thousandths as a float in [0, 1]
+  function weight(s, layer, head, query, key) {
+    const S = data.sentences[s], n = S.words.length;
+    return S.weights[((headIndex(layer, head) * n) + query) * n + key] / SCALE;
+  }
+  function row(s, layer, head, query) {
+    const n = data.sentences[s].words.length, out = new Array(n);
+    for (let k = 0; k < n; k++) out[k] = weight(s, layer, head, query, k);
+    return out;
+  }
+  function isMarker(S, i) { return S.kinds[i] === "special" || S.kinds[i] === "punct"; }
+  // What key j is for the focus word, with the overview's precedence: sense, marker, previous, next, other.
+  function relation(S, j) {
+    if (j === S.sense) return "sense";
+    if (isMarker(S, j)) return "marker";
+    if (j === S.focus + data.previous_offset) return "previous";
+    if (j === S.focus + data.next_offset) return "next";
+    return "other";
+  }
+  // White to dark blue, like matplotlib's "Blues".
+  const BLUES = [[247, 251, 255], [222, 235, 247], [198, 219, 239], [158, 202, 225], [107, 174, 214],
+    [66, 146, 198], [33, 113, 181], [8, 81, 156], [8, 48, 107]];
+  function blue(w) {
+    const x = clamp(w, 0, 1) * (BLUES.length - 1), i = Math.min(Math.floor(x), BLUES.length - 2), f = x - i;
+    const c = BLUES[i].map(function (v, j) { return Math.round(v + f * (BLUES[i + 1][j] - v)); });
+    return "rgb(" + c.join(",") + ")";
+  }
+  function labelClass(S, i) {
+    if (i === S.focus) return "focus-label";
+    if (i === S.sense) return "sense-label";
+    return "";
+  }
+
+  // ---- tooltip -------------------------------------------------------------------------------
+  function showTip(event, html) {
+    tooltip.innerHTML = html;
+    tooltip.hidden = false;
+    const pad = 14, r = tooltip.getBoundingClientRect();
+    let x = event.clientX + pad, y = event.clientY + pad;
+    if (x + r.width > window.innerWidth - 4) x = event.clientX - r.width - pad;
+    if (y + r.height > window.innerHeight - 4) y = event.clientY - r.height - pad;
+    tooltip.style.left = Math.max(4, x) + "px";
+    tooltip.style.top = Math.max(4, y) + "px";
+  }
+  function hideTip() { tooltip.hidden = true; }
+
+  // ---- sentence buttons ----------------------------------------------------------------------
+  function buildSentenceButtons() {
+    const box = byId("sentence-buttons");
+    box.innerHTML = data.sentences.map(function (S, s) {
+      let words = "";
+      S.words.forEach(function (w, i) {
+        if (S.kinds[i] === "special") return;
+        // no space before closing punctuation, as the sentence is written
+        const space = words && !(S.kinds[i] === "punct" && /^[.,;:!?)\]}»”’…]/.test(w)) && !/[¿¡(«“‘]$/.test(words);
+        words += (space ? " " : "") + (i === S.focus ? "<span class=\"fw\">" + esc(w) + "</span>" : esc(w));
+      });
+      return "<button type=\"button\" data-sentence=\"" + (s + 1) + "\" title=\"" + esc(S.text) + "\">" +
+        (s + 1) + ". " + words + "</button>";
+    }).join("");
+    box.addEventListener("click", function (event) {
+      const button = event.target.closest("button[data-sentence]");
+      if (button) select({ sentence: Number(button.dataset.sentence) - 1 });
+    });
+  }
+
+  // ---- overview ------------------------------------------------------------------------------
+  function buildOverview() {
+    const grid = byId("overview");
+    grid.style.gridTemplateColumns = "auto repeat(" + HEADS + ", minmax(3.1rem, 4.2rem))";
+    const best = data.summary.best_sense_head;
+    let html = "<div class=\"corner\">layer \\ head</div>";
+    for (let h = 0; h < HEADS; h++) html += "<div class=\"colhead\">" + (h + 1) + "</div>";
+    for (let l = 0; l < LAYERS; l++) {
+      html += "<div class=\"rowhead\">" + (l + 1) + "</div>";
+      for (let h = 0; h < HEADS; h++) {
+        const c = CATEGORY[data.head_category[headIndex(l, h)]];
+        const isBest = best && best.layer === l + 1 && best.head === h + 1;
+        html += "<button type=\"button\" class=\"cell" + (c.dark ? " dark" : "") + (isBest ? " best" : "") +
+          "\" data-layer=\"" + (l + 1) + "\" data-head=\"" + (h + 1) + "\" data-category=\"" + c.name +
+          "\" style=\"background:" + c.colour + "\" aria-label=\"" + esc(headName(l, h) + ": " + c.label) +
+          "\"><span class=\"top\"></span><span class=\"pct\"></span></button>";
+      }
+    }
+    grid.innerHTML = html;
+    grid.addEventListener("click", function (event) {
+      const cell = event.target.closest(".cell");
+      if (cell) select({ layer: Number(cell.dataset.layer) - 1, head: Number(cell.dataset.head) - 1 });
+    });
+    grid.addEventListener("mousemove", function (event) {
+      const cell = event.target.closest(".cell");
+      if (!cell) { hideTip(); return; }
+      const l = Number(cell.dataset.layer) - 1, h = Number(cell.dataset.head) - 1;
+      showTip(event, cellTip(l, h));
+    });
+    grid.addEventListener("mouseleave", hideTip);
+  }
+  function cellTip(l, h) {
+    const c = CATEGORY[data.head_category[headIndex(l, h)]];
+    let html = "<div class=\"tt-title\">Layer " + (l + 1) + ", head " + (h + 1) + ": " + esc(c.label) + "</div><table>";
+    data.sentences.forEach(function (S, s) {
+      const top = S.top_key[headIndex(l, h)], w = S.top_weight[headIndex(l, h)] / SCALE;
+      html += "<tr><td>" + (s + 1) + ".</td><td>«" + esc(S.words[S.focus]) + "» → «" + esc(S.words[top]) +
+        "»</td><td class=\"num\">" + percent(w, 1) + "</td></tr>";
+    });
+    return html + "</table>";
+  }
+  function updateOverview() {
+    const S = data.sentences[state.sentence];
+    document.querySelectorAll("#overview .cell").forEach(function (cell) {
+      const i = headIndex(Number(cell.dataset.layer) - 1, Number(cell.dataset.head) - 1);
+      cell.querySelector(".top").textContent = S.words[S.top_key[i]];
+      cell.querySelector(".pct").textContent = Math.round(100 * S.top_weight[i] / SCALE) + " %";
+      cell.classList.toggle("selected", i === headIndex(state.layer, state.head));
+    });
+  }
+  function buildLegend() {
+    const total = LAYERS * HEADS, best = data.summary.best_sense_head;
+    let html = "<h3>Where «" + esc(data.focus_word) + "» looks most, in every sentence (" + data.sentences.length + ")</h3>";
+    data.categories.forEach(function (c) {
+      html += "<div class=\"item\" data-category=\"" + c.name + "\"><span class=\"swatch\" style=\"background:" +
+        c.colour + "\"></span><span>" + esc(c.label) + "</span><span class=\"count\">" + c.count + " of " + total +
+        "</span></div>";
+    });
+    if (best) {
+      html += "<div class=\"item\"><span class=\"swatch best\"></span><span>best sense head: layer " + best.layer +
+        ", head " + best.head + "</span></div>";
+    } else {
+      html += "<div class=\"item\"><span class=\"swatch\" style=\"visibility:hidden\"></span><span>no sense-word head in this model</span></div>";
+    }
+    byId("legend").innerHTML = html;
+  }
+
+  // ---- head view: heatmap --------------------------------------------------------------------
+  function drawHeatmap() {
+    const s = state.sentence, S = data.sentences[s], n = S.words.length, l = state.layer, h = state.head;
+    const cell = clamp(Math.floor(480 / n), 8, 36);
+    const font = clamp(cell - 2, 7, 13);
+    const labelW = widest(S.words, font) + 10;
+    const diag = Math.ceil(labelW * Math.SQRT1_2);  // rotated column labels
+    const left = labelW, top = diag + 8, side = n * cell;
+    const width = left + side + diag + 4, height = top + side + 4;
+    const showText = cell >= 26;
+    let out = "<svg id=\"heatmap-svg\" width=\"" + width + "\" height=\"" + height + "\" viewBox=\"0 0 " + width + " " +
+      height + "\" data-layer=\"" + (l + 1) + "\" data-head=\"" + (h + 1) + "\" data-sentence=\"" + (s + 1) + "\" data-n=\"" + n + "\">";
+    out += "<g font-size=\"" + font + "\">";
+    for (let i = 0; i < n; i++) {
+      const y = top + i * cell + cell / 2;
+      out += "<text class=\"row-label " + labelClass(S, i) + "\" data-i=\"" + i + "\" x=\"" + (left - 6) + "\" y=\"" + y +
+        "\" text-anchor=\"end\" dominant-baseline=\"central\">" + esc(S.words[i]) + "</text>";
+      const x = left + i * cell + cell / 2;
+      out += "<text class=\"col-label " + labelClass(S, i) + "\" data-i=\"" + i + "\" transform=\"translate(" + x + "," + (top - 5) +
+        ") rotate(-45)\" dominant-baseline=\"central\">" + esc(S.words[i]) + "</text>";
+    }
+    out += "</g><g class=\"cells\">";
+    const textSize = clamp(Math.floor(cell * 0.34), 8, 12);
+    let texts = "";
+    for (let q = 0; q < n; q++) {
+      for (let k = 0; k < n; k++) {
+        const w = weight(s, l, h, q, k), x = left + k * cell, y = top + q * cell;
+        out += "<rect x=\"" + x + "\" y=\"" + y + "\" width=\"" + cell + "\" height=\"" + cell + "\" fill=\"" + blue(w) +
+          "\" data-q=\"" + q + "\" data-k=\"" + k + "\" data-w=\"" + w.toFixed(4) + "\"/>";
+        const p = Math.round(100 * w);
+        if (showText && p > 0) {
+          texts += "<text class=\"cell-text" + (w > 0.5 ? " light" : "") + "\" x=\"" + (x + cell / 2) + "\" y=\"" +
+            (y + cell / 2) + "\" font-size=\"" + textSize + "\">" + p + "</text>";
+        }
+      }
+    }
+    out += "</g><g>" + texts + "</g>";
+    // the focus word's row, framed
+    out += "<rect x=\"" + (left - 1) + "\" y=\"" + (top + S.focus * cell - 1) + "\" width=\"" + (side + 2) + "\" height=\"" +
+      (cell + 2) + "\" fill=\"none\" stroke=\"" + data.focus_colour + "\" stroke-width=\"2.5\" pointer-events=\"none\"/>";
+    out += "</svg>";
+    const box = byId("heatmap");
+    box.innerHTML = out;
+    const svg = box.firstChild;
+    svg.addEventListener("mousemove", function (event) {
+      const t = event.target;
+      if (t.tagName !== "rect" || t.dataset.q === undefined) { hideTip(); return; }
+      const q = Number(t.dataset.q), k = Number(t.dataset.k);
+      showTip(event, "«" + esc(S.words[q]) + "» → «" + esc(S.words[k]) + "»: <b>" + percent(Number(t.dataset.w), 2) + "</b>");
+      svg.querySelectorAll(".hot").forEach(function (e) { e.classList.remove("hot"); });
+      svg.querySelector(".row-label[data-i=\"" + q + "\"]").classList.add("hot");
+      svg.querySelector(".col-label[data-i=\"" + k + "\"]").classList.add("hot");
+    });
+    svg.addEventListener("mouseleave", function () {
+      hideTip();
+      svg.querySelectorAll(".hot").forEach(function (e) { e.classList.remove("hot"); });
+    });
+  }
+
+  // ---- head view: lines (bertviz-style) ------------------------------------------------------
+  function drawLines() {
+    const s = state.sentence, S = data.sentences[s], n = S.words.length, l = state.layer, h = state.head;
+    const step = clamp(Math.floor(480 / n), 12, 24);
+    const font = clamp(step - 4, 9, 14);
+    const labelW = widest(S.words, font) + 4, annotW = 46, gap = clamp(160 + 2 * n, 180, 320);
+    const xLeft = annotW + labelW, x1 = xLeft + 6, x2 = x1 + gap, xRight = x2 + 6;
+    const width = xRight + labelW + annotW, height = n * step + 8;
+    const strokeW = step >= 18 ? 2 : 1.2;
+    const y = function (i) { return 4 + i * step + step / 2; };
+    let out = "<svg id=\"lines-svg\" width=\"" + width + "\" height=\"" + height + "\" viewBox=\"0 0 " + width + " " + height +
+      "\" font-size=\"" + font + "\">";
+    out += "<g class=\"lines\">";
+    for (let q = 0; q < n; q++) {
+      for (let k = 0; k < n; k++) {
+        const w = weight(s, l, h, q, k);
+        if (w <= 0) continue;  // rounds to 0: invisible anyway
+        out += "<line class=\"ln\" data-q=\"" + q + "\" data-k=\"" + k + "\" x1=\"" + x1 + "\" y1=\"" + y(q) + "\" x2=\"" + x2 +
+          "\" y2=\"" + y(k) + "\" stroke-width=\"" + strokeW + "\" stroke-opacity=\"" + w.toFixed(4) + "\"/>";
+      }
+    }
+    out += "</g>";
+    for (let i = 0; i < n; i++) {
+      const cls = labelClass(S, i);
+      out += "<rect class=\"hit\" data-side=\"q\" data-i=\"" + i + "\" x=\"" + annotW + "\" y=\"" + (y(i) - step / 2) + "\" width=\"" +
+        (labelW + 6) + "\" height=\"" + step + "\"/>";
+      out += "<text class=\"wl " + cls + "\" data-side=\"q\" data-i=\"" + i + "\" x=\"" + xLeft + "\" y=\"" + y(i) +
+        "\" text-anchor=\"end\" dominant-baseline=\"central\" pointer-events=\"none\">" + esc(S.words[i]) + "</text>";
+      out += "<text class=\"annot\" data-side=\"q\" data-i=\"" + i + "\" x=\"" + (annotW - 6) + "\" y=\"" + y(i) +
+        "\" text-anchor=\"end\" dominant-baseline=\"central\"></text>";
+      out += "<rect class=\"hit\" data-side=\"k\" data-i=\"" + i + "\" x=\"" + x2 + "\" y=\"" + (y(i) - step / 2) + "\" width=\"" +
+        (labelW + 6) + "\" height=\"" + step + "\"/>";
+      out += "<text class=\"wl " + cls + "\" data-side=\"k\" data-i=\"" + i + "\" x=\"" + xRight + "\" y=\"" + y(i) +
+        "\" dominant-baseline=\"central\" pointer-events=\"none\">" + esc(S.words[i]) + "</text>";
+      out += "<text class=\"annot\" data-side=\"k\" data-i=\"" + i + "\" x=\"" + (xRight + labelW + 6) + "\" y=\"" + y(i) +
+        "\" dominant-baseline=\"central\"></text>";
+    }
+    out += "</svg>";
+    const box = byId("lines");
+    box.innerHTML = out;
+    const svg = box.firstChild;
+    const lines = svg.querySelectorAll(".ln");
+    const annots = svg.querySelectorAll(".annot");
+    function isolate(side, i) {
+      const attr = side === "q" ? "q" : "k";
+      lines.forEach(function (line) { line.classList.toggle("off", Number(line.dataset[attr]) !== i); });
+      svg.querySelectorAll(".wl").forEach(function (t) {
+        t.classList.toggle("hot", t.dataset.side === side && Number(t.dataset.i) === i);
+      });
+      // the weights on the other side, in %
+      annots.forEach(function (a) {
+        const j = Number(a.dataset.i);
+        if (a.dataset.side === side) { a.textContent = ""; return; }
+        const w = side === "q" ? weight(s, l, h, i, j) : weight(s, l, h, j, i);
+        a.textContent = w >= 0.005 ? Math.round(100 * w) + " %" : "";
+      });
+      svg.dataset.isolated = side + i;
+    }
+    function reset() {
+      lines.forEach(function (line) { line.classList.remove("off"); });
+      svg.querySelectorAll(".wl.hot").forEach(function (t) { t.classList.remove("hot"); });
+      annots.forEach(function (a) { a.textContent = ""; });
+      delete svg.dataset.isolated;
+    }
+    svg.addEventListener("mouseover", function (event) {
+      const hit = event.target.closest("[data-side]");
+      if (hit && hit.classList.contains("hit")) isolate(hit.dataset.side, Number(hit.dataset.i));
+    });
+    svg.addEventListener("mouseleave", reset);
+  }
+
+  // ---- head view: the focus word's row as bars -----------------------------------------------
+  function drawBars() {
+    const s = state.sentence, S = data.sentences[s], n = S.words.length, l = state.layer, h = state.head;
+    const values = row(s, l, h, S.focus);
+    const step = clamp(Math.floor(440 / n), 14, 24), font = clamp(step - 5, 9, 13);
+    const labelW = widest(S.words, font) + 8, barMax = 200, textW = 56;
+    const width = labelW + barMax + textW, height = n * step + 26;
+    let top = 0;
+    values.forEach(function (w, k) { if (w > values[top]) top = k; });
+    let out = "<svg id=\"bars-svg\" width=\"" + width + "\" height=\"" + height + "\" viewBox=\"0 0 " + width + " " + height +
+      "\" font-size=\"" + font + "\">";
+    // a light scale: 0, 50 and 100 %
+    [0, 0.5, 1].forEach(function (f) {
+      const x = labelW + f * barMax;
+      out += "<line x1=\"" + x + "\" x2=\"" + x + "\" y1=\"2\" y2=\"" + (n * step + 4) + "\" stroke=\"#e3e7ec\"/>";
+      out += "<text class=\"bar-text\" x=\"" + x + "\" y=\"" + (n * step + 18) + "\" text-anchor=\"middle\" font-size=\"10\">" +
+        Math.round(100 * f) + " %</text>";
+    });
+    values.forEach(function (w, k) {
+      const y = 4 + k * step, rel = relation(S, k), c = CATEGORY[rel];
+      out += "<text class=\"" + labelClass(S, k) + (k === top ? " hot" : "") + "\" x=\"" + (labelW - 6) + "\" y=\"" + (y + step / 2) +
+        "\" text-anchor=\"end\" dominant-baseline=\"central\">" + esc(S.words[k]) + "</text>";
+      out += "<rect class=\"bar\" data-k=\"" + k + "\" data-w=\"" + w.toFixed(4) + "\" data-relation=\"" + rel + "\" x=\"" + labelW +
+        "\" y=\"" + (y + 2) + "\" width=\"" + Math.max(w * barMax, w > 0 ? 1 : 0).toFixed(1) + "\" height=\"" + (step - 4) +
+        "\" fill=\"" + c.colour + "\" stroke=\"rgba(0,0,0,0.25)\" stroke-width=\"0.6\"/>";
+      out += "<text class=\"bar-text\" x=\"" + (labelW + w * barMax + 5) + "\" y=\"" + (y + step / 2) +
+        "\" dominant-baseline=\"central\">" + percent(w, 1) + "</text>";
+    });
+    out += "</svg>";
+    byId("bars").innerHTML = out;
+    byId("bars-caption").innerHTML = "Where «<b>" + esc(S.words[S.focus]) + "</b>» looks in sentence " + (s + 1) +
+      " (its row of the heatmap); bars coloured like the overview";
+  }
+
+  // ---- selection and keys --------------------------------------------------------------------
+  function drawHeadInfo() {
+    const l = state.layer, h = state.head, i = headIndex(l, h), c = CATEGORY[data.head_category[i]];
+    const scores = data.head_scores;
+    byId("head-title").textContent = "Layer " + (l + 1) + ", head " + (h + 1);
+    byId("head-heading").innerHTML = "Layer " + (l + 1) + ", head " + (h + 1) + " <span class=\"badge\" style=\"background:" +
+      c.colour + ";color:" + (c.dark ? "#fff" : "#1d2530") + "\">" + esc(c.label) + "</span>" +
+      "<span class=\"hint\" style=\"margin:0;font-weight:400\">sentence " + (state.sentence + 1) + ": " +
+      esc(data.sentences[state.sentence].text) + "</span>";
+    byId("head-scores").textContent = "Mean over all words and sentences: previous word " + percent(scores.prev[i], 1) +
+      " · next word " + percent(scores.next[i], 1) + " · markers " + percent(scores.markers[i], 1) +
+      " · entropy " + scores.entropy[i].toFixed(2) + " nats";
+    document.querySelectorAll("#sentence-buttons button").forEach(function (b) {
+      b.classList.toggle("active", Number(b.dataset.sentence) === state.sentence + 1);
+    });
+  }
+  function select(change) {
+    Object.assign(state, change);
+    drawHeadInfo();
+    updateOverview();
+    drawHeatmap();
+    drawLines();
+    drawBars();
+    document.body.dataset.layer = state.layer + 1;
+    document.body.dataset.head = state.head + 1;
+    document.body.dataset.sentence = state.sentence + 1;
+    try {  // a link to this head: report.html#L1H4S2
+      history.replaceState(null, "", "#L" + (state.layer + 1) + "H" + (state.head + 1) + "S" + (state.sentence + 1));
+    } catch (error) { /* some browsers refuse this on file:// */ }
+  }
+  function step(delta) {
+    const i = (headIndex(state.layer, state.head) + delta + LAYERS * HEADS) % (LAYERS * HEADS);
+    select({ layer: Math.floor(i / HEADS), head: i % HEADS });
+  }
+  document.addEventListener("keydown", function (event) {
+    if (event.altKey || event.ctrlKey || event.metaKey) return;
+    const key = event.key;
+    if (key === "ArrowRight") step(1);
+    else if (key === "ArrowLeft") step(-1);
+    else if (key === "ArrowDown") step(HEADS);
+    else if (key === "ArrowUp") step(-HEADS);
+    else if (/^[1-9]$/.test(key) && Number(key) <= data.sentences.length) select({ sentence: Number(key) - 1 });
+    else return;
+    event.preventDefault();
+  });
+  byId("previous-head").addEventListener("click", function () { step(-1); });
+  byId("next-head").addEventListener("click", function () { step(1); });
+
+  function initial() {
+    const match = /^#L(\d+)H(\d+)(?:S(\d+))?$/.exec(location.hash);
+    if (match) {
+      const l = Number(match[1]) - 1, h = Number(match[2]) - 1, s = match[3] ? Number(match[3]) - 1 : 0;
+      if (l >= 0 && l < LAYERS && h >= 0 && h < HEADS && s >= 0 && s < data.sentences.length) {
+        return { layer: l, head: h, sentence: s };
+      }
+    }
+    const best = data.summary.best_sense_head || data.summary.prev_head;
+    return { layer: best.layer - 1, head: best.head - 1, sentence: 0 };
+  }
+
+  buildSentenceButtons();
+  buildOverview();
+  buildLegend();
+  select(initial());
+  document.body.dataset.ready = "true";
+})();
