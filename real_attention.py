@@ -90,13 +90,16 @@ def lesson_command(out: str) -> None:
               help="TOML file of sentences; replaces the lesson's packaged config.")
 @model_options
 @out_option
-def run_command(lang, config_path, model_name, revision, offline, device, out_dir) -> None:
+@click.option("--no-report", is_flag=True, help="Skip the interactive HTML report.")
+def run_command(lang, config_path, model_name, revision, offline, device, out_dir, no_report) -> None:
     """Extract every head's word-level attention and classify all heads.
 
-    Writes OUT/results/LANG/ with attention.csv, focus.csv, heads.csv and summary.json.
+    Writes OUT/results/LANG/ with attention.csv, focus.csv, heads.csv and summary.json,
+    and OUT/figures/LANG/report.html, one self-contained page that opens offline.
     """
     from analysis.atomic import staged_outputs
     from analysis.models import choose_model
+    from analysis.report import REPORT_NAME, write_report
     from analysis.sentences import load_sentences
     from analysis.tables import describe, write_results
 
@@ -111,10 +114,15 @@ def run_command(lang, config_path, model_name, revision, offline, device, out_di
             loaded = load_model(choice, device=device, offline=offline)
             result = analyse(loaded, sentence_set)
             summary = write_results(results_folder, result)
+            if not no_report:  # one staged folder per target, shared with the figures
+                figures_folder = staging.folder(out_dir / "figures" / lang)
+                write_report(figures_folder / REPORT_NAME, result, summary)
     click.echo(f"{result.model} @ {result.revision[:12]}, {len(sentence_set.sentences)} sentence(s), "
                f"focus {sentence_set.focus!r}")
     click.echo(describe(summary))
     click.echo(f"wrote {out_dir / 'results' / lang}")
+    if not no_report:
+        click.echo(f"wrote {out_dir / 'figures' / lang / REPORT_NAME}")
 
 
 if __name__ == "__main__":
