@@ -1,0 +1,622 @@
+"""Head statistics over a corpus: stream sentences, batch them by length, pool per-head sums, label every head.
+
+The data flow of `real-attention heads --corpus`:
+
+    CorpusReader (lines of a shard) -> encode (pieces, units, unit kinds) -> length buckets -> padded batch
+    -> attention_maps (one forward pass) -> batch_totals (word merge and statistics, on the model's device)
+    -> HeadSums (exact float64 running sums; `+` merges shards) -> label_heads -> heads.csv, summary.json
+
+Units and the merge rule are those of `run` (analysis.words): each special token is a unit, each word is a
+unit; a key word's pieces are summed, a query word's pieces are averaged. Every statistic is pooled: its sum
+over every qualifying query unit of every sentence, divided by the number of such units.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import BinaryIO, Iterable, Iterator, NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from analysis.heads import NEXT_OFFSET, PREVIOUS_OFFSET
+from analysis.tables import write_csv, write_json
+from analysis.words import is_punctuation, unit_ids
+
+# The per-head statistics, in table order. prev and next are taken at the offsets defined in analysis.heads.
+STATISTICS = ("prev", "next", "self", "cls", "sep", "punct", "markers", "entropy")
+PAIR_STATISTICS = ("prev", "next")  # pooled over query units that have a previous (a next) unit: n - 1 each
+HEADS_COLUMNS = ["layer", "head", "label", *STATISTICS, "n_sentences", "n_words"]
+
+# Kinds of unit, as codes in a (batch, units) tensor; pads are -1.
+PAD, WORD, PUNCT, CLS, SEP, OTHER_SPECIAL = -1, 0, 1, 2, 3, 4
+
+DEFAULT_BATCH_SIZE = 32
+BUCKET_BATCHES = 32  # sentences read ahead and sorted by length: this many batches
+
+
+class CorpusError(ValueError):
+    """Bad corpus input (missing file, bad line, empty corpus, bad shard); the message says what to fix."""
+
+
+# --- labels -------------------------------------------------------------------------------------------------
+
+# The labels a head can get, in order of precedence: the first rule a head meets decides its label.
+LABELS = ("previous", "next", "self", "cls", "sep", "punct", "markers", "broad", "mixed")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """When a head gets a label; defaults follow Clark et al. (2019), "What Does BERT Look At?".
+
+    Precedence, first match wins: previous, next, self, cls, sep, punct, markers, broad, otherwise mixed.
+    """
+
+    # previous / next / self: mean weight on the unit at PREVIOUS_OFFSET / NEXT_OFFSET / the query itself
+    # above this. Clark et al. Sec. 3.1 name the heads that put "> 50% of their attention" on the
+    # previous or next token.
+    position: float = 0.5
+    # cls / sep / punct / markers: mean weight on [CLS] / [SEP] / punctuation-only words / all three above
+    # this. Clark et al. Sec. 3.2: "over half of BERT's attention" in layers 6-10 goes to [SEP].
+    marker: float = 0.5
+    # broad: mean row entropy at least this fraction of the entropy of uniform attention over the same rows
+    # (the mean of ln n). Clark et al. Sec. 3.3: broad heads "spend at most 10% of their attention mass on
+    # any single word" and come close to their uniform-attention baseline.
+    broad: float = 0.8
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"threshold {name} = {value} is not between 0 and 1")
+
+
+def label_heads(means: dict[str, np.ndarray], uniform_entropy: float, thresholds: Thresholds) -> np.ndarray:
+    """Pooled means, each (layers, heads) -> (layers, heads) array of labels from LABELS."""
+    rules = [  # in LABELS order
+        ("previous", means["prev"] > thresholds.position),
+        ("next", means["next"] > thresholds.position),
+        ("self", means["self"] > thresholds.position),
+        ("cls", means["cls"] > thresholds.marker),
+        ("sep", means["sep"] > thresholds.marker),
+        ("punct", means["punct"] > thresholds.marker),
+        ("markers", means["markers"] > thresholds.marker),
+        ("broad", means["entropy"] >= thresholds.broad * uniform_entropy),
+    ]
+    assert [name for name, _ in rules] == list(LABELS[:-1])
+    labels = np.full(means["prev"].shape, LABELS[-1], dtype=object)
+    for name, hit in reversed(rules):  # the earlier rule is written last, so it wins
+        labels[hit] = name
+    return labels
+
+
+# --- running sums -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HeadSums:
+    """Exact running sums over (part of) a corpus. `a + b` is the sums over both parts."""
+
+    totals: np.ndarray  # (len(STATISTICS), layers, heads) float64: each statistic summed over its query units
+    sentences: int = 0  # sentences run through the model
+    units: int = 0  # query units: the denominator of self, cls, sep, punct, markers and entropy
+    pairs: int = 0  # query units with a previous unit (as many have a next one): the denominator of prev, next
+    uniform: float = 0.0  # sum over query units of ln n: the entropy of uniform attention, for "broad"
+    tokens: int = 0  # pieces run through the model, specials included, pads not
+    lines: int = 0  # lines of the file read for this shard, blank ones included
+    blank: int = 0  # blank lines, skipped
+    skipped: int = 0  # lines over the model's maximum length, skipped
+    truncated: int = 0  # lines over the model's maximum length, cut (with --truncate)
+
+    def __post_init__(self) -> None:
+        assert self.totals.ndim == 3 and self.totals.shape[0] == len(STATISTICS), self.totals.shape
+        assert self.totals.dtype == np.float64
+
+    @classmethod
+    def zeros(cls, layers: int, heads: int) -> HeadSums:
+        return cls(totals=np.zeros((len(STATISTICS), layers, heads)))
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.totals.shape[1], self.totals.shape[2]
+
+    def __add__(self, other: HeadSums) -> HeadSums:
+        if self.shape != other.shape:
+            raise ValueError(f"cannot add sums of {self.shape} heads to sums of {other.shape} heads")
+        counts = {name: getattr(self, name) + getattr(other, name) for name in COUNT_FIELDS}
+        return HeadSums(totals=self.totals + other.totals, **counts)
+
+    def means(self) -> dict[str, np.ndarray]:
+        """Each statistic's pooled mean, (layers, heads) float64: the total over the count of its units."""
+        result = {}
+        for index, name in enumerate(STATISTICS):
+            count = self.pairs if name in PAIR_STATISTICS else self.units
+            result[name] = self.totals[index] / count if count else np.full(self.shape, np.nan)
+        return result
+
+    @property
+    def uniform_entropy(self) -> float:
+        """The mean row entropy that uniform attention over the same rows would have, in nats."""
+        return self.uniform / self.units if self.units else math.nan
+
+    def to_json(self) -> dict:
+        """Every sum and count; json writes floats with repr, so reading it back is exact."""
+        layers, heads = self.shape
+        data = {name: getattr(self, name) for name in COUNT_FIELDS}
+        data.update(layers=layers, heads=heads, totals={name: self.totals[i].tolist() for i, name in enumerate(STATISTICS)})
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> HeadSums:
+        totals = np.array([data["totals"][name] for name in STATISTICS], dtype=np.float64)
+        assert totals.shape == (len(STATISTICS), data["layers"], data["heads"]), totals.shape
+        return cls(totals=totals, **{name: data[name] for name in COUNT_FIELDS})
+
+
+COUNT_FIELDS = ("sentences", "units", "pairs", "uniform", "tokens", "lines", "blank", "skipped", "truncated")
+
+
+# --- reading the corpus -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard `index` of `count`: lines index, index + count, index + 2 count, ... (lines counted from 1)."""
+
+    index: int = 1
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.index <= self.count:
+            raise CorpusError(f"shard {self.index}/{self.count} does not exist; use --shard i/N with 1 <= i <= N")
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        """'2/4' -> Shard(2, 4)."""
+        parts = text.split("/")
+        if len(parts) != 2 or not all(part.strip().isdigit() for part in parts):
+            raise CorpusError(f"--shard {text!r} is not of the form i/N, e.g. 1/4")
+        return cls(int(parts[0]), int(parts[1]))
+
+    @property
+    def whole(self) -> bool:
+        return self.count == 1
+
+    def takes(self, line_number: int) -> bool:
+        return (line_number - self.index) % self.count == 0
+
+    def lines_of(self, total_lines: int) -> int:
+        """How many of a file's total_lines fall in this shard."""
+        return max(0, (total_lines - self.index) // self.count + 1)
+
+
+def corpus_format(path: str, fmt: str = "auto") -> str:
+    """'text' or 'jsonl': `fmt` unless it is 'auto', then by the file's suffix."""
+    if fmt != "auto":
+        return fmt
+    return "jsonl" if path.lower().endswith(".jsonl") else "text"
+
+
+def count_lines(path: Path) -> int:
+    """The number of lines of a file, a last line without a newline included (for the progress bar)."""
+    count, last = 0, b"\n"
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            count += block.count(b"\n")
+            last = block[-1:]
+    return count + (last != b"\n")
+
+
+class CorpusReader:
+    """Iterate over the sentences of one shard of a stream; hashes every byte and counts the lines.
+
+    Text: one sentence per line. JSONL: one object per line with a string field "text". Blank lines (and
+    empty texts) are skipped and counted. After the iteration, `sha256` is the digest of the whole stream.
+    """
+
+    def __init__(self, stream: BinaryIO, fmt: str = "text", shard: Shard = Shard(), source: str = "the corpus"):
+        assert fmt in ("text", "jsonl"), fmt
+        self.stream, self.fmt, self.shard, self.source = stream, fmt, shard, source
+        self._digest = hashlib.sha256()
+        self.lines = 0  # lines of this shard read so far
+        self.blank = 0
+
+    @property
+    def sha256(self) -> str:
+        return self._digest.hexdigest()
+
+    def __iter__(self) -> Iterator[str]:
+        for number, raw in enumerate(self.stream, start=1):
+            self._digest.update(raw)
+            if not self.shard.takes(number):
+                continue
+            self.lines += 1
+            text = self._text(raw, number)
+            if text:
+                yield text
+            else:
+                self.blank += 1
+
+    def _text(self, raw: bytes, number: int) -> str:
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise CorpusError(f"line {number} of {self.source} is not UTF-8 ({error.reason} at byte {error.start})") from None
+        if number == 1:
+            line = line.removeprefix("\ufeff")
+        if self.fmt == "text" or not line.strip():
+            return line.strip()
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise CorpusError(f"line {number} of {self.source} is not JSON: {error.msg} (column {error.colno})") from None
+        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+            raise CorpusError(f'line {number} of {self.source} has no string field "text"')
+        return record["text"].strip()
+
+
+# --- encoding: pieces -> units ------------------------------------------------------------------------------
+
+
+class Encoded(NamedTuple):
+    """One sentence, tokenized: its pieces and the units they form."""
+
+    ids: np.ndarray  # (t,) int64 piece ids, specials included
+    units: np.ndarray  # (t,) int64 unit index of each piece (analysis.words.unit_ids)
+    kinds: np.ndarray  # (n,) int64 WORD, PUNCT, CLS, SEP or OTHER_SPECIAL
+
+
+def sentence_units(text: str, encoding, cls_id: int | None, sep_id: int | None) -> Encoded:
+    """A fast tokenizer's Encoding -> the units and kinds that analysis.words.merge would give."""
+    ids = np.array(encoding.ids, dtype=np.int64)
+    word_ids = np.array([-1 if w is None else w for w in encoding.word_ids], dtype=np.int64)
+    word_ids[np.array(encoding.special_tokens_mask, dtype=bool)] = -1
+    units = unit_ids(word_ids)
+    n = int(units[-1]) + 1
+    first = np.searchsorted(units, np.arange(n))  # (n,) first piece of each unit
+    offsets = np.array(encoding.offsets, dtype=np.int64).reshape(-1, 2)
+    starts = np.minimum.reduceat(offsets[:, 0], first)
+    ends = np.maximum.reduceat(offsets[:, 1], first)
+    kinds = np.empty(n, dtype=np.int64)
+    for unit, piece in enumerate(first.tolist()):  # labels only, as in words.merge
+        if word_ids[piece] == -1:
+            kinds[unit] = CLS if ids[piece] == cls_id else SEP if ids[piece] == sep_id else OTHER_SPECIAL
+        else:
+            kinds[unit] = PUNCT if is_punctuation(text[starts[unit]:ends[unit]]) else WORD
+    return Encoded(ids=ids, units=units, kinds=kinds)
+
+
+def encode(loaded, texts: list[str], truncate: bool) -> tuple[list[Encoded], int, int]:
+    """Tokenize texts; lines over loaded.max_tokens are cut (truncate) or dropped. -> (encoded, skipped, cut)."""
+    tokenizer = loaded.tokenizer
+    options = dict(return_offsets_mapping=True, return_special_tokens_mask=True, verbose=False)
+    encodings = tokenizer(texts, **options).encodings
+    too_long = [i for i, encoding in enumerate(encodings) if len(encoding.ids) > loaded.max_tokens]
+    if too_long and truncate:
+        cut = tokenizer([texts[i] for i in too_long], truncation=True, max_length=loaded.max_tokens, **options)
+        for i, encoding in zip(too_long, cut.encodings):
+            encodings[i] = encoding
+    drop = set() if truncate else set(too_long)
+    cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
+    encoded = [
+        sentence_units(text, encoding, cls_id, sep_id)
+        for i, (text, encoding) in enumerate(zip(texts, encodings))
+        if i not in drop
+    ]
+    return encoded, len(drop), len(too_long) if truncate else 0
+
+
+def length_batches(sentences: list[Encoded], batch_size: int) -> list[list[Encoded]]:
+    """Sort by piece count (a stable sort: ties keep their order) and cut into batches: little padding."""
+    ordered = sorted(sentences, key=lambda s: len(s.ids))
+    return [ordered[i:i + batch_size] for i in range(0, len(ordered), batch_size)]
+
+
+class Batch(NamedTuple):
+    """Padded arrays of a batch of B sentences, t pieces and n units at most."""
+
+    input_ids: np.ndarray  # (B, t) int64, pad id after the end
+    attention_mask: np.ndarray  # (B, t) int64, 1 for real pieces
+    units: np.ndarray  # (B, t) int64 unit index of each piece, -1 for pads
+    kinds: np.ndarray  # (B, n) int64 unit kinds, PAD (-1) after the end
+
+
+def pad_batch(sentences: list[Encoded], pad_id: int) -> Batch:
+    """Right-pad a batch; pads get no unit, so no statistic ever sees them."""
+    size = len(sentences)
+    t = max(len(s.ids) for s in sentences)
+    n = max(len(s.kinds) for s in sentences)
+    input_ids = np.full((size, t), pad_id, dtype=np.int64)
+    attention_mask = np.zeros((size, t), dtype=np.int64)
+    units = np.full((size, t), -1, dtype=np.int64)
+    kinds = np.full((size, n), PAD, dtype=np.int64)
+    for row, sentence in enumerate(sentences):
+        length = len(sentence.ids)
+        input_ids[row, :length] = sentence.ids
+        attention_mask[row, :length] = 1
+        units[row, :length] = sentence.units
+        kinds[row, :len(sentence.kinds)] = sentence.kinds
+    return Batch(input_ids, attention_mask, units, kinds)
+
+
+# --- the statistics of a batch, in torch ---------------------------------------------------------------------
+
+
+def batch_totals(maps, units, kinds):
+    """Merge a batch's piece maps into unit maps and sum every statistic over the real query units.
+
+    maps: (layers, B, heads, t, t) post-softmax weights; units: (B, t) unit of each piece, -1 for pads;
+    kinds: (B, n) kind of each unit, PAD for pads. All on one device.
+    Returns (len(STATISTICS), layers, heads) float64 totals, still on that device.
+    """
+    import torch
+
+    n = kinds.shape[1]
+    assignment = (torch.arange(n, device=units.device)[None, :, None] == units[:, None, :]).to(maps.dtype)  # (B, n, t)
+    mean_rows = assignment / assignment.sum(dim=-1, keepdim=True).clamp(min=1)  # (B, n, t); pad units: 0 rows
+    # Keys: pieces summed; queries: pieces averaged. Pad pieces belong to no unit, so they drop out.
+    unit_maps = mean_rows[None, :, None] @ maps @ assignment.transpose(1, 2)[None, :, None]  # (L, B, H, n, n)
+    valid = (kinds != PAD).to(torch.float64)  # (B, n)
+    key_sets = torch.stack([kinds == CLS, kinds == SEP, kinds == PUNCT], dim=-1).to(maps.dtype)  # (B, n, 3)
+    on_keys = unit_maps @ key_sets[None, :, None]  # (L, B, H, n, 3): weight on [CLS], [SEP], punctuation
+    rows = torch.cat(
+        [
+            torch.diagonal(unit_maps, 0, dim1=-2, dim2=-1)[..., None],  # self
+            on_keys,  # cls, sep, punct
+            on_keys.sum(dim=-1, keepdim=True),  # markers
+            -torch.special.xlogy(unit_maps, unit_maps).sum(dim=-1, keepdim=True),  # entropy in nats, 0 log 0 = 0
+        ],
+        dim=-1,
+    )  # (L, B, H, n, 6)
+    row_totals = torch.einsum("lbhns,bn->slh", rows.to(torch.float64), valid)  # (6, L, H)
+    pair_totals = []
+    for offset in (PREVIOUS_OFFSET, NEXT_OFFSET):
+        # Query i, key i + offset: both real exactly when the later of the two is, i.e. valid[:, |offset|:].
+        pairs = torch.diagonal(unit_maps, offset, dim1=-2, dim2=-1)  # (L, B, H, n - |offset|)
+        pair_totals.append(torch.einsum("lbhn,bn->lh", pairs.to(torch.float64), valid[:, abs(offset):]))
+    return torch.cat([torch.stack(pair_totals), row_totals])  # (8, L, H) in STATISTICS order
+
+
+def sentence_counts(sentences: list[Encoded]) -> dict[str, float]:
+    """The counts a batch adds: sentences, query units, pairs, sum of n ln n, pieces."""
+    sizes = np.array([len(s.kinds) for s in sentences], dtype=np.int64)
+    return {
+        "sentences": len(sentences),
+        "units": int(sizes.sum()),
+        "pairs": int((sizes - 1).sum()),
+        "uniform": float((sizes * np.log(sizes)).sum()),
+        "tokens": int(sum(len(s.ids) for s in sentences)),
+    }
+
+
+def _advance(progress, shown: int, lines: int) -> int:
+    if progress is not None and lines:
+        progress.update(lines)
+    return shown + lines
+
+
+def corpus_sums(
+    loaded,
+    reader: CorpusReader,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    truncate: bool = False,
+    progress=None,
+) -> HeadSums:
+    """Stream the reader's sentences through the model in length-sorted batches; return the pooled sums.
+
+    Memory holds one bucket of encoded sentences and one batch of maps, whatever the corpus size.
+    `progress`, if given, has tqdm's `update(n)` and advances by one per line read.
+    """
+    import torch
+
+    from analysis.extract import attention_maps
+
+    if batch_size < 1:
+        raise CorpusError(f"--batch-size must be at least 1, not {batch_size}")
+    device = torch.device(loaded.device)
+    totals = torch.zeros((len(STATISTICS), loaded.layers, loaded.heads), dtype=torch.float64, device=device)
+    counts = dict.fromkeys(("sentences", "units", "pairs", "tokens", "skipped", "truncated"), 0)
+    counts["uniform"] = 0.0
+    pad_id = loaded.tokenizer.pad_token_id or 0
+    sentences = iter(reader)
+    shown = 0  # lines the progress bar has counted
+    with torch.inference_mode():
+        while True:
+            lines_before = reader.lines
+            texts = list(itertools.islice(sentences, batch_size * BUCKET_BATCHES))
+            if not texts:
+                break
+            encoded, skipped, truncated = encode(loaded, texts, truncate)
+            counts["skipped"] += skipped
+            counts["truncated"] += truncated
+            shown = _advance(progress, shown, reader.lines - lines_before - len(encoded))  # blank, skipped
+            for batch_sentences in length_batches(encoded, batch_size):
+                batch = pad_batch(batch_sentences, pad_id)
+                maps = attention_maps(
+                    loaded, torch.from_numpy(batch.input_ids), torch.from_numpy(batch.attention_mask)
+                )  # (L, B, H, t, t)
+                totals += batch_totals(
+                    maps, torch.from_numpy(batch.units).to(device), torch.from_numpy(batch.kinds).to(device)
+                )
+                del maps  # no map outlives its batch
+                for name, value in sentence_counts(batch_sentences).items():
+                    counts[name] += value
+                shown = _advance(progress, shown, len(batch_sentences))
+    _advance(progress, shown, reader.lines - shown)  # blank lines after the last sentence
+    return HeadSums(totals=totals.cpu().numpy(), lines=reader.lines, blank=reader.blank, **counts)
+
+
+# --- results ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CorpusRun:
+    """What identifies a corpus result: the model, the corpus and how it was read."""
+
+    model: str  # the model as the user named it
+    revision: str  # resolved commit, or sha256 of local weights
+    name: str  # the corpus name: the output folder under results/corpus/ (shards add a suffix)
+    sha256: str  # of the whole corpus file, every byte
+    format: str  # "text" or "jsonl"
+    truncate: bool
+    versions: dict[str, str]  # python, torch, transformers
+    shard: Shard | None = None  # None for a whole corpus
+    thresholds: Thresholds = field(default_factory=Thresholds)
+
+    @property
+    def folder_name(self) -> str:
+        """results/corpus/<folder_name>: the corpus name, plus '-shard-i-of-N' for a shard."""
+        if self.shard is None:
+            return self.name
+        return f"{self.name}-shard-{self.shard.index}-of-{self.shard.count}"
+
+
+def heads_frame(sums: HeadSums, labels: np.ndarray) -> pd.DataFrame:
+    """One row per head, layer and head counted from 1: label, pooled means and counts."""
+    layers, heads = sums.shape
+    layer, head = np.indices((layers, heads)).reshape(2, -1)
+    means = sums.means()
+    frame = pd.DataFrame({"layer": layer + 1, "head": head + 1, "label": labels.reshape(-1)})
+    for name in STATISTICS:
+        frame[name] = means[name].reshape(-1)
+    frame["n_sentences"] = sums.sentences
+    frame["n_words"] = sums.units
+    return frame[HEADS_COLUMNS]
+
+
+def _strongest(score: np.ndarray) -> dict:
+    layer, head = np.unravel_index(int(np.argmax(score)), score.shape)  # ties: the lowest (layer, head)
+    return {"layer": int(layer) + 1, "head": int(head) + 1, "score": round(float(score[layer, head]), 6)}
+
+
+def summary(run: CorpusRun, sums: HeadSums, labels: np.ndarray) -> dict:
+    """The run's headline numbers; layers and heads counted from 1."""
+    layers, heads = sums.shape
+    means = sums.means()
+    return {
+        "model": run.model,
+        "revision": run.revision,
+        "corpus": {"name": run.name, "sha256": run.sha256, "format": run.format},
+        "shard": None if run.shard is None else {"index": run.shard.index, "count": run.shard.count},
+        "truncate": run.truncate,
+        "counts": {
+            "lines": sums.lines,
+            "blank": sums.blank,
+            "sentences": sums.sentences,
+            "skipped": sums.skipped,
+            "truncated": sums.truncated,
+            "words": sums.units,
+            "tokens": sums.tokens,
+        },
+        "layers": layers,
+        "heads_per_layer": heads,
+        "heads_total": layers * heads,
+        "labels": {label: int((labels == label).sum()) for label in LABELS},
+        "strongest": {name: _strongest(means[name]) for name in STATISTICS if name != "entropy"},
+        "uniform_entropy": round(sums.uniform_entropy, 6),
+        "thresholds": asdict(run.thresholds),
+        "label_precedence": list(LABELS),
+        "versions": run.versions,
+    }
+
+
+RESULT_FILES = ("heads.csv", "summary.json", "sums.json")
+FIGURE_FILE = "labels.png"
+
+
+def write_corpus(results_folder: Path, figures_folder: Path, run: CorpusRun, sums: HeadSums) -> dict:
+    """Write heads.csv, summary.json, sums.json (exact, for merge) and the label grid; returns the summary."""
+    from analysis.corpus_plots import label_grid
+    from analysis.figio import save_figure
+
+    if sums.sentences == 0:
+        hint = "; pass --truncate to cut long lines" if sums.skipped else ""
+        raise CorpusError(f"the corpus {run.name!r} has no sentences to analyse ({sums.skipped} too long){hint}")
+    labels = label_heads(sums.means(), sums.uniform_entropy, run.thresholds)
+    write_csv(heads_frame(sums, labels), results_folder / "heads.csv")
+    data = summary(run, sums, labels)
+    write_json(data, results_folder / "summary.json")
+    write_json(sums.to_json(), results_folder / "sums.json")
+    title = f"{Path(run.model).name or run.model} on {run.folder_name}: {sums.sentences} sentences"
+    save_figure(label_grid(labels, LABELS, title), figures_folder / FIGURE_FILE)
+    return data
+
+
+# --- merging shards -----------------------------------------------------------------------------------------
+
+
+def read_shard(folder: Path) -> tuple[dict, HeadSums]:
+    """A shard's summary and exact sums; CorpusError if the folder is not a corpus result."""
+    folder = Path(folder)
+    paths = [folder / "summary.json", folder / "sums.json"]
+    if not all(path.is_file() for path in paths):
+        raise CorpusError(
+            f"{folder} is not a corpus result folder (no summary.json and sums.json); "
+            "pass results/corpus/NAME/ folders written by `heads --shard`"
+        )
+    try:
+        data, sums = (json.loads(path.read_text(encoding="utf-8")) for path in paths)
+        return data, HeadSums.from_json(sums)
+    except (ValueError, KeyError, TypeError, AssertionError) as error:
+        raise CorpusError(f"{folder} holds an unreadable summary.json or sums.json ({error})") from None
+
+
+SAME_IN_EVERY_SHARD = ("model", "revision", "corpus", "truncate", "thresholds", "layers", "heads_per_layer")
+
+
+def merge_shards(folders: Iterable[Path]) -> tuple[CorpusRun, HeadSums]:
+    """Add up the sums of every shard of one corpus run; the result is that of the unsharded run."""
+    shards = [(Path(folder), *read_shard(folder)) for folder in folders]
+    if not shards:
+        raise CorpusError("merge needs at least one shard folder")
+    first_folder, first, _ = shards[0]
+    for folder, data, _ in shards:
+        if data.get("shard") is None:
+            raise CorpusError(f"{folder} was not written with --shard; merge takes the shards of one run")
+        for key in SAME_IN_EVERY_SHARD:
+            if data.get(key) != first.get(key):
+                raise CorpusError(f"{folder} and {first_folder} differ in {key}; merge takes the shards of one run")
+        if data["shard"]["count"] != first["shard"]["count"]:
+            raise CorpusError(f"{folder} and {first_folder} come from runs with different shard counts")
+    count = first["shard"]["count"]
+    by_index: dict[int, tuple[Path, HeadSums]] = {}
+    for folder, data, sums in shards:
+        index = data["shard"]["index"]
+        if index in by_index:
+            raise CorpusError(f"{folder} and {by_index[index][0]} are both shard {index}/{count}")
+        by_index[index] = (folder, sums)
+    missing = sorted(set(range(1, count + 1)) - set(by_index))
+    if missing:
+        raise CorpusError(f"shard(s) {', '.join(f'{i}/{count}' for i in missing)} missing; merge needs all {count}")
+    total = by_index[1][1]
+    for index in range(2, count + 1):  # shard order, whatever the argument order: the same bits every time
+        total = total + by_index[index][1]
+    run = CorpusRun(
+        model=first["model"],
+        revision=first["revision"],
+        name=first["corpus"]["name"],
+        sha256=first["corpus"]["sha256"],
+        format=first["corpus"]["format"],
+        truncate=first["truncate"],
+        versions=first["versions"],
+        thresholds=Thresholds(**first["thresholds"]),
+    )
+    return run, total
+
+
+def describe(data: dict) -> str:
+    """The human summary: counts, labels and the strongest heads."""
+    counts = data["counts"]
+    lines = [
+        f"{counts['sentences']} sentence(s), {counts['words']} words; "
+        f"{counts['skipped']} line(s) too long skipped, {counts['truncated']} cut, {counts['blank']} blank",
+        "labels: " + ", ".join(f"{label} {n}" for label, n in data["labels"].items() if n)
+        + f" (of {data['heads_total']} heads)",
+    ]
+    for name in ("prev", "next", "sep"):
+        head = data["strongest"][name]
+        lines.append(f"strongest {name}: layer {head['layer']}, head {head['head']} (mean weight {head['score']:.2f})")
+    return "\n".join(lines)
