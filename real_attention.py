@@ -125,5 +125,103 @@ def run_command(lang, config_path, model_name, revision, offline, device, out_di
         click.echo(f"wrote {out_dir / 'figures' / lang / REPORT_NAME}")
 
 
+@cli.command("heads")
+@click.option("--corpus", "corpus_path", required=True, metavar="FILE",
+              help="UTF-8 text with one sentence per line, or .jsonl with a \"text\" field; '-' reads stdin.")
+@click.option("--format", "corpus_format", type=click.Choice(["auto", "text", "jsonl"]), default="auto",
+              show_default=True, help="How to read FILE; auto: jsonl for a .jsonl name, else text.")
+@click.option("--name", "corpus_name", metavar="NAME",
+              help="Corpus name, the folder under results/corpus/. Default: FILE's stem ('stdin' for -).")
+@click.option("--lang", default="en", show_default=True, help="Language whose pinned model is the default model.")
+@model_options
+@click.option("--batch-size", type=int, default=32, show_default=True,
+              help="Sentences per forward pass; they are sorted by length first, so little padding is run.")
+@click.option("--truncate", is_flag=True, help="Cut lines over the model's maximum length instead of skipping them.")
+@click.option("--shard", "shard_text", metavar="i/N",
+              help="Process lines i, i+N, i+2N, ... (counted from 1) into NAME-shard-i-of-N; see `merge`.")
+@out_option
+@click.option("--quiet", is_flag=True, help="No progress bar on stderr.")
+def heads_command(corpus_path, corpus_format, corpus_name, lang, model_name, revision, offline, device,
+                  batch_size, truncate, shard_text, out_dir, quiet) -> None:
+    """Pool every head's attention statistics over a corpus and label each head.
+
+    Per head, at word level: the mean weight on the previous, next and same word, on [CLS], [SEP] and
+    punctuation, and the mean row entropy, pooled over every word of every sentence. Writes
+    OUT/results/corpus/NAME/ (heads.csv, summary.json, sums.json) and OUT/figures/corpus/NAME/labels.png.
+    """
+    import contextlib
+    import sys
+
+    from analysis.atomic import staged_outputs
+    from analysis.corpus import (CorpusError, CorpusReader, CorpusRun, Shard, count_lines, corpus_sums,
+                                 describe, folder_name, write_corpus)
+    from analysis.corpus import corpus_format as resolve_format
+    from analysis.models import choose_model
+
+    with friendly_errors():
+        shard = Shard.parse(shard_text) if shard_text is not None else None
+        if batch_size < 1:
+            raise CorpusError(f"--batch-size must be at least 1, not {batch_size}")
+        stdin = corpus_path == "-"
+        path = None if stdin else Path(corpus_path)
+        if path is not None and not path.is_file():
+            raise CorpusError(f"--corpus {corpus_path}: no such file")
+        name = corpus_name or ("stdin" if stdin else path.stem)
+        folder = folder_name(name, shard)
+        fmt = resolve_format(corpus_path, corpus_format)
+        choice = choose_model(lang, model_name, revision)
+        with staged_outputs() as staging:
+            results_folder = staging.folder(out_dir / "results" / "corpus" / folder)
+            figures_folder = staging.folder(out_dir / "figures" / "corpus" / folder)
+            from tqdm.auto import tqdm
+
+            from analysis.models import load_model
+            from analysis.pipeline import versions
+
+            loaded = load_model(choice, device=device, offline=offline)
+            total = None if stdin else (shard or Shard()).lines_of(count_lines(path))
+            try:
+                stream = contextlib.nullcontext(click.get_binary_stream("stdin")) if stdin else path.open("rb")
+            except OSError as error:
+                raise CorpusError(f"cannot read --corpus {corpus_path}: {error.strerror or error}") from None
+            with stream as handle, tqdm(total=total, unit="sent", desc=folder, disable=quiet, file=sys.stderr,
+                                        dynamic_ncols=True) as bar:
+                reader = CorpusReader(handle, fmt, shard or Shard(), source=corpus_path)
+                sums = corpus_sums(loaded, reader, batch_size=batch_size, truncate=truncate, progress=bar)
+            run = CorpusRun(model=loaded.choice.name, revision=loaded.revision, name=name, sha256=reader.sha256,
+                            format=fmt, truncate=truncate, versions=versions(), shard=shard)
+            summary = write_corpus(results_folder, figures_folder, run, sums)
+    click.echo(f"{run.model} @ {run.revision[:12]}, corpus {name!r} (sha256 {run.sha256[:12]})"
+               + ("" if shard is None else f", shard {shard.index}/{shard.count}"))
+    click.echo(describe(summary))
+    click.echo(f"wrote {out_dir / 'results' / 'corpus' / folder} and {out_dir / 'figures' / 'corpus' / folder}")
+
+
+@cli.command("merge")
+@click.argument("shard_dirs", nargs=-1, required=True, metavar="SHARD_DIR...",
+                type=click.Path(file_okay=False, path_type=Path))
+@out_option
+def merge_command(shard_dirs, out_dir) -> None:
+    """Add up the shards of one `heads --shard i/N` run into the result of the unsharded run.
+
+    Each SHARD_DIR is a results/corpus/NAME-shard-i-of-N/ folder; all N shards are needed. Writes
+    OUT/results/corpus/NAME/ and OUT/figures/corpus/NAME/ in the same form as `heads` without --shard.
+    """
+    from analysis.atomic import staged_outputs
+    from analysis.corpus import describe, merge_shards, write_corpus
+
+    with friendly_errors():
+        run, sums = merge_shards(shard_dirs)
+        with staged_outputs() as staging:
+            results_folder = staging.folder(out_dir / "results" / "corpus" / run.folder_name)
+            figures_folder = staging.folder(out_dir / "figures" / "corpus" / run.folder_name)
+            summary = write_corpus(results_folder, figures_folder, run, sums)
+    click.echo(f"{run.model} @ {run.revision[:12]}, corpus {run.name!r} (sha256 {run.sha256[:12]}), "
+               f"{len(shard_dirs)} shard(s) merged")
+    click.echo(describe(summary))
+    click.echo(f"wrote {out_dir / 'results' / 'corpus' / run.folder_name} and "
+               f"{out_dir / 'figures' / 'corpus' / run.folder_name}")
+
+
 if __name__ == "__main__":
     cli()
