@@ -468,10 +468,14 @@ class CorpusRun:
 
     @property
     def folder_name(self) -> str:
-        """results/corpus/<folder_name>: the corpus name, plus '-shard-i-of-N' for a shard."""
-        if self.shard is None:
-            return self.name
-        return f"{self.name}-shard-{self.shard.index}-of-{self.shard.count}"
+        return folder_name(self.name, self.shard)
+
+
+def folder_name(name: str, shard: Shard | None) -> str:
+    """results/corpus/<folder_name>: the corpus name, plus '-shard-i-of-N' for a shard, so shards can share --out."""
+    if not name or name in (".", "..") or any(char in name for char in "/\\\0"):
+        raise CorpusError(f"corpus name {name!r} cannot be a folder name; pass --name NAME without slashes")
+    return name if shard is None else f"{name}-shard-{shard.index}-of-{shard.count}"
 
 
 def heads_frame(sums: HeadSums, labels: np.ndarray) -> pd.DataFrame:
