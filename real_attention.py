@@ -178,7 +178,16 @@ def heads_command(corpus_path, corpus_format, corpus_name, lang, model_name, rev
             from analysis.models import load_model
             from analysis.pipeline import versions
 
-            loaded = load_model(choice, device=device, offline=offline)
+            from transformers.utils import logging as hf_logging
+
+            bars = hf_logging.is_progress_bar_enabled()
+            if quiet:  # transformers' own "Loading weights" bar too
+                hf_logging.disable_progress_bar()
+            try:
+                loaded = load_model(choice, device=device, offline=offline)
+            finally:
+                if quiet and bars:
+                    hf_logging.enable_progress_bar()
             total = None if stdin else (shard or Shard()).lines_of(count_lines(path))
             try:
                 stream = contextlib.nullcontext(click.get_binary_stream("stdin")) if stdin else path.open("rb")
