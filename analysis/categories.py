@@ -1,0 +1,54 @@
+"""One category per head for where the focus word looks: sense word, marker, previous, next or other.
+
+The single source of truth for the overview figure and the HTML report. No matplotlib, no torch.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from analysis.heads import NEXT_OFFSET, PREVIOUS_OFFSET, FocusedSentence, HeadReport
+
+# In order of precedence: a head takes the first category whose rule holds.
+SENSE, MARKER, PREVIOUS, NEXT, OTHER = "sense", "marker", "previous", "next", "other"
+CATEGORIES = (SENSE, MARKER, PREVIOUS, NEXT, OTHER)
+
+# What a reader sees in legends.
+CATEGORY_LABELS = {
+    SENSE: "sense word",
+    MARKER: "marker",
+    PREVIOUS: "previous word",
+    NEXT: "next word",
+    OTHER: "other",
+}
+# One line each, for a note under a legend.
+CATEGORY_NOTES = {
+    MARKER: "[CLS], [SEP] or punctuation",
+    OTHER: "another word, or not the same kind of word in every sentence",
+}
+
+
+def focus_categories(report: HeadReport, sentences: Sequence[FocusedSentence]) -> np.ndarray:
+    """(layers, heads) array of category names, decided from the focus row's top key in every sentence.
+
+    Precedence, per head:
+      1. "sense"    if it is a sense head (the top key is the sense word in every sentence);
+      2. "marker"   if it is a marker head (the top key is a marker in every sentence);
+      3. "previous" if the top key is the unit at focus + PREVIOUS_OFFSET in every sentence;
+      4. "next"     if the top key is the unit at focus + NEXT_OFFSET in every sentence;
+      5. "other"    otherwise (the focus word looks at another word, or not at the same kind in every sentence).
+    So the sense and marker counts equal HeadReport's sense_head and marker_head counts
+    (unless a config names a punctuation mark as the sense word).
+    """
+    assert report.top_key.shape[0] == len(sentences), (report.top_key.shape, len(sentences))
+    focus = np.array([s.focus for s in sentences])[:, None, None]  # (S, 1, 1)
+    looks_back = (report.top_key == focus + PREVIOUS_OFFSET).all(axis=0)  # (layers, heads)
+    looks_ahead = (report.top_key == focus + NEXT_OFFSET).all(axis=0)
+    rules = [report.sense_head, report.marker_head, looks_back, looks_ahead]
+    return np.select(rules, list(CATEGORIES[:4]), default=OTHER)  # np.select takes the first rule that holds
+
+
+def category_counts(categories: np.ndarray) -> dict[str, int]:
+    """How many heads fall in each category, in CATEGORIES order (zeros included)."""
+    return {name: int((categories == name).sum()) for name in CATEGORIES}

@@ -1,0 +1,356 @@
+"""The run's figures: word x word heatmaps of the lesson's heads, the overview of all heads, the focus bars.
+
+Matplotlib runs on the Agg backend and figures are saved through analysis.figio, so reruns give the same bytes.
+Figures are built as bare `Figure`s (no pyplot state) with margins computed in inches from the words,
+so their size grows with the sentence and nothing is left to a layout engine.
+"""
+from __future__ import annotations
+
+import math
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import matplotlib
+
+matplotlib.use("Agg")  # before anything draws: no display, the same raster everywhere
+
+import numpy as np  # noqa: E402
+from matplotlib.colors import ListedColormap  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.patches import Patch, Rectangle  # noqa: E402
+from matplotlib.ticker import PercentFormatter  # noqa: E402
+
+from analysis.categories import (  # noqa: E402
+    CATEGORIES,
+    CATEGORY_LABELS,
+    CATEGORY_NOTES,
+    category_counts,
+    focus_categories,
+)
+from analysis.figio import save_figure  # noqa: E402
+
+if TYPE_CHECKING:
+    from analysis.pipeline import RunResult
+
+FORMATS = ("png", "svg", "pdf")
+DPI = 100  # fixed: the same pixel size on every machine
+
+# Colours (Okabe-Ito, safe for colour-blind readers).
+CATEGORY_COLOURS = {
+    "sense": "#D55E00",  # vermillion
+    "marker": "#56B4E9",  # sky blue
+    "previous": "#009E73",  # bluish green
+    "next": "#F0E442",  # yellow
+    "other": "#DDDDDD",  # light grey
+}
+DARK_CATEGORIES = ("sense", "previous")  # white numbers on these
+FOCUS_COLOUR = "#E69F00"  # orange frame around the focus word's row
+SENSE_COLOUR = CATEGORY_COLOURS["sense"]
+BAR_COLOUR = "#9DB4CC"
+HEATMAP_CMAP = "Blues"
+
+# Sizes in inches; text widths are estimated from character counts (DejaVu Sans, ~0.62 em per character).
+CELL = 0.42  # one heatmap cell while the sentence is short
+MAX_SIDE = 22.0  # the heatmap's side never grows past this; cells shrink instead
+LABEL_SIZE = 10  # points, tick labels
+CELL_TEXT_SIZE = 8  # points, cell annotations at CELL
+MIN_CELL_TEXT_SIZE = 4.5  # below this, cells are left unannotated
+TITLE_SIZE = 11
+EM = 0.62 / 72  # inches per character per point
+
+# The lesson's four heads: file prefix, the HeadReport property that picks it, and its name in titles.
+LESSON_HEADS = (
+    ("sense", "best_sense_head", "best sense-word head"),
+    ("prev", "prev_head", "previous-word head"),
+    ("next", "next_head", "next-word head"),
+    ("marker", "marker_score_head", "marker head"),
+)
+
+
+def short_revision(revision: str) -> str:
+    """'3f076fdb1ab6...' -> '3f076fdb'; 'sha256:53aa51...' -> 'sha256:53aa5117'."""
+    prefix, _, digest = revision.rpartition(":")
+    return f"{prefix}:{digest[:8]}" if prefix else digest[:8]
+
+
+def percent(weight: float) -> str:
+    """A weight in [0, 1] as a whole-number percentage, as the cells show it: 0.444 -> '44'."""
+    return str(int(round(100 * float(weight))))
+
+
+def _text_width(text: str, size: float) -> float:
+    return len(text) * size * EM
+
+
+def _title(model: str, revision: str, layer: int, head: int, role: str, sentence: int | None, text: str | None,
+           width: float) -> str:
+    """Two or more lines: model, revision, layer and head (counted from 1), role; then the sentence, wrapped."""
+    first = f"{model} @ {short_revision(revision)} · layer {layer + 1}, head {head + 1}"
+    if role:
+        first += f" ({role})"
+    if sentence is None:
+        return first
+    chars = max(30, int(width / (TITLE_SIZE * EM)))
+    return first + "\n" + textwrap.fill(f"sentence {sentence + 1}: {text}", chars)
+
+
+def _frame(left: float, body_w: float, right: float, bottom: float, body_h: float, top: float,
+           min_width: float = 0.0) -> tuple[Figure, float, float, float]:
+    """A figure of the summed size; the body is centred if min_width makes it wider. Returns (fig, W, H, x0)."""
+    width = left + body_w + right
+    pad = max(0.0, min_width - width) / 2
+    width += 2 * pad
+    height = bottom + body_h + top
+    return Figure(figsize=(width, height), dpi=DPI), width, height, pad + left
+
+
+def draw_heatmap(
+    weights: np.ndarray,
+    words: Sequence[str],
+    *,
+    focus: int | None,
+    model: str,
+    revision: str,
+    layer: int,
+    head: int,
+    sentence: int,
+    text: str,
+    role: str = "",
+    sense: int | None = None,
+) -> Figure:
+    """Word x word heatmap of one head: (n, n) weights, rows the attending word, columns the attended-to word.
+
+    layer, head and sentence count from 0 (titles add 1). Cells show whole-number percentages; the colour
+    scale is fixed to [0, 1]; the focus word's row is framed; the sense word's column label is coloured.
+    """
+    n = len(words)
+    assert weights.shape == (n, n), (weights.shape, n)
+    cell = min(CELL, MAX_SIDE / n)
+    side = cell * n
+    longest = max(_text_width(w, LABEL_SIZE) for w in words)
+    left = 0.3 + 0.45 + longest  # y label, ticks, words
+    bottom = 0.3 + 0.45 + longest * math.sin(math.radians(45))  # x label, rotated words
+    right = 0.15 + 0.18 + 0.75  # gap, colour bar, its ticks and label
+    min_width = 6.5
+    title_lines = 2 + max(0, len(f"sentence {sentence + 1}: {text}") * TITLE_SIZE * EM
+                          > max(min_width, left + side + right) - 0.4)
+    top = 0.25 + title_lines * TITLE_SIZE * 1.35 / 72
+    fig, width, height, x0 = _frame(left, side, right, bottom, side, top, min_width)
+    ax = fig.add_axes((x0 / width, bottom / height, side / width, side / height))
+    cax = fig.add_axes(((x0 + side + 0.15) / width, bottom / height, 0.18 / width, side / height))
+
+    image = ax.imshow(weights, cmap=HEATMAP_CMAP, vmin=0.0, vmax=1.0, interpolation="nearest", aspect="equal")
+    colourbar = fig.colorbar(image, cax=cax)
+    colourbar.ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
+    colourbar.set_label("attention weight", fontsize=LABEL_SIZE)
+
+    ticks = np.arange(n)
+    ax.set_xticks(ticks, list(words), rotation=45, ha="right", rotation_mode="anchor", fontsize=LABEL_SIZE)
+    ax.set_yticks(ticks, list(words), fontsize=LABEL_SIZE)
+    ax.tick_params(length=0)
+    ax.set_xlabel("attended-to word (key)", fontsize=LABEL_SIZE)
+    ax.set_ylabel("attending word (query)", fontsize=LABEL_SIZE)
+
+    text_size = CELL_TEXT_SIZE * cell / CELL
+    if text_size >= MIN_CELL_TEXT_SIZE:
+        rows, cols = np.indices((n, n)).reshape(2, -1)
+        for row, col, weight in zip(rows, cols, weights.reshape(-1)):  # one text artist per cell
+            ax.text(col, row, percent(weight), ha="center", va="center", fontsize=text_size,
+                    color="white" if weight >= 0.6 else "0.15", gid="cell")
+
+    if focus is not None:
+        ax.add_patch(Rectangle((-0.5, focus - 0.5), n, 1, fill=False, edgecolor=FOCUS_COLOUR, linewidth=2.5,
+                               clip_on=False, gid="focus"))
+        label = ax.get_yticklabels()[focus]
+        label.set_fontweight("bold")
+        label.set_color(FOCUS_COLOUR)
+    if sense is not None:
+        label = ax.get_xticklabels()[sense]
+        label.set_fontweight("bold")
+        label.set_color(SENSE_COLOUR)
+    ax.set_title(_title(model, revision, layer, head, role, sentence, text, width - 0.4), fontsize=TITLE_SIZE,
+                 loc="center", pad=8)
+    return fig
+
+
+def draw_focus_bars(
+    weights: np.ndarray,
+    words: Sequence[str],
+    *,
+    focus: int,
+    sense: int,
+    model: str,
+    revision: str,
+    layer: int,
+    head: int,
+    sentence: int,
+    text: str,
+    role: str = "best sense-word head",
+) -> Figure:
+    """Bar chart of the focus word's (n,) weights over the words in one head; the sense word's bar stands out."""
+    n = len(words)
+    assert weights.shape == (n,), (weights.shape, n)
+    bar = 0.55
+    body_w = bar * n
+    longest = max(_text_width(w, LABEL_SIZE) for w in words)
+    left, right = 0.95, 0.2
+    bottom = 0.3 + 0.35 + longest * math.sin(math.radians(45))
+    top = 0.25 + 3 * TITLE_SIZE * 1.35 / 72
+    fig, width, height, x0 = _frame(left, body_w, right, bottom, 3.0, top, min_width=6.5)
+    ax = fig.add_axes((x0 / width, bottom / height, body_w / width, 3.0 / height))
+    colours = [SENSE_COLOUR if i == sense else BAR_COLOUR for i in range(n)]
+    bars = ax.bar(np.arange(n), weights, width=0.75, color=colours)
+    ax.bar_label(bars, labels=[percent(w) for w in weights], fontsize=CELL_TEXT_SIZE, padding=2)
+    ax.set_xlim(-0.6, n - 0.4)
+    ax.set_ylim(0, 1.0)
+    ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
+    ax.set_xticks(np.arange(n), list(words), rotation=45, ha="right", rotation_mode="anchor", fontsize=LABEL_SIZE)
+    ax.tick_params(axis="x", length=0)
+    ax.spines[["top", "right"]].set_visible(False)
+    focus_word = words[focus]
+    ax.set_ylabel(f"weight of «{focus_word}» on the word", fontsize=LABEL_SIZE)
+    ax.get_xticklabels()[focus].set_fontweight("bold")
+    ax.get_xticklabels()[focus].set_color(FOCUS_COLOUR)
+    ax.get_xticklabels()[sense].set_fontweight("bold")
+    ax.get_xticklabels()[sense].set_color(SENSE_COLOUR)
+    ax.set_title(_title(model, revision, layer, head, role, sentence, f"where «{focus_word}» looks in «{text}»",
+                        width - 0.4), fontsize=TITLE_SIZE, pad=8)
+    return fig
+
+
+def draw_overview(
+    categories: np.ndarray,
+    top_weight: np.ndarray,
+    *,
+    model: str,
+    revision: str,
+    focus_word: str,
+    sentence_count: int,
+    best: tuple[int, int] | None = None,
+) -> Figure:
+    """Layers x heads grid coloured by analysis.categories; each cell shows the focus word's mean top weight.
+
+    categories: (layers, heads) names from CATEGORIES; top_weight: (layers, heads) mean over sentences of the
+    focus row's largest weight; best: the best sense head (from 0), framed.
+    """
+    layers, heads = categories.shape
+    assert top_weight.shape == categories.shape, (top_weight.shape, categories.shape)
+    cell = 0.5
+    body_w, body_h = cell * heads, cell * layers
+    legend_w = 2.9
+    notes = [f"marker: {CATEGORY_NOTES['marker']}", f"other: {CATEGORY_NOTES['other']}"]
+    left, right = 0.85, 0.3 + legend_w
+    bottom = 0.25 + len(notes) * 9 * 1.4 / 72
+    top = 0.35 + 2 * TITLE_SIZE * 1.35 / 72 + 0.45  # title, then the head numbers
+    body_h_min = max(body_h, 2.7)  # room for the legend beside a short grid
+    fig, width, height, x0 = _frame(left, body_w, right, bottom, body_h_min, top)
+    y0 = bottom + body_h_min - body_h  # a short grid sits at the top, beside the legend
+    ax = fig.add_axes((x0 / width, y0 / height, body_w / width, body_h / height))
+
+    index = _category_index(categories)  # (layers, heads) int
+    colours = ListedColormap([CATEGORY_COLOURS[name] for name in CATEGORIES])
+    ax.imshow(index, cmap=colours, vmin=-0.5, vmax=len(CATEGORIES) - 0.5, interpolation="nearest", aspect="equal")
+    for layer, head in np.ndindex(layers, heads):
+        dark = categories[layer, head] in DARK_CATEGORIES
+        ax.text(head, layer, percent(top_weight[layer, head]), ha="center", va="center", fontsize=8,
+                color="white" if dark else "0.1", gid="cell")
+    # White lines between the cells (two collections; cheaper than minor ticks and a grid).
+    ax.hlines(np.arange(1, layers) - 0.5, -0.5, heads - 0.5, color="white", linewidth=1.5)
+    ax.vlines(np.arange(1, heads) - 0.5, -0.5, layers - 0.5, color="white", linewidth=1.5)
+    ax.tick_params(length=0)
+    ax.set_xticks(np.arange(heads), [str(h + 1) for h in range(heads)], fontsize=9)
+    ax.set_yticks(np.arange(layers), [str(l + 1) for l in range(layers)], fontsize=9)
+    ax.xaxis.set_ticks_position("top")
+    ax.xaxis.set_label_position("top")
+    ax.set_xlabel("head", fontsize=LABEL_SIZE)
+    ax.set_ylabel("layer", fontsize=LABEL_SIZE)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    if best is not None:
+        ax.add_patch(Rectangle((best[1] - 0.5, best[0] - 0.5), 1, 1, fill=False, edgecolor="black",
+                               linewidth=2.5, zorder=4, gid="best"))
+
+    total = layers * heads
+    counts = category_counts(categories)
+    handles = [Patch(facecolor=CATEGORY_COLOURS[name], edgecolor="0.6", linewidth=0.5,
+                     label=f"{CATEGORY_LABELS[name]}: {counts[name]} of {total}") for name in CATEGORIES]
+    if best is not None:
+        handles.append(Patch(facecolor="none", edgecolor="black", linewidth=2,
+                             label=f"best sense head: L{best[0] + 1} H{best[1] + 1}"))
+    else:
+        handles.append(Patch(facecolor="none", edgecolor="none", label="no sense-word head"))
+    legend = fig.legend(handles=handles, loc="upper left", frameon=False, fontsize=LABEL_SIZE,
+                        title_fontsize=LABEL_SIZE, handlelength=1.6, handleheight=1.1,
+                        title=f"where «{focus_word}» looks most\nin every sentence",
+                        bbox_to_anchor=((x0 + body_w + 0.3) / width, (y0 + body_h + 0.05) / height))
+    legend._legend_box.align = "left"  # title flush with the entries
+    fig.text(x0 / width, 0.12 / height, "\n".join(notes), fontsize=9, color="0.3", va="bottom", ha="left")
+    per_sentence = "the sentence" if sentence_count == 1 else f"the {sentence_count} sentences"
+    fig.suptitle(
+        f"{model} @ {short_revision(revision)}: where the focus word «{focus_word}» looks, all {total} heads\n"
+        f"number: its largest weight in %, mean over {per_sentence}",
+        fontsize=TITLE_SIZE, x=0.5, y=1 - 0.15 / height, va="top",
+    )
+    return fig
+
+
+def _category_index(categories: np.ndarray) -> np.ndarray:
+    """(layers, heads) names -> (layers, heads) int, the position of each name in CATEGORIES."""
+    lookup = {name: i for i, name in enumerate(CATEGORIES)}
+    unknown = set(np.unique(categories)) - set(lookup)
+    assert not unknown, unknown
+    return np.vectorize(lookup.__getitem__, otypes=[int])(categories)
+
+
+def _save(fig: Figure, folder: Path, stem: str, formats: Sequence[str]) -> list[Path]:
+    return [save_figure(fig, folder / f"{stem}.{fmt}", dpi=DPI) for fmt in formats]
+
+
+def sense_head_note(result: RunResult) -> str | None:
+    """A line for the user when there is no sense head, so the sense figures were skipped; else None."""
+    if result.report.best_sense_head is not None:
+        return None
+    return ("no sense-word head: the focus word's top key is not the sense word in every sentence in any head; "
+            "skipped the sense heatmaps and the focus bars")
+
+
+def write_run_figures(folder: Path, result: RunResult, formats: tuple[str, ...]) -> list[Path]:
+    """Write every figure of a run into `folder` in each format; returns the paths in a fixed order.
+
+    For each of the lesson's heads and each sentence s (from 1): {sense,prev,next,marker}_L{l}H{h}_s{s};
+    then overview; then focus_bars_s{s}. The sense figures are skipped when there is no sense head.
+    """
+    folder = Path(folder)
+    formats = tuple(dict.fromkeys(formats))  # repeated --format: once each, in the order given
+    unknown = set(formats) - set(FORMATS)
+    if unknown:
+        raise ValueError(f"unknown figure format(s) {', '.join(sorted(unknown))}; use {', '.join(FORMATS)}")
+    report, sentences = result.report, result.sentences
+    common = {"model": result.model, "revision": result.revision}
+    paths: list[Path] = []
+    for prefix, attribute, role in LESSON_HEADS:
+        chosen = getattr(report, attribute)
+        if chosen is None:
+            continue
+        layer, head = chosen
+        for number, sentence in enumerate(sentences):
+            attention = sentence.attention
+            fig = draw_heatmap(attention.weights[layer, head], attention.words, focus=sentence.focus,
+                               sense=sentence.sense, layer=layer, head=head, sentence=number,
+                               text=attention.text, role=role, **common)
+            paths += _save(fig, folder, f"{prefix}_L{layer + 1}H{head + 1}_s{number + 1}", formats)
+    fig = draw_overview(focus_categories(report, sentences), report.top_weight.mean(axis=0),
+                        focus_word=result.sentence_set.focus, sentence_count=len(sentences),
+                        best=report.best_sense_head, **common)
+    paths += _save(fig, folder, "overview", formats)
+    best = report.best_sense_head
+    if best is not None:
+        for number, sentence in enumerate(sentences):
+            attention = sentence.attention
+            fig = draw_focus_bars(attention.weights[best[0], best[1], sentence.focus], attention.words,
+                                  focus=sentence.focus, sense=sentence.sense, layer=best[0], head=best[1],
+                                  sentence=number, text=attention.text, **common)
+            paths += _save(fig, folder, f"focus_bars_s{number + 1}", formats)
+    return paths

@@ -1,0 +1,119 @@
+"""Read a finished run back from results/<lang>/ (attention.csv, summary.json): no model, no torch."""
+from __future__ import annotations
+
+import json
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+
+class ResultsError(ValueError):
+    """The stored results are missing, or a requested layer, head or sentence is not in them."""
+
+
+@dataclass(frozen=True)
+class StoredHead:
+    """One head on one sentence, rebuilt from attention.csv; layer, head and sentence count from 0."""
+
+    words: tuple[str, ...]  # (n,) as written in the sentence
+    weights: np.ndarray  # (n, n) float32, query rows x key columns
+    layer: int
+    head: int
+    sentence: int
+    text: str
+    focus: int | None  # unit index of the focus word, None if it cannot be found
+    sense: int | None  # unit index of the sense word, None if it cannot be found
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """summary.json and attention.csv of one language."""
+
+    summary: dict
+    attention: pd.DataFrame  # the long table, columns of analysis.tables.ATTENTION_COLUMNS
+
+    @property
+    def layers(self) -> int:
+        return int(self.summary["layers"])
+
+    @property
+    def heads(self) -> int:
+        return int(self.summary["heads_per_layer"])
+
+    @property
+    def sentence_count(self) -> int:
+        return len(self.summary["sentences"])
+
+
+def load_run(out_dir: Path, lang: str) -> StoredRun:
+    """Read OUT/results/LANG/; ResultsError (with the command to run first) if it is not there."""
+    folder = Path(out_dir) / "results" / lang
+    summary_path, attention_path = folder / "summary.json", folder / "attention.csv"
+    if not (summary_path.is_file() and attention_path.is_file()):
+        raise ResultsError(
+            f"no results in {folder}; run `real-attention run --lang {lang} --out {out_dir}` first"
+        )
+    summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    # Words are text: never let pandas read "null", "NA" or "1" as a missing value or a number.
+    attention = pd.read_csv(
+        attention_path, dtype={"query": str, "key": str}, keep_default_na=False, na_filter=False
+    )
+    return StoredRun(summary=summary, attention=attention)
+
+
+def _check_range(name: str, value: int, count: int, what: str) -> None:
+    if not 1 <= value <= count:
+        raise ResultsError(f"--{name} {value} is out of range: the {what} has {name}s 1 to {count}")
+
+
+def _find(words: tuple[str, ...], word: str) -> int | None:
+    """The first unit that is `word`, case-insensitively; None if none is."""
+    def normal(text: str) -> str:
+        return unicodedata.normalize("NFC", text).casefold()
+
+    matches = [i for i, w in enumerate(words) if normal(w) == normal(word)]
+    return matches[0] if matches else None
+
+
+def stored_head(run: StoredRun, layer: int, head: int, sentence: int) -> StoredHead:
+    """The (n, n) map of one head on one sentence; layer, head and sentence count from 1 here, as on the CLI."""
+    _check_range("layer", layer, run.layers, "model")
+    _check_range("head", head, run.heads, "model (per layer)")
+    _check_range("sentence", sentence, run.sentence_count, "run")
+    table = run.attention
+    rows = table[(table["sentence"] == sentence) & (table["layer"] == layer) & (table["head"] == head)]
+    n = int(rows["query_index"].max()) + 1 if len(rows) else 0
+    if n == 0 or len(rows) != n * n:
+        raise ResultsError(
+            f"attention.csv has {len(rows)} rows for sentence {sentence}, layer {layer}, head {head}; "
+            "rerun `real-attention run`"
+        )
+    query, key = rows["query_index"].to_numpy(), rows["key_index"].to_numpy()
+    weights = np.zeros((n, n), dtype=np.float32)
+    weights[query, key] = rows["weight"].to_numpy(dtype=np.float32)  # (n, n), one scatter, no loop
+    words = np.empty(n, dtype=object)
+    words[key] = rows["key"].to_numpy()
+    words = tuple(str(w) for w in words)
+    info = run.summary["sentences"][sentence - 1]
+    # summary.json names the words, not their positions: the first occurrence is taken.
+    focus = info.get("focus_index", _find(words, run.summary["focus"]))
+    sense = info.get("sense_index", _find(words, info["sense"]))
+    return StoredHead(words=words, weights=weights, layer=layer - 1, head=head - 1, sentence=sentence - 1,
+                      text=info["text"], focus=focus, sense=sense)
+
+
+def head_role(summary: dict, layer: int, head: int) -> str:
+    """Which of the lesson's heads (layer, head from 0) is, e.g. 'best sense-word head'; '' if none."""
+    roles = []
+    best = summary.get("best_sense_head")
+    if best and (best["layer"], best["head"]) == (layer + 1, head + 1):
+        roles.append("best sense-word head")
+    for key, name in (("prev_head", "previous-word head"), ("next_head", "next-word head"),
+                      ("marker_head", "marker head")):
+        chosen = summary.get(key)
+        if chosen and (chosen["layer"], chosen["head"]) == (layer + 1, head + 1):
+            roles.append(name)
+    return ", ".join(roles)
