@@ -91,11 +91,17 @@ def lesson_command(out: str) -> None:
 @model_options
 @out_option
 @click.option("--no-report", is_flag=True, help="Skip the interactive HTML report.")
-def run_command(lang, config_path, model_name, revision, offline, device, out_dir, no_report) -> None:
+@click.option("--no-figures", is_flag=True, help="Skip the figures.")
+@click.option("--format", "formats", type=click.Choice(["png", "svg", "pdf"]), multiple=True, default=("png",),
+              show_default=True, help="Figure format; give it more than once for several.")
+def run_command(lang, config_path, model_name, revision, offline, device, out_dir, no_report, no_figures,
+                formats) -> None:
     """Extract every head's word-level attention and classify all heads.
 
     Writes OUT/results/LANG/ with attention.csv, focus.csv, heads.csv and summary.json,
     and OUT/figures/LANG/report.html, one self-contained page that opens offline.
+    Figures in OUT/figures/LANG/: a heatmap per sentence of the best sense-word, previous-word,
+    next-word and marker heads (e.g. sense_L1H4_s1.png), overview.png and focus_bars_s1.png, ...
     """
     from analysis.atomic import staged_outputs
     from analysis.models import choose_model
@@ -114,15 +120,50 @@ def run_command(lang, config_path, model_name, revision, offline, device, out_di
             loaded = load_model(choice, device=device, offline=offline)
             result = analyse(loaded, sentence_set)
             summary = write_results(results_folder, result)
-            if not no_report:  # one staged folder per target, shared with the figures
+            if not (no_report and no_figures):  # one staged folder per target, shared by figures and report
                 figures_folder = staging.folder(out_dir / "figures" / lang)
+            if not no_report:
                 write_report(figures_folder / REPORT_NAME, result, summary)
+            if not no_figures:
+                from analysis.plots import sense_head_note, write_run_figures
+
+                figures = write_run_figures(figures_folder, result, formats)
     click.echo(f"{result.model} @ {result.revision[:12]}, {len(sentence_set.sentences)} sentence(s), "
                f"focus {sentence_set.focus!r}")
     click.echo(describe(summary))
     click.echo(f"wrote {out_dir / 'results' / lang}")
+    if not no_figures:
+        click.echo(f"wrote {len(figures)} figure(s) to {out_dir / 'figures' / lang}")
+        note = sense_head_note(result)
+        if note:
+            click.echo(note)
     if not no_report:
         click.echo(f"wrote {out_dir / 'figures' / lang / REPORT_NAME}")
+
+
+@cli.command("show")
+@click.option("--lang", default="es", show_default=True, help="Language of the run to draw from.")
+@click.option("--layer", type=int, required=True, help="Layer, counted from 1.")
+@click.option("--head", type=int, required=True, help="Head within the layer, counted from 1.")
+@click.option("--sentence", type=int, help="Sentence number, counted from 1. Default: every sentence.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
+              show_default=True, help="The --out folder of `real-attention run`; figures go to OUT/figures/LANG/.")
+@click.option("--format", "formats", type=click.Choice(["png", "svg", "pdf"]), multiple=True, default=("png",),
+              show_default=True, help="Figure format; give it more than once for several.")
+def show_command(lang, layer, head, sentence, out_dir, formats) -> None:
+    """Draw the word x word heatmap of any one head from a finished run (no model is loaded).
+
+    Reads OUT/results/LANG/attention.csv and summary.json, writes OUT/figures/LANG/head_L<l>H<h>_s<k>.png
+    and prints its path.
+    """
+    from analysis.plots import write_head_figures
+    from analysis.readback import load_run
+
+    with friendly_errors():
+        run = load_run(out_dir, lang)
+        paths = write_head_figures(out_dir / "figures" / lang, run, layer, head, sentence, formats)
+    for path in paths:
+        click.echo(str(path))
 
 
 @cli.command("heads")

@@ -33,6 +33,7 @@ from analysis.figio import save_figure  # noqa: E402
 
 if TYPE_CHECKING:
     from analysis.pipeline import RunResult
+    from analysis.readback import StoredRun
 
 FORMATS = ("png", "svg", "pdf")
 DPI = 100  # fixed: the same pixel size on every machine
@@ -353,4 +354,27 @@ def write_run_figures(folder: Path, result: RunResult, formats: tuple[str, ...])
                                   focus=sentence.focus, sense=sentence.sense, layer=best[0], head=best[1],
                                   sentence=number, text=attention.text, **common)
             paths += _save(fig, folder, f"focus_bars_s{number + 1}", formats)
+    return paths
+
+
+def write_head_figures(folder: Path, run: StoredRun, layer: int, head: int, sentence: int | None,
+                       formats: Sequence[str]) -> list[Path]:
+    """`show`: the heatmap of one head (layer, head, sentence from 1; sentence None: every sentence) from a
+    stored run, as head_L{l}H{h}_s{k}.{fmt} in `folder`. ResultsError names an index out of range."""
+    from analysis.atomic import OutputError
+    from analysis.readback import head_role, stored_head
+
+    numbers = range(1, run.sentence_count + 1) if sentence is None else [sentence]
+    stored = [stored_head(run, layer, head, number) for number in numbers]  # check every index before drawing
+    role = head_role(run.summary, layer - 1, head - 1)
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise OutputError(f"cannot write to {folder}: {error.strerror or error}") from None
+    paths: list[Path] = []
+    for item in stored:
+        fig = draw_heatmap(item.weights, item.words, focus=item.focus, sense=item.sense,
+                           model=run.summary["model"], revision=run.summary["revision"], layer=item.layer,
+                           head=item.head, sentence=item.sentence, text=item.text, role=role)
+        paths += _save(fig, Path(folder), f"head_L{layer}H{head}_s{item.sentence + 1}", tuple(dict.fromkeys(formats)))
     return paths

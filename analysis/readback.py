@@ -64,9 +64,9 @@ def load_run(out_dir: Path, lang: str) -> StoredRun:
     return StoredRun(summary=summary, attention=attention)
 
 
-def _check_range(name: str, value: int, count: int, what: str) -> None:
+def _check_range(name: str, value: int, count: int, owner: str) -> None:
     if not 1 <= value <= count:
-        raise ResultsError(f"--{name} {value} is out of range: the {what} has {name}s 1 to {count}")
+        raise ResultsError(f"--{name} {value} is out of range: {owner} {name}s 1 to {count}")
 
 
 def _find(words: tuple[str, ...], word: str) -> int | None:
@@ -80,9 +80,9 @@ def _find(words: tuple[str, ...], word: str) -> int | None:
 
 def stored_head(run: StoredRun, layer: int, head: int, sentence: int) -> StoredHead:
     """The (n, n) map of one head on one sentence; layer, head and sentence count from 1 here, as on the CLI."""
-    _check_range("layer", layer, run.layers, "model")
-    _check_range("head", head, run.heads, "model (per layer)")
-    _check_range("sentence", sentence, run.sentence_count, "run")
+    _check_range("layer", layer, run.layers, "the model has")
+    _check_range("head", head, run.heads, "each layer has")
+    _check_range("sentence", sentence, run.sentence_count, "the run has")
     table = run.attention
     rows = table[(table["sentence"] == sentence) & (table["layer"] == layer) & (table["head"] == head)]
     n = int(rows["query_index"].max()) + 1 if len(rows) else 0
