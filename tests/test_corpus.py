@@ -1,0 +1,399 @@
+"""heads --corpus and merge: pooled head statistics, padding, shards, labels, atomic output, the CLI."""
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from analysis import corpus
+from analysis.corpus import (CLS, PAD, PUNCT, SEP, STATISTICS, WORD, CorpusError, CorpusReader, HeadSums, LABELS,
+                             Shard, Thresholds, batch_totals, corpus_sums, label_heads, merge_shards)
+from analysis.extract import extract
+from analysis.heads import NEXT_OFFSET, PREVIOUS_OFFSET, marker_mass, offset_weights, row_entropy
+from analysis.words import PUNCT as PUNCT_KIND
+from analysis.words import assignment_matrix, merge, merge_weights
+from real_attention import cli
+
+# Words of the tiny vocabulary; "sentí", "jardín" and "unos" are split into pieces.
+SENTENCES = [
+    "me sentí en el banco de mi jardín .",
+    "fui al banco a sacar dinero .",
+    "i sat on the bank !",
+    "i went to the bank to get some money , at the end of my garden ?",
+    "unos",
+    "my garden .",
+    "el banco de mi jardín , el banco de mi jardín .",
+    "i went to get money",
+    "the bank of the garden , the end .",
+    "me sentí en el jardín de unos , mi banco ?",
+]
+TOO_LONG = " ".join(["the bank"] * 20)  # 40 words: over the tiny model's 24 positions
+
+
+def totals_of(maps: np.ndarray, units: np.ndarray, kinds: np.ndarray) -> np.ndarray:
+    """batch_totals on numpy input: maps (L, B, H, t, t), units (B, t), kinds (B, n)."""
+    return batch_totals(torch.from_numpy(maps), torch.from_numpy(units), torch.from_numpy(kinds)).numpy()
+
+
+def sums_of(maps, units, kinds) -> HeadSums:
+    sizes = (kinds != PAD).sum(axis=1)
+    return HeadSums(totals=totals_of(maps, units, kinds), sentences=len(sizes), units=int(sizes.sum()),
+                    pairs=int((sizes - 1).sum()), uniform=float((sizes * np.log(sizes)).sum()))
+
+
+def shifted(n: int, offset: int) -> np.ndarray:
+    """(n, n) a head that looks `offset` units away; the rows without such a unit look at themselves."""
+    weights = np.eye(n, k=offset, dtype=np.float32)
+    weights[weights.sum(axis=1) == 0] = np.eye(n, dtype=np.float32)[weights.sum(axis=1) == 0]
+    return weights
+
+
+def reader(lines: list[str], **options) -> CorpusReader:
+    return CorpusReader(io.BytesIO(("\n".join(lines) + "\n").encode("utf-8")), **options)
+
+
+def reference(loaded, texts: list[str]) -> dict[str, np.ndarray]:
+    """`run`'s per-sentence path (extract, words.merge, heads' functions), pooled over every query unit."""
+    total = dict.fromkeys(STATISTICS, 0.0)
+    units = pairs = 0
+    for attention in (merge(tokens) for tokens in extract(loaded, texts)):
+        weights = attention.weights.astype(np.float64)  # (L, H, n, n)
+        n = weights.shape[-1]
+        words = np.array(attention.words)
+        cls, sep = words == loaded.tokenizer.cls_token, words == loaded.tokenizer.sep_token
+        punct = np.array(attention.kinds) == PUNCT_KIND
+        total["prev"] += offset_weights(weights, PREVIOUS_OFFSET).sum(axis=-1)
+        total["next"] += offset_weights(weights, NEXT_OFFSET).sum(axis=-1)
+        total["self"] += offset_weights(weights, 0).sum(axis=-1)
+        total["cls"] += marker_mass(weights, cls).sum(axis=-1)
+        total["sep"] += marker_mass(weights, sep).sum(axis=-1)
+        total["punct"] += marker_mass(weights, punct).sum(axis=-1)
+        total["markers"] += marker_mass(weights, attention.markers).sum(axis=-1)
+        total["entropy"] += row_entropy(weights).sum(axis=-1)
+        units, pairs = units + n, pairs + n - 1
+    return {name: value / (pairs if name in ("prev", "next") else units) for name, value in total.items()}
+
+
+# --- hand-made arrays ---------------------------------------------------------------------------------------
+
+
+def test_a_previous_head_and_a_next_head_have_known_statistics():
+    n = 6
+    maps = np.stack([shifted(n, PREVIOUS_OFFSET), shifted(n, NEXT_OFFSET), np.full((n, n), 1 / n, np.float32)])
+    maps = maps[None, None]  # (L=1, B=1, H=3, n, n)
+    kinds = np.array([[CLS, WORD, WORD, PUNCT, WORD, SEP]])
+    means = sums_of(maps, np.arange(n)[None], kinds).means()
+    np.testing.assert_allclose(means["prev"], [[1, 0, 1 / n]], atol=1e-7)
+    np.testing.assert_allclose(means["next"], [[0, 1, 1 / n]], atol=1e-7)
+    np.testing.assert_allclose(means["self"], [[1 / n, 1 / n, 1 / n]], atol=1e-7)
+    # previous head: rows 0 and 1 look at [CLS], row 4 at the punctuation; next head: rows 4 and 5 at [SEP]
+    np.testing.assert_allclose(means["cls"], [[2 / n, 0, 1 / n]], atol=1e-7)
+    np.testing.assert_allclose(means["sep"], [[0, 2 / n, 1 / n]], atol=1e-7)
+    np.testing.assert_allclose(means["punct"], [[1 / n, 1 / n, 1 / n]], atol=1e-7)
+    np.testing.assert_allclose(means["markers"], means["cls"] + means["sep"] + means["punct"], atol=1e-7)
+    np.testing.assert_allclose(means["entropy"], [[0, 0, np.log(n)]], atol=1e-6)
+    labels = label_heads(means, np.log(n), Thresholds())
+    assert labels.tolist() == [["previous", "next", "broad"]]
+
+
+def test_pieces_merge_like_words_merge_weights():
+    rng = np.random.default_rng(0)
+    units = np.array([0, 1, 1, 1, 2, 3, 3, 4])  # [CLS] w(3 pieces) w w(2 pieces) [SEP]
+    t, n = len(units), int(units.max()) + 1
+    maps = rng.dirichlet(np.ones(t), size=(2, 1, 3, t)).astype(np.float32)  # (L, B, H, t, t)
+    kinds = np.array([[CLS, WORD, PUNCT, WORD, SEP]])
+    got = sums_of(maps, units[None], kinds).means()
+    words = merge_weights(maps[:, 0], assignment_matrix(units)).astype(np.float64)  # (L, H, n, n)
+    np.testing.assert_allclose(got["prev"], offset_weights(words, PREVIOUS_OFFSET).mean(axis=-1), atol=1e-6)
+    np.testing.assert_allclose(got["next"], offset_weights(words, NEXT_OFFSET).mean(axis=-1), atol=1e-6)
+    np.testing.assert_allclose(got["self"], offset_weights(words, 0).mean(axis=-1), atol=1e-6)
+    np.testing.assert_allclose(got["punct"], words[..., 2].mean(axis=-1), atol=1e-6)
+    np.testing.assert_allclose(got["entropy"], row_entropy(words).mean(axis=-1), atol=1e-6)
+    assert n == 5
+
+
+def test_pads_never_enter_a_statistic():
+    rng = np.random.default_rng(1)
+    long_units, short_units = np.arange(7), np.array([0, 1, 1, 2, 3])
+    long_maps = rng.dirichlet(np.ones(7), size=(2, 3, 7)).astype(np.float32)  # (L, H, t, t)
+    short_maps = rng.dirichlet(np.ones(5), size=(2, 3, 5)).astype(np.float32)
+    long_kinds, short_kinds = np.array([CLS, WORD, WORD, PUNCT, WORD, WORD, SEP]), np.array([CLS, WORD, WORD, SEP])
+    apart = sums_of(long_maps[:, None], long_units[None], long_kinds[None]) + sums_of(
+        short_maps[:, None], short_units[None], short_kinds[None])
+    padded_maps = rng.random((2, 2, 3, 7, 7)).astype(np.float32) * 50  # garbage in the pad rows and columns
+    padded_maps[:, 0] = long_maps
+    padded_maps[:, 1, :, :5, :5] = short_maps
+    padded_maps[:, 1, :, :5, 5:] = 0  # real queries give pads no weight (the attention mask)
+    units = np.stack([long_units, np.r_[short_units, -1, -1]])
+    kinds = np.stack([long_kinds, np.r_[short_kinds, PAD, PAD, PAD]])
+    together = sums_of(padded_maps, units, kinds)
+    np.testing.assert_allclose(together.totals, apart.totals, rtol=1e-6, atol=1e-6)
+    assert (together.units, together.pairs) == (apart.units, apart.pairs) == (11, 9)
+
+
+def test_labels_follow_the_documented_precedence():
+    shape = (1, len(LABELS))
+    means = {name: np.zeros(shape) for name in STATISTICS}
+    means["entropy"] = np.full(shape, 0.1)
+    for column, name in enumerate(["prev", "next", "self", "cls", "sep", "punct", "markers"]):
+        means[name][0, column] = 0.6
+    means["entropy"][0, 7] = 2.0
+    # a head over both thresholds takes the earlier label
+    means["sep"][0, 0] = 0.9
+    labels = label_heads(means, uniform_entropy=2.0, thresholds=Thresholds())
+    assert labels.tolist() == [list(LABELS)]
+    assert label_heads(means, 2.0, Thresholds(position=0.7))[0, 0] == "sep"
+
+
+def test_thresholds_must_be_fractions():
+    with pytest.raises(ValueError, match="threshold broad = 1.5"):
+        Thresholds(broad=1.5)
+
+
+def test_head_sums_add_and_round_trip_exactly():
+    rng = np.random.default_rng(2)
+    a = HeadSums(totals=rng.random((len(STATISTICS), 2, 3)), sentences=2, units=9, pairs=7, uniform=0.1 + 0.2)
+    b = HeadSums(totals=rng.random((len(STATISTICS), 2, 3)), sentences=1, units=4, pairs=3, uniform=1 / 3, skipped=1)
+    total = a + b
+    np.testing.assert_array_equal(total.totals, a.totals + b.totals)
+    assert (total.sentences, total.units, total.pairs, total.skipped) == (3, 13, 10, 1)
+    again = HeadSums.from_json(json.loads(json.dumps(total.to_json())))
+    np.testing.assert_array_equal(again.totals, total.totals)
+    for name in corpus.COUNT_FIELDS:
+        assert getattr(again, name) == getattr(total, name), name
+
+
+# --- reading ------------------------------------------------------------------------------------------------
+
+
+def test_shards_split_lines_from_one_and_blank_lines_are_counted():
+    lines = ["a", "", "b", "c", "  ", "d", "e"]
+    whole = reader(lines)
+    assert list(whole) == ["a", "b", "c", "d", "e"] and (whole.lines, whole.blank) == (7, 2)
+    parts = [reader(lines, shard=Shard(i, 3)) for i in (1, 2, 3)]
+    assert [list(part) for part in parts] == [["a", "c", "e"], [], ["b", "d"]]
+    assert [part.lines for part in parts] == [Shard(i, 3).lines_of(7) for i in (1, 2, 3)] == [3, 2, 2]
+    assert {part.sha256 for part in parts} == {whole.sha256}
+
+
+@pytest.mark.parametrize("text", ["3/2", "0/2", "1/0", "2", "a/b"])
+def test_bad_shards_are_refused(text):
+    with pytest.raises(CorpusError, match="shard"):
+        Shard.parse(text)
+
+
+def test_jsonl_reads_the_text_field_and_names_a_bad_line():
+    good = reader(['{"text": "i sat"}', "", '{"text": "on the bank", "id": 2}'], fmt="jsonl")
+    assert list(good) == ["i sat", "on the bank"]
+    with pytest.raises(CorpusError, match="line 2 of the corpus is not JSON"):
+        list(reader(['{"text": "i sat"}', "{oops"], fmt="jsonl"))
+    with pytest.raises(CorpusError, match='line 1 of the corpus has no string field "text"'):
+        list(reader(['{"sentence": "i sat"}'], fmt="jsonl"))
+    with pytest.raises(CorpusError, match="line 2 of the corpus is not UTF-8"):
+        list(CorpusReader(io.BytesIO(b"ok\n\xff\n")))
+
+
+# --- the tiny model -----------------------------------------------------------------------------------------
+
+
+def test_batched_sums_equal_runs_per_sentence_path_pooled(tiny_loaded):
+    means = corpus_sums(tiny_loaded, reader(SENTENCES), batch_size=4).means()
+    expected = reference(tiny_loaded, SENTENCES)
+    for name in STATISTICS:
+        np.testing.assert_allclose(means[name], expected[name], atol=1e-6, err_msg=name)
+
+
+def test_padding_does_not_change_any_statistic(tiny_loaded):
+    one = corpus_sums(tiny_loaded, reader(SENTENCES), batch_size=1)
+    sixteen = corpus_sums(tiny_loaded, reader(SENTENCES), batch_size=16)
+    np.testing.assert_allclose(sixteen.totals, one.totals, rtol=1e-6, atol=1e-6)
+    assert (one.sentences, one.units, one.pairs, one.tokens) == (sixteen.sentences, sixteen.units,
+                                                                 sixteen.pairs, sixteen.tokens)
+
+
+def test_long_lines_are_skipped_or_cut_and_counted(tiny_loaded):
+    skipped = corpus_sums(tiny_loaded, reader(SENTENCES[:3] + [TOO_LONG]), batch_size=2)
+    assert (skipped.sentences, skipped.skipped, skipped.truncated) == (3, 1, 0)
+    cut = corpus_sums(tiny_loaded, reader(SENTENCES[:3] + [TOO_LONG]), batch_size=2, truncate=True)
+    assert (cut.sentences, cut.skipped, cut.truncated) == (4, 0, 1)
+    assert cut.tokens == skipped.tokens + tiny_loaded.max_tokens
+
+
+def heads_args(corpus_file, model_dir, out, *extra):
+    return ["heads", "--corpus", str(corpus_file), "--model", str(model_dir), "--out", str(out), "--quiet", *extra]
+
+
+@pytest.fixture()
+def corpus_file(tmp_path):
+    path = tmp_path / "tiny.txt"
+    path.write_text("\n".join(SENTENCES[:6] + ["", TOO_LONG] + SENTENCES[6:]) + "\n", encoding="utf-8")
+    return path
+
+
+def test_cli_writes_heads_summary_sums_and_the_label_grid(tmp_path, corpus_file, tiny_model_dir):
+    result = CliRunner().invoke(cli, heads_args(corpus_file, tiny_model_dir, tmp_path / "out", "--batch-size", "3"))
+    assert result.exit_code == 0, result.output
+    folder = tmp_path / "out" / "results" / "corpus" / "tiny"
+    assert sorted(p.name for p in folder.iterdir()) == ["heads.csv", "summary.json", "sums.json"]
+    assert (tmp_path / "out" / "figures" / "corpus" / "tiny" / "labels.png").is_file()
+    lines = (folder / "heads.csv").read_text().splitlines()
+    assert lines[0] == "layer,head,label,prev,next,self,cls,sep,punct,markers,entropy,n_sentences,n_words"
+    assert len(lines) == 1 + 3 * 4 and lines[1].startswith("1,1,") and lines[-1].startswith("3,4,")
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["counts"] | {} == {"lines": 12, "blank": 1, "sentences": 10, "skipped": 1, "truncated": 0,
+                                      "words": summary["counts"]["words"], "tokens": summary["counts"]["tokens"]}
+    assert summary["shard"] is None and summary["thresholds"] == {"position": 0.5, "marker": 0.5, "broad": 0.8}
+    assert "1 line(s) too long skipped, 0 cut, 1 blank" in result.output
+    # rerunning gives the same bytes
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    again = CliRunner().invoke(cli, heads_args(corpus_file, tiny_model_dir, tmp_path / "out", "--batch-size", "3"))
+    assert again.exit_code == 0 and before == {p.name: p.read_bytes() for p in folder.iterdir()}
+
+
+def test_shards_merge_to_the_unsharded_run(tmp_path, corpus_file, tiny_model_dir):
+    runner = CliRunner()
+    # batch size 1: every sentence gets the same float32 maps in every run, so only the sums' order differs
+    whole = runner.invoke(cli, heads_args(corpus_file, tiny_model_dir, tmp_path / "whole", "--batch-size", "1"))
+    assert whole.exit_code == 0, whole.output
+    for i in (1, 2, 3):
+        shard = runner.invoke(cli, heads_args(corpus_file, tiny_model_dir, tmp_path / "shards", "--shard", f"{i}/3",
+                                              "--batch-size", "1"))
+        assert shard.exit_code == 0, shard.output
+    shards = [tmp_path / "shards" / "results" / "corpus" / f"tiny-shard-{i}-of-3" for i in (3, 1, 2)]
+    merged = runner.invoke(cli, ["merge", *map(str, shards), "--out", str(tmp_path / "merged")])
+    assert merged.exit_code == 0, merged.output
+    expected, got = (tmp_path / name / "results" / "corpus" / "tiny" for name in ("whole", "merged"))
+    a, b = (HeadSums.from_json(json.loads((f / "sums.json").read_text())) for f in (expected, got))
+    np.testing.assert_allclose(b.totals, a.totals, rtol=0, atol=1e-9)
+    for name, value in a.means().items():
+        np.testing.assert_allclose(b.means()[name], value, rtol=0, atol=1e-9)
+    assert (a.sentences, a.units, a.lines, a.blank, a.skipped) == (b.sentences, b.units, b.lines, b.blank, b.skipped)
+    assert (got / "heads.csv").read_text() == (expected / "heads.csv").read_text()
+    assert json.loads((got / "summary.json").read_text()) == json.loads((expected / "summary.json").read_text())
+    # a missing or repeated shard, or an unsharded folder, is refused
+    for args, message in [
+        (shards[:2], "Error: shard(s) 2/3 missing; merge needs all 3"),
+        ([shards[0], shards[0], *shards[1:]], f"Error: {shards[0]} and {shards[0]} are both shard 3/3"),
+        ([expected], f"Error: {expected} was not written with --shard; merge takes the shards of one run"),
+    ]:
+        refused = runner.invoke(cli, ["merge", *map(str, args), "--out", str(tmp_path / "refused")])
+        assert refused.exit_code == 2 and refused.output.strip().splitlines()[-1] == message
+    assert not (tmp_path / "refused").exists()
+
+
+def test_shards_merge_at_any_batch_size_within_float32_noise(tiny_loaded):
+    whole = corpus_sums(tiny_loaded, reader(SENTENCES), batch_size=4)
+    parts = [corpus_sums(tiny_loaded, reader(SENTENCES, shard=Shard(i, 2)), batch_size=4) for i in (1, 2)]
+    merged = parts[0] + parts[1]
+    np.testing.assert_allclose(merged.totals, whole.totals, rtol=1e-6, atol=1e-6)
+    assert (merged.sentences, merged.units, merged.pairs) == (whole.sentences, whole.units, whole.pairs)
+
+
+def test_stdin_and_jsonl(tmp_path, tiny_model_dir):
+    text = "\n".join(json.dumps({"text": s}) for s in SENTENCES[:3])
+    result = CliRunner().invoke(cli, ["heads", "--corpus", "-", "--format", "jsonl", "--model", str(tiny_model_dir),
+                                      "--out", str(tmp_path), "--quiet"], input=text)
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "results" / "corpus" / "stdin" / "summary.json").read_text())
+    assert summary["counts"]["sentences"] == 3 and summary["corpus"]["format"] == "jsonl"
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--shard", "3/2"], "Error: shard 3/2 does not exist; use --shard i/N with 1 <= i <= N"),
+        (["--batch-size", "0"], "Error: --batch-size must be at least 1, not 0"),
+        (["--name", "a/b"], "Error: corpus name 'a/b' cannot be a folder name; pass --name NAME without slashes"),
+    ],
+)
+def test_bad_options_give_one_error_line(tmp_path, corpus_file, tiny_model_dir, extra, message):
+    result = CliRunner().invoke(cli, heads_args(corpus_file, tiny_model_dir, tmp_path / "out", *extra))
+    assert result.exit_code == 2 and result.output.strip() == message
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_missing_or_empty_corpus_is_bad_input(tmp_path, tiny_model_dir):
+    missing = CliRunner().invoke(cli, heads_args(tmp_path / "nope.txt", tiny_model_dir, tmp_path / "out"))
+    assert missing.exit_code == 2 and missing.output.strip() == f"Error: --corpus {tmp_path / 'nope.txt'}: no such file"
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n  \n" + TOO_LONG + "\n")
+    result = CliRunner().invoke(cli, heads_args(empty, tiny_model_dir, tmp_path / "out"))
+    assert result.exit_code == 2
+    assert result.output.strip() == ("Error: the corpus 'empty' has no sentences to analyse (1 too long); "
+                                     "pass --truncate to cut long lines")
+    assert [p for p in (tmp_path / "out").rglob("*") if p.is_file()] == []
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, RuntimeError])
+def test_an_interrupted_or_failing_run_leaves_nothing(tmp_path, corpus_file, tiny_model_dir, monkeypatch, error):
+    calls = []
+    real = corpus.batch_totals
+
+    def fail_on_the_second_batch(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise error("stop")
+        return real(*args)
+
+    monkeypatch.setattr(corpus, "batch_totals", fail_on_the_second_batch)
+    result = CliRunner().invoke(cli, heads_args(corpus_file, tiny_model_dir, tmp_path / "out", "--batch-size", "2"))
+    assert result.exit_code != 0 and len(calls) == 2
+    assert [p for p in (tmp_path / "out").rglob("*") if p.is_file()] == []
+    assert not list((tmp_path / "out").rglob(".*staging*"))
+
+
+def test_label_grid_shows_every_head(tiny_loaded):
+    from analysis.corpus_plots import label_grid
+
+    labels = np.array([["previous", "next", "mixed"], ["sep", "broad", "mixed"]], dtype=object)
+    fig = label_grid(labels, LABELS, "title")
+    ax = fig.axes[0]
+    np.testing.assert_array_equal(ax.images[0].get_array(), [[0, 1, 8], [4, 7, 8]])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "3"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["1", "2"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == list(LABELS)
+
+
+def test_commands_have_help():
+    for command in ("heads", "merge"):
+        result = CliRunner().invoke(cli, [command, "--help"])
+        assert result.exit_code == 0 and "--out" in result.output
+
+
+# --- real models and devices --------------------------------------------------------------------------------
+
+
+def test_minilm_on_a_small_real_corpus(tmp_path, needs_minilm):
+    sentences = [
+        "I sat on the bank of the river.", "She went to the bank to get some money.",
+        "The cat sleeps on the warm mat, again!", "Where did you put my keys?",
+        "Attention weights sum to one in every row.", "Researchers average over many sentences.",
+        "The quick brown fox jumps over the lazy dog.", "Tokenizers split unbelievable words into pieces.",
+        "It rained all day; nobody went outside.", "He said: \"hello\", and left.",
+    ] * 2
+    path = tmp_path / "real.txt"
+    path.write_text("\n".join(sentences) + "\n")
+    result = CliRunner().invoke(cli, ["heads", "--corpus", str(path), "--model", "minilm", "--out", str(tmp_path),
+                                      "--batch-size", "8"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "results" / "corpus" / "real" / "summary.json").read_text())
+    assert summary["counts"]["sentences"] == 20 and summary["heads_total"] == 72
+    assert sum(summary["labels"].values()) == 72
+    # MiniLM has a strong previous-word head (layer 1, head 3 on the seed corpus)
+    assert summary["strongest"]["prev"]["score"] > 0.5
+    assert summary["labels"]["previous"] >= 1
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_gives_the_cpu_statistics(tiny_model_dir):
+    from analysis.models import choose_model, load_model
+
+    cpu = load_model(choose_model("en", str(tiny_model_dir), None), device="cpu")
+    cuda = load_model(choose_model("en", str(tiny_model_dir), None), device="cuda")
+    a = corpus_sums(cpu, reader(SENTENCES), batch_size=4)
+    b = corpus_sums(cuda, reader(SENTENCES), batch_size=4)
+    np.testing.assert_allclose(b.totals, a.totals, rtol=1e-4, atol=1e-4)
