@@ -519,8 +519,9 @@ def summary(run: CorpusRun, sums: HeadSums, labels: np.ndarray) -> dict:
         "heads_per_layer": heads,
         "heads_total": layers * heads,
         "labels": {label: int((labels == label).sum()) for label in LABELS},
-        "strongest": {name: _strongest(means[name]) for name in STATISTICS if name != "entropy"},
-        "uniform_entropy": round(sums.uniform_entropy, 6),
+        "strongest": {name: _strongest(means[name]) for name in STATISTICS if name != "entropy"}
+        if sums.sentences else None,
+        "uniform_entropy": round(sums.uniform_entropy, 6) if sums.units else None,
         "thresholds": asdict(run.thresholds),
         "label_precedence": list(LABELS),
         "versions": run.versions,
@@ -536,7 +537,7 @@ def write_corpus(results_folder: Path, figures_folder: Path, run: CorpusRun, sum
     from analysis.corpus_plots import label_grid
     from analysis.figio import save_figure
 
-    if sums.sentences == 0:
+    if sums.sentences == 0 and run.shard is None:  # an empty shard is fine: the merge may still have sentences
         hint = "; pass --truncate to cut long lines" if sums.skipped else ""
         raise CorpusError(f"the corpus {run.name!r} has no sentences to analyse ({sums.skipped} too long){hint}")
     labels = label_heads(sums.means(), sums.uniform_entropy, run.thresholds)
@@ -620,7 +621,7 @@ def describe(data: dict) -> str:
         "labels: " + ", ".join(f"{label} {n}" for label, n in data["labels"].items() if n)
         + f" (of {data['heads_total']} heads)",
     ]
-    for name in ("prev", "next", "sep"):
+    for name in ("prev", "next", "sep") if data["strongest"] else ():
         head = data["strongest"][name]
         lines.append(f"strongest {name}: layer {head['layer']}, head {head['head']} (mean weight {head['score']:.2f})")
     return "\n".join(lines)

@@ -397,3 +397,16 @@ def test_cuda_gives_the_cpu_statistics(tiny_model_dir):
     a = corpus_sums(cpu, reader(SENTENCES), batch_size=4)
     b = corpus_sums(cuda, reader(SENTENCES), batch_size=4)
     np.testing.assert_allclose(b.totals, a.totals, rtol=1e-4, atol=1e-4)
+
+
+def test_an_empty_shard_is_written_and_merges(tmp_path, tiny_model_dir):
+    path = tmp_path / "gaps.txt"
+    path.write_text(f"{SENTENCES[0]}\n\n{SENTENCES[1]}\n\n", encoding="utf-8")
+    runner = CliRunner()
+    for i in (1, 2):
+        result = runner.invoke(cli, heads_args(path, tiny_model_dir, tmp_path, "--shard", f"{i}/2"))
+        assert result.exit_code == 0, result.output
+    folders = [tmp_path / "results" / "corpus" / f"gaps-shard-{i}-of-2" for i in (1, 2)]
+    assert json.loads((folders[1] / "summary.json").read_text())["counts"]["sentences"] == 0
+    run, sums = merge_shards(folders)
+    assert (run.name, sums.sentences, sums.blank, sums.lines) == ("gaps", 2, 2, 4)
