@@ -1,0 +1,234 @@
+"""Throughput and memory of `heads --corpus` (analysis.corpus.corpus_sums), as ratios measured in one run.
+
+The corpus: benchmarks/corpus_seeds.txt (182 sentences split from the lesson's seed texts) repeated to at
+least 2000 lines. The model: the packaged MiniLM (--model minilm). Reported:
+
+1. throughput against a naive baseline: one forward pass per sentence, then the pieces merged per head with
+   Python loops as in Clark et al.'s bpe_utils.get_word_word_attention (mode "mean"), and the statistics
+   computed per head. Target >= 5x.
+2. throughput against the bare batched forward pass with output_attentions=True at the same batch size and
+   the same length buckets (tokenizing included; forward passes alone also shown). Target >= 0.8x.
+3. peak resident memory (ru_maxrss, fresh subprocesses) for the corpus repeated 10x against 1x.
+   Target: growth under 50 MB.
+
+    python benchmarks/bench_corpus.py [--batch-size 32] [--naive-sentences N] [--json OUT.json]
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+SEEDS = Path(__file__).with_name("corpus_seeds.txt")
+MIN_SENTENCES = 2000
+
+
+def build_corpus(folder: Path, copies: int = 1) -> tuple[Path, int]:
+    """The seed sentences repeated to >= MIN_SENTENCES lines, that many times `copies`; -> (path, lines)."""
+    seeds = [line for line in SEEDS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines = seeds * math.ceil(MIN_SENTENCES / len(seeds)) * copies
+    path = folder / f"corpus-{copies}x.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path, len(lines)
+
+
+def load():
+    from analysis.models import choose_model, load_model
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    return load_model(choose_model("en", "minilm", None))
+
+
+def ours(loaded, path: Path, batch_size: int):
+    from analysis.corpus import CorpusReader, corpus_sums
+
+    with path.open("rb") as handle:
+        return corpus_sums(loaded, CorpusReader(handle), batch_size=batch_size)
+
+
+def bare(loaded, path: Path, batch_size: int) -> tuple[float, float]:
+    """Tokenize, bucket by length as corpus_sums does, pad, forward with output_attentions. -> (total, forward s)."""
+    import torch
+
+    from analysis.corpus import BUCKET_BATCHES
+
+    forward = 0.0
+    start = time.perf_counter()
+    texts = iter(line.strip() for line in path.open(encoding="utf-8") if line.strip())
+    with torch.inference_mode():
+        while chunk := list(itertools.islice(texts, batch_size * BUCKET_BATCHES)):
+            ids = sorted(loaded.tokenizer(chunk)["input_ids"], key=len)
+            for i in range(0, len(ids), batch_size):
+                batch = ids[i:i + batch_size]
+                width = max(map(len, batch))
+                input_ids = torch.zeros((len(batch), width), dtype=torch.long)
+                mask = torch.zeros((len(batch), width), dtype=torch.long)
+                for row, piece_ids in enumerate(batch):
+                    input_ids[row, :len(piece_ids)] = torch.tensor(piece_ids)
+                    mask[row, :len(piece_ids)] = 1
+                tick = time.perf_counter()
+                maps = loaded.model(input_ids=input_ids, attention_mask=mask, output_attentions=True).attentions
+                assert len(maps) == loaded.layers
+                forward += time.perf_counter() - tick
+    return time.perf_counter() - start, forward
+
+
+def clark_word_word_attention(token_token_attention: np.ndarray, words_to_tokens: list[list[int]]) -> np.ndarray:
+    """Clark et al.'s bpe_utils.get_word_word_attention with mode="mean" (the paper's rule), one (t, t) map."""
+    word_word_attention = np.array(token_token_attention)
+    not_word_starts = []
+    for word in words_to_tokens:
+        not_word_starts += word[1:]
+    for word in words_to_tokens:  # sum the key pieces of each word
+        word_word_attention[:, word[0]] = word_word_attention[:, word].sum(axis=-1)
+    word_word_attention = np.delete(word_word_attention, not_word_starts, -1)
+    for word in words_to_tokens:  # average the query pieces of each word
+        word_word_attention[word[0]] = np.mean(word_word_attention[word], axis=0)
+    return np.delete(word_word_attention, not_word_starts, 0)
+
+
+def naive(loaded, texts: list[str]) -> dict[str, np.ndarray]:
+    """One sentence per forward pass, Python-loop merge per head, statistics per head; pooled means."""
+    import torch
+
+    from analysis.words import is_punctuation
+
+    layers, heads = loaded.layers, loaded.heads
+    totals = {name: np.zeros((layers, heads)) for name in ("prev", "next", "self", "cls", "sep", "punct", "entropy")}
+    units = pairs = 0
+    tokenizer = loaded.tokenizer
+    for text in texts:
+        encoded = tokenizer(text, return_offsets_mapping=True, return_tensors="pt")
+        with torch.no_grad():
+            maps = loaded.model(input_ids=encoded["input_ids"], attention_mask=encoded["attention_mask"],
+                                output_attentions=True).attentions
+        attention = np.stack([m[0].numpy() for m in maps])  # (layers, heads, t, t)
+        words_to_tokens, previous = [], None
+        for index, word in enumerate(encoded.word_ids(0)):
+            if word is None or word != previous:
+                words_to_tokens.append([index])
+            else:
+                words_to_tokens[-1].append(index)
+            previous = word
+        offsets = encoded["offset_mapping"][0].tolist()
+        ids = encoded["input_ids"][0].tolist()
+        cls = [i for i, w in enumerate(words_to_tokens) if ids[w[0]] == tokenizer.cls_token_id]
+        sep = [i for i, w in enumerate(words_to_tokens) if ids[w[0]] == tokenizer.sep_token_id]
+        punct = [i for i, w in enumerate(words_to_tokens) if encoded.word_ids(0)[w[0]] is not None
+                 and is_punctuation(text[offsets[w[0]][0]:offsets[w[-1]][1]])]
+        n = len(words_to_tokens)
+        for layer in range(layers):
+            for head in range(heads):
+                words = clark_word_word_attention(attention[layer, head], words_to_tokens)
+                totals["prev"][layer, head] += sum(words[i, i - 1] for i in range(1, n))
+                totals["next"][layer, head] += sum(words[i, i + 1] for i in range(n - 1))
+                totals["self"][layer, head] += sum(words[i, i] for i in range(n))
+                totals["cls"][layer, head] += words[:, cls].sum()
+                totals["sep"][layer, head] += words[:, sep].sum()
+                totals["punct"][layer, head] += words[:, punct].sum()
+                totals["entropy"][layer, head] -= sum(w * math.log(w) for row in words for w in row if w > 0)
+        units, pairs = units + n, pairs + n - 1
+    return {name: value / (pairs if name in ("prev", "next") else units) for name, value in totals.items()}
+
+
+def memory_child(path: str, batch_size: int) -> None:
+    """In a fresh process: load the model, stream the corpus, print the peak RSS before and after in MB."""
+    loaded = load()
+    ours(loaded, Path(SEEDS), batch_size)  # warm up: allocator pools reach their working size
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    sums = ours(loaded, Path(path), batch_size)
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"sentences": sums.sentences, "peak_before_mb": before, "peak_mb": after}))
+
+
+def peak_memory(path: Path, batch_size: int) -> dict:
+    output = subprocess.run([sys.executable, __file__, "--memory-child", str(path), "--batch-size", str(batch_size)],
+                            check=True, capture_output=True, text=True).stdout
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--naive-sentences", type=int, default=None, help="Sentences for the naive baseline "
+                        "(default: all; a whole number of seed repetitions keeps the length mix).")
+    parser.add_argument("--json", type=Path, help="Also write the numbers to this file.")
+    parser.add_argument("--memory-child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.memory_child:
+        memory_child(args.memory_child, args.batch_size)
+        return
+
+    import torch
+
+    with tempfile.TemporaryDirectory() as folder:
+        path, count = build_corpus(Path(folder))
+        texts = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        loaded = load()
+        print(f"corpus: {count} sentences ({SEEDS.name} repeated); MiniLM {loaded.layers}x{loaded.heads} heads; "
+              f"batch size {args.batch_size}; torch threads {torch.get_num_threads()}", flush=True)
+        ours(loaded, SEEDS, args.batch_size)  # warm-up
+        bare(loaded, SEEDS, args.batch_size)
+
+        start = time.perf_counter()
+        sums = ours(loaded, path, args.batch_size)
+        ours_s = time.perf_counter() - start
+        bare_s, forward_s = bare(loaded, path, args.batch_size)
+        naive_texts = texts[:args.naive_sentences] if args.naive_sentences else texts
+        start = time.perf_counter()
+        naive_means = naive(loaded, naive_texts)
+        naive_s = time.perf_counter() - start
+
+        # the naive baseline computes the same numbers (float32 noise apart)
+        if len(naive_texts) == len(texts):
+            means = sums.means()
+            worst = max(float(np.abs(means[name] - naive_means[name]).max()) for name in naive_means)
+        else:
+            worst = float("nan")
+
+        one = peak_memory(path, args.batch_size)
+        ten, _ = build_corpus(Path(folder), copies=10)
+        many = peak_memory(ten, args.batch_size)
+
+    rate = {"ours": count / ours_s, "bare": count / bare_s, "forward_only": count / forward_s,
+            "naive": len(naive_texts) / naive_s}
+    result = {
+        "sentences": count,
+        "batch_size": args.batch_size,
+        "sentences_per_s": {k: round(v, 1) for k, v in rate.items()},
+        "speedup_vs_naive": round(rate["ours"] / rate["naive"], 2),
+        "ratio_vs_bare_forward": round(rate["ours"] / rate["bare"], 3),
+        "ratio_vs_forward_passes_only": round(rate["ours"] / rate["forward_only"], 3),
+        "naive_max_abs_difference": worst,
+        "peak_rss_mb": {"1x": round(one["peak_mb"], 1), "10x": round(many["peak_mb"], 1)},
+        "peak_rss_growth_mb": round(many["peak_mb"] - one["peak_mb"], 1),
+        "memory_sentences": {"1x": one["sentences"], "10x": many["sentences"]},
+    }
+    print(f"ours   {rate['ours']:8.1f} sentences/s ({ours_s:.1f} s)")
+    print(f"bare   {rate['bare']:8.1f} sentences/s ({bare_s:.1f} s; forward passes alone {rate['forward_only']:.1f}/s)")
+    print(f"naive  {rate['naive']:8.1f} sentences/s ({naive_s:.1f} s on {len(naive_texts)} sentences)")
+    print(f"1. speed-up against naive:          {result['speedup_vs_naive']:.2f}x  (target >= 5)")
+    print(f"2. throughput against bare forward: {result['ratio_vs_bare_forward']:.3f}x (target >= 0.8); "
+          f"against the forward passes alone {result['ratio_vs_forward_passes_only']:.3f}x")
+    print(f"3. peak RSS: {one['peak_mb']:.1f} MB for {one['sentences']} sentences, {many['peak_mb']:.1f} MB for "
+          f"{many['sentences']}: growth {result['peak_rss_growth_mb']:.1f} MB (target < 50)")
+    print(f"naive and ours agree to {worst:.2e}")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    main()
