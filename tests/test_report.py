@@ -1,0 +1,503 @@
+"""The HTML report: self-contained, small, faithful to attention.csv, deterministic, and working in Chromium.
+
+The tests marked `browser` drive headless Chromium through Selenium and the Debian chromedriver, with the
+network off. They skip only where no Chromium is installed:
+    apt-get install -y chromium chromium-driver && pip install selenium
+Regenerate the README screenshot with:  python tests/test_report.py figures/demo-minilm/report.png
+"""
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from analysis.categories import category_counts, focus_categories
+from analysis.heads import classify, focus_sentences
+from analysis.pipeline import RunResult
+from analysis.report import CATEGORY_COLOURS, REPORT_NAME, WEIGHT_SCALE, report_html, write_report
+from analysis.sentences import Sentence, SentenceSet, load_sentences
+from analysis.tables import summary as make_summary
+from analysis.tables import write_results
+from analysis.words import PUNCT, SPECIAL, WORD, WordAttention
+from real_attention import cli
+
+MB = 1024 * 1024
+DATA_TAG = re.compile(r'<script type="application/json" id="report-data">(.*?)</script>', re.S)
+
+
+# ---- helpers ---------------------------------------------------------------------------------------
+
+def report_data(page: str) -> dict:
+    match = DATA_TAG.search(page)
+    assert match, "no <script id=report-data>"
+    return json.loads(match.group(1))
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    e = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def synthetic_result(layers: int = 12, heads: int = 12, lengths=(12, 9), seed: int = 0,
+                     extra_word: str | None = None) -> tuple[RunResult, dict]:
+    """Random attention over made-up sentences "[CLS] uno banco w.. senseN . [SEP]", plus hand-made heads.
+
+    With 3 heads or more, head (1, 1) looks at the previous word, (1, 2) at the next one and (1, 3) at the sense word.
+    """
+    rng = np.random.default_rng(seed)
+    attentions, configured = [], []
+    for number, n in enumerate(lengths, start=1):
+        middle = [f"w{i}" for i in range(n - 6)]
+        words = ["[CLS]", "uno", "banco", *middle, f"sense{number}", ".", "[SEP]"]
+        if extra_word is not None:
+            words[3] = extra_word
+        kinds = [SPECIAL] + [WORD] * (n - 3) + [PUNCT, SPECIAL]
+        assert len(words) == n
+        weights = softmax(2.5 * rng.normal(size=(layers, heads, n, n)))  # (layers, heads, n, n)
+        if heads >= 3:
+            previous, following = np.eye(n, k=-1), np.eye(n, k=1)  # W[i, i-1] = 1, W[i, i+1] = 1
+            previous[0, 0] = following[n - 1, n - 1] = 1  # the ends look at themselves: rows sum to 1
+            weights[0, 0], weights[0, 1] = previous, following
+            weights[0, 2, 2] = np.eye(n)[n - 3]  # the focus row ("banco", unit 2) looks at the sense word
+        text = " ".join(words[1:-1])
+        attentions.append(WordAttention(text=text, words=tuple(words), kinds=tuple(kinds),
+                                        weights=weights.astype(np.float32)))
+        configured.append(Sentence(text=text, sense=f"sense{number}"))
+    sentence_set = SentenceSet(lang="xx", focus="banco", sentences=tuple(configured), source="<synthetic>")
+    located = focus_sentences(attentions, sentence_set)
+    report = classify(located)
+    versions = {"python": "3", "torch": "2", "transformers": "5"}
+    result = RunResult(sentence_set=sentence_set, sentences=tuple(located), report=report,
+                       model="synthetic/model", revision="0" * 40, versions=versions)
+    return result, make_summary(sentence_set, report, result.model, result.revision, versions)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tiny_loaded, tmp_path_factory):
+    """The tiny model on the lesson's Spanish sentences: results and report.html in one folder."""
+    from analysis.pipeline import analyse
+
+    folder = tmp_path_factory.mktemp("tiny-report")
+    result = analyse(tiny_loaded, load_sentences(None, "es"))
+    summary = write_results(folder, result)
+    write_report(folder / REPORT_NAME, result, summary)
+    return folder, result, summary
+
+
+@pytest.fixture(scope="module")
+def synthetic_144():
+    return synthetic_result()
+
+
+# ---- the file itself -------------------------------------------------------------------------------
+
+EXTERNAL = [
+    re.compile(r"""\b(?:src|href|action|poster|srcset)\s*=\s*["']?(?!#)[^"'\s>]""", re.I),
+    re.compile(r"""\bimport\s*(?:\(|["'{*]|\w+\s+from)"""),
+    re.compile(r"\bfetch\s*\("),
+    re.compile(r"\burl\s*\(", re.I),
+    re.compile(r"@import", re.I),
+    re.compile(r"\bXMLHttpRequest|\bWebSocket|\bEventSource|sendBeacon"),
+    re.compile(r"(?:https?:|wss?:|ftp:)?//[a-z0-9.-]+\.[a-z]{2,}", re.I),
+]
+
+
+def test_report_has_no_external_urls(tiny_run, synthetic_144):
+    pages = [(tiny_run[0] / REPORT_NAME).read_text(encoding="utf-8"), report_html(*synthetic_144)]
+    for page in pages:
+        for pattern in EXTERNAL:
+            found = pattern.findall(page)
+            assert not found, f"{pattern.pattern}: {found[:3]}"
+        assert "<link" not in page and "<iframe" not in page
+        assert page.count("<script") == 2  # the data and the inline code, nothing loaded
+
+
+def test_144_heads_stay_under_5_mb(synthetic_144):
+    result, summary = synthetic_144
+    page = report_html(result, summary)
+    assert result.report.shape == (12, 12)
+    size = len(page.encode("utf-8"))
+    assert size < 5 * MB, f"{size / MB:.2f} MB"
+    assert report_data(page)["summary"]["heads_total"] == 144
+
+
+def test_weights_are_the_ones_in_attention_csv(tiny_run):
+    folder, result, _ = tiny_run
+    data = report_data((folder / REPORT_NAME).read_text(encoding="utf-8"))
+    table = pd.read_csv(folder / "attention.csv")
+    layers, heads = data["layers"], data["heads"]
+    assert data["weight_scale"] == WEIGHT_SCALE
+    for number, sentence in enumerate(data["sentences"], start=1):
+        n = len(sentence["words"])
+        rows = table[table.sentence == number]
+        assert len(rows) == layers * heads * n * n
+        stored = np.array(sentence["weights"]) / WEIGHT_SCALE  # same C order as the table
+        np.testing.assert_allclose(stored, rows.weight.to_numpy(), atol=5e-5 + 1e-6)
+        assert sentence["words"] == list(rows[(rows.layer == 1) & (rows["head"] == 1) & (rows.query_index == 0)].key)
+
+
+def test_two_reports_are_byte_identical(synthetic_144, tiny_model_dir, tmp_path):
+    assert report_html(*synthetic_144) == report_html(*synthetic_144)
+    pages = []
+    for name in ("a", "b"):
+        done = CliRunner().invoke(cli, ["run", "--model", str(tiny_model_dir), "--out", str(tmp_path / name),
+                                        *no_figures()], catch_exceptions=False)
+        assert done.exit_code == 0, done.output
+        path = tmp_path / name / "figures" / "es" / REPORT_NAME
+        assert f"wrote {path}" in done.output
+        pages.append(path.read_bytes())
+    assert pages[0] == pages[1]
+
+
+def no_figures() -> list[str]:
+    """Pass --no-figures where `run` has it, so this file tests only the report."""
+    return ["--no-figures"] if any(p.name == "no_figures" for p in cli.commands["run"].params) else []
+
+
+def test_no_report_writes_no_report(tiny_model_dir, tmp_path):
+    done = CliRunner().invoke(cli, ["run", "--model", str(tiny_model_dir), "--out", str(tmp_path), "--no-report",
+                                    *no_figures()], catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    assert not (tmp_path / "figures" / "es" / REPORT_NAME).exists()
+    assert REPORT_NAME not in done.output
+    assert (tmp_path / "results" / "es" / "summary.json").exists()
+
+
+def test_data_cannot_close_the_script_tag():
+    result, summary = synthetic_result(layers=1, heads=2, lengths=(8,), extra_word="</script><!--x")
+    page = report_html(result, summary)
+    assert page.count("</script>") == 2
+    assert "</script><!--x" not in page
+    assert report_data(page)["sentences"][0]["words"][3] == "</script><!--x"
+
+
+def test_header_names_model_revision_sentences_and_rules(tiny_run):
+    folder, result, _ = tiny_run
+    page = (folder / REPORT_NAME).read_text(encoding="utf-8")
+    header = page[page.index("<header"):page.index("</header>")]
+    assert result.model in header and result.revision in header
+    for sentence in result.sentence_set.sentences:
+        assert sentence.text in header and sentence.sense in header
+    assert "sum over the attended-to pieces, mean over the attending ones" in header  # the merge rule
+    assert "Markers: special tokens" in header and "punctuation" in header
+    assert "offset -1" in header and "offset +1" in header
+    assert "counted from 1" in header
+
+
+def test_categories_and_counts_match_summary_and_figure(synthetic_144):
+    result, summary = synthetic_144
+    data = report_data(report_html(result, summary))
+    categories = focus_categories(result.report, list(result.sentences))
+    assert data["head_category"] == categories.reshape(-1).tolist()
+    assert categories[0, 0] == "previous" and categories[0, 1] == "next" and categories[0, 2] == "sense"
+    counts = {c["name"]: c["count"] for c in data["categories"]}
+    assert counts == category_counts(categories)
+    assert counts["sense"] == summary["sense_head_count"]
+    assert counts["marker"] == summary["marker_head_count"]
+    assert f"sense-word heads: {summary['sense_head_count']} of 144" in report_html(result, summary)
+    plots = pytest.importorskip("analysis.plots")
+    assert CATEGORY_COLOURS == plots.CATEGORY_COLOURS  # the report and the PNG overview agree
+
+
+# ---- in a real browser -----------------------------------------------------------------------------
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+CHROME_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run",
+    "--disable-extensions", "--disable-default-apps", "--hide-scrollbars", "--force-device-scale-factor=1",
+    "--window-size=1400,1000",
+]
+
+
+def start_browser(profile: Path):
+    """Headless Chromium through Selenium, with the network off and every request logged."""
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        pytest.fail("Chromium is installed but Selenium is not: pip install selenium")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in CHROME_FLAGS + [f"--user-data-dir={profile}"]:
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.execute_cdp_cmd("Network.enable", {})
+    driver.execute_cdp_cmd("Network.emulateNetworkConditions",
+                           {"offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
+    return driver
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    if not (CHROMIUM and CHROMEDRIVER):
+        pytest.skip("no Chromium: apt-get install -y chromium chromium-driver (and pip install selenium)")
+    driver = start_browser(tmp_path_factory.mktemp("chromium-profile"))
+    yield driver
+    driver.quit()
+
+
+def open_report(driver, path: Path, timeout: float = 15.0) -> float:
+    """Load the report from file:// and wait until its script has drawn everything; returns the seconds."""
+    start = time.monotonic()
+    driver.get(path.resolve().as_uri())
+    while driver.execute_script("return document.body && document.body.dataset.ready") != "true":
+        assert time.monotonic() - start < timeout, "the report never became ready"
+        time.sleep(0.05)
+    return time.monotonic() - start
+
+
+def hover(driver, element) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center', inline: 'center'})", element)
+    ActionChains(driver).move_to_element(element).perform()
+
+
+def shown_lines(driver) -> list[tuple[int, int]]:
+    """The (query, key) of every line the line view shows now."""
+    return [tuple(pair) for pair in driver.execute_script(
+        "return [...document.querySelectorAll('#lines-svg .ln')]"
+        ".filter(l => getComputedStyle(l).display !== 'none').map(l => [+l.dataset.q, +l.dataset.k])")]
+
+
+def heatmap_weights(driver) -> dict[tuple[int, int], float]:
+    cells = driver.execute_script(
+        "return [...document.querySelectorAll('#heatmap-svg rect[data-w]')].map(r => [+r.dataset.q, +r.dataset.k, r.dataset.w])")
+    return {(q, k): float(w) for q, k, w in cells}
+
+
+def js_round(x: float) -> int:
+    """JavaScript's Math.round: halves go up (Python's round goes to even)."""
+    return int(np.floor(x + 0.5))
+
+
+def is_blank(png: bytes) -> bool:
+    import matplotlib.image as mpimg
+
+    pixels = mpimg.imread(io.BytesIO(png))[..., :3]  # (height, width, 3)
+    colours = np.unique((pixels.reshape(-1, 3) * 255).round().astype(np.uint8), axis=0)
+    return pixels.std() < 0.02 or len(colours) < 20
+
+
+@pytest.fixture(scope="module")
+def tiny_page(browser, tiny_run):
+    folder, result, summary = tiny_run
+    open_report(browser, folder / REPORT_NAME)
+    return browser, folder, result, summary
+
+
+@pytest.mark.browser
+def test_overview_has_a_cell_per_head_with_its_category(tiny_page):
+    from selenium.webdriver.common.by import By
+
+    driver, folder, result, summary = tiny_page
+    layers, heads = result.report.shape
+    cells = driver.find_elements(By.CSS_SELECTOR, "#overview .cell")
+    assert len(cells) == layers * heads == 12
+    found = {(int(c.get_attribute("data-layer")), int(c.get_attribute("data-head"))): c.get_attribute("data-category")
+             for c in cells}
+    categories = focus_categories(result.report, list(result.sentences))
+    assert found == {(l + 1, h + 1): categories[l, h] for l in range(layers) for h in range(heads)}
+    counts = category_counts(categories)
+    legend = {item.get_attribute("data-category"): item.find_element(By.CLASS_NAME, "count").text
+              for item in driver.find_elements(By.CSS_SELECTOR, "#legend .item[data-category]")}
+    assert legend == {name: f"{count} of 12" for name, count in counts.items()}
+    assert legend["sense"] == f"{summary['sense_head_count']} of 12"
+    assert legend["marker"] == f"{summary['marker_head_count']} of 12"
+    assert f"sense-word heads: {summary['sense_head_count']} of 12" in driver.find_element(By.TAG_NAME, "body").text
+
+
+@pytest.mark.browser
+def test_hovering_a_cell_shows_each_sentences_top_word(tiny_page):
+    from selenium.webdriver.common.by import By
+
+    driver, folder, result, _ = tiny_page
+    focus = pd.read_csv(folder / "focus.csv")
+    hover(driver, driver.find_element(By.CSS_SELECTOR, '#overview .cell[data-layer="2"][data-head="3"]'))
+    tip = driver.find_element(By.ID, "tooltip")
+    assert tip.is_displayed()
+    lines = tip.text.splitlines()
+    assert lines[0].startswith("Layer 2, head 3")
+    rows = focus[(focus.layer == 2) & (focus["head"] == 3)].sort_values("sentence")
+    assert len(lines) == 1 + len(rows)
+    for line, row in zip(lines[1:], rows.itertuples()):
+        assert f"→ «{row.top_key}»" in line
+        shown = float(re.search(r"([\d.]+) %", line).group(1))
+        assert abs(shown - 100 * row.top_weight) <= 0.06
+
+
+@pytest.mark.browser
+def test_clicking_a_cell_shows_that_heads_weights(tiny_page):
+    from selenium.webdriver.common.by import By
+
+    driver, folder, result, _ = tiny_page
+    table = pd.read_csv(folder / "attention.csv")
+    driver.find_element(By.CSS_SELECTOR, '#overview .cell[data-layer="3"][data-head="2"]').click()
+    assert driver.find_element(By.ID, "head-title").text == "Layer 3, head 2"
+    assert "selected" in driver.find_element(By.CSS_SELECTOR, '.cell[data-layer="3"][data-head="2"]').get_attribute("class")
+    for number in (1, 2):
+        driver.find_element(By.CSS_SELECTOR, f'#sentence-buttons button[data-sentence="{number}"]').click()
+        svg = driver.find_element(By.ID, "heatmap-svg")
+        assert (svg.get_attribute("data-layer"), svg.get_attribute("data-head"), svg.get_attribute("data-sentence")) == \
+            ("3", "2", str(number))
+        rows = table[(table.sentence == number) & (table.layer == 3) & (table["head"] == 2)]
+        expected = {(r.query_index, r.key_index): r.weight for r in rows.itertuples()}
+        shown = heatmap_weights(driver)
+        assert shown.keys() == expected.keys()
+        assert max(abs(shown[cell] - expected[cell]) for cell in expected) <= 5e-5 + 1e-6
+        # the cell text is the weight in whole percent (blank when it rounds to 0)
+        texts = driver.execute_script("return [...document.querySelectorAll('#heatmap-svg .cell-text')].map(t => t.textContent)")
+        whole = [js_round(100 * w) for w in shown.values()]
+        assert sorted(int(t) for t in texts) == sorted(p for p in whole if p > 0)
+        # the bars are the focus word's row
+        focus = result.sentences[number - 1].focus
+        bars = driver.execute_script("return [...document.querySelectorAll('#bars-svg .bar')].map(b => +b.dataset.w)")
+        assert bars == pytest.approx([expected[(focus, k)] for k in range(len(bars))], abs=5e-5 + 1e-6)
+
+
+@pytest.mark.browser
+def test_arrow_keys_step_through_the_heads(tiny_page):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    driver = tiny_page[0]
+    title = lambda: driver.find_element(By.ID, "head-title").text  # noqa: E731
+    driver.find_element(By.CSS_SELECTOR, '#overview .cell[data-layer="1"][data-head="4"]').click()
+    ActionChains(driver).send_keys(Keys.ARROW_RIGHT).perform()
+    assert title() == "Layer 2, head 1"
+    ActionChains(driver).send_keys(Keys.ARROW_LEFT, Keys.ARROW_LEFT).perform()
+    assert title() == "Layer 1, head 3"
+    ActionChains(driver).send_keys(Keys.ARROW_DOWN).perform()
+    assert title() == "Layer 2, head 3"
+    assert driver.find_element(By.ID, "heatmap-svg").get_attribute("data-layer") == "2"
+    driver.find_element(By.CSS_SELECTOR, '#overview .cell[data-layer="1"][data-head="1"]').click()
+    ActionChains(driver).send_keys(Keys.ARROW_LEFT).perform()
+    assert title() == "Layer 3, head 4"  # wraps around
+
+
+@pytest.mark.browser
+def test_hovering_a_word_isolates_its_lines(tiny_page):
+    from selenium.webdriver.common.by import By
+
+    driver, _, result, _ = tiny_page
+    driver.find_element(By.CSS_SELECTOR, '#overview .cell[data-layer="2"][data-head="2"]').click()
+    driver.find_element(By.CSS_SELECTOR, '#sentence-buttons button[data-sentence="1"]').click()
+    sentence = result.sentences[0]
+    n, focus = len(sentence.attention.words), sentence.focus
+    everything = shown_lines(driver)
+    assert len(everything) > n
+    hover(driver, driver.find_element(By.CSS_SELECTOR, f'#lines-svg .hit[data-side="q"][data-i="{focus}"]'))
+    isolated = shown_lines(driver)
+    row = np.rint(sentence.attention.weights[1, 1, focus].astype(np.float64) * WEIGHT_SCALE)
+    assert sorted(isolated) == [(focus, k) for k in range(n) if row[k] > 0]
+    annotations = driver.execute_script(
+        "return [...document.querySelectorAll('#lines-svg .annot[data-side=\"k\"]')].map(a => a.textContent)")
+    assert annotations[int(row.argmax())] == f"{js_round(row.max() / 100)} %"
+    hover(driver, driver.find_element(By.CSS_SELECTOR, '#lines-svg .hit[data-side="k"][data-i="0"]'))
+    assert {k for _, k in shown_lines(driver)} == {0}
+    hover(driver, driver.find_element(By.ID, "head-heading"))  # leave the picture: all lines again
+    assert len(shown_lines(driver)) == len(everything)
+
+
+@pytest.mark.browser
+def test_nothing_asked_of_the_network_and_no_script_errors(tiny_page):
+    driver = tiny_page[0]
+    page = (tiny_page[1] / REPORT_NAME).resolve().as_uri()
+    requests = []  # (url, the document that asked)
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            requests.append((message["params"]["request"]["url"], message["params"].get("documentURL", "")))
+    from_report = [url for url, document in requests if document.startswith(page)]
+    assert from_report == [page]  # the report loads itself, and nothing else
+    assert not [url for url, _ in requests if re.match(r"(https?|wss?|ftp):", url)]
+    errors = [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+    assert not errors, errors
+
+
+@pytest.mark.browser
+def test_screenshot_is_not_blank(tiny_page):
+    from selenium.webdriver.common.by import By
+
+    driver = tiny_page[0]
+    assert not is_blank(driver.get_screenshot_as_png())
+    for view in ("overview", "heatmap-svg", "lines-svg", "bars-svg"):
+        element = driver.find_element(By.ID, view)
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+        assert element.size["width"] > 100 and element.size["height"] > 100, view
+        assert not is_blank(element.screenshot_as_png), view
+
+
+@pytest.mark.browser
+def test_128_words_stay_usable(browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    result, summary = synthetic_result(layers=2, heads=3, lengths=(128,))
+    path = write_report(tmp_path / REPORT_NAME, result, summary)
+    seconds = open_report(browser, path)
+    assert seconds < 10
+    assert len(heatmap_weights(browser)) == 128 * 128
+    assert not browser.find_elements(By.CSS_SELECTOR, "#heatmap-svg .cell-text")  # cells too small for text
+    lines = browser.find_element(By.ID, "lines-svg")
+    assert lines.size["height"] <= 128 * 12 + 8  # one readable row per word
+    hover(browser, browser.find_element(By.CSS_SELECTOR, '#lines-svg .hit[data-side="q"][data-i="5"]'))
+    assert {q for q, _ in shown_lines(browser)} == {5}
+
+
+def minilm_screenshot(driver, folder: Path, png: Path) -> Path:
+    """Run the packaged MiniLM on the lesson's sentences, open its report and save a full-page screenshot."""
+    from analysis.models import choose_model, load_model
+    from analysis.pipeline import analyse
+
+    result = analyse(load_model(choose_model("es", "minilm", None)), load_sentences(None, "es"))
+    summary = write_results(folder, result)
+    open_report(driver, write_report(folder / REPORT_NAME, result, summary))
+    chrome = driver.execute_script("return window.outerHeight - window.innerHeight")
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(1400, height + chrome)
+    try:
+        png.write_bytes(driver.get_screenshot_as_png())
+    finally:
+        driver.set_window_size(1400, 1000)
+    return png
+
+
+@pytest.mark.browser
+def test_minilm_report_screenshot(browser, needs_minilm, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    png = minilm_screenshot(browser, tmp_path, tmp_path / "report.png")
+    assert not is_blank(png.read_bytes())
+    summary = json.loads((tmp_path / "summary.json").read_text(encoding="utf-8"))
+    cells = browser.find_elements(By.CSS_SELECTOR, "#overview .cell")
+    assert len(cells) == summary["heads_total"]
+    best = summary["best_sense_head"]
+    assert browser.find_element(By.ID, "head-title").text == f"Layer {best['layer']}, head {best['head']}"
+    assert (tmp_path / REPORT_NAME).stat().st_size < 5 * MB
+
+
+if __name__ == "__main__":  # python tests/test_report.py figures/demo-minilm/report.png
+    import tempfile
+
+    target = Path(sys.argv[1] if len(sys.argv) > 1 else "figures/demo-minilm/report.png")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as work:
+        browser_driver = start_browser(Path(work) / "profile")
+        try:
+            (Path(work) / "out").mkdir()
+            print(minilm_screenshot(browser_driver, Path(work) / "out", target))
+        finally:
+            browser_driver.quit()
