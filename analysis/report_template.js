@@ -78,18 +78,21 @@
   function hideTip() { tooltip.hidden = true; }
 
   // ---- sentence buttons ----------------------------------------------------------------------
+  // The sentence's words as HTML, the focus word marked; no space before closing punctuation.
+  function sentenceHtml(S) {
+    let out = "";
+    S.words.forEach(function (w, i) {
+      if (S.kinds[i] === "special") return;
+      const space = out && !(S.kinds[i] === "punct" && /^[.,;:!?)\]}»”’…]/.test(w)) && !/[¿¡(«“‘]$/.test(out);
+      out += (space ? " " : "") + (i === S.focus ? "<span class=\"fw\">" + esc(w) + "</span>" : esc(w));
+    });
+    return out;
+  }
   function buildSentenceButtons() {
     const box = byId("sentence-buttons");
     box.innerHTML = data.sentences.map(function (S, s) {
-      let words = "";
-      S.words.forEach(function (w, i) {
-        if (S.kinds[i] === "special") return;
-        // no space before closing punctuation, as the sentence is written
-        const space = words && !(S.kinds[i] === "punct" && /^[.,;:!?)\]}»”’…]/.test(w)) && !/[¿¡(«“‘]$/.test(words);
-        words += (space ? " " : "") + (i === S.focus ? "<span class=\"fw\">" + esc(w) + "</span>" : esc(w));
-      });
       return "<button type=\"button\" data-sentence=\"" + (s + 1) + "\" title=\"" + esc(S.text) + "\">" +
-        (s + 1) + ". " + words + "</button>";
+        (s + 1) + ". " + sentenceHtml(S) + "</button>";
     }).join("");
     box.addEventListener("click", function (event) {
       const button = event.target.closest("button[data-sentence]");
@@ -334,9 +337,8 @@
     const scores = data.head_scores;
     byId("head-title").textContent = "Layer " + (l + 1) + ", head " + (h + 1);
     byId("head-heading").innerHTML = "Layer " + (l + 1) + ", head " + (h + 1) + " <span class=\"badge\" style=\"background:" +
-      c.colour + ";color:" + (c.dark ? "#fff" : "#1d2530") + "\">" + esc(c.label) + "</span>" +
-      "<span class=\"hint\" style=\"margin:0;font-weight:400\">sentence " + (state.sentence + 1) + ": " +
-      esc(data.sentences[state.sentence].text) + "</span>";
+      c.colour + ";color:" + (c.dark ? "#fff" : "#1d2530") + "\">" + esc(c.label) + "</span>";
+    byId("head-sentence").innerHTML = "Sentence " + (state.sentence + 1) + ": " + sentenceHtml(data.sentences[state.sentence]);
     byId("head-scores").textContent = "Mean over all words and sentences: previous word " + percent(scores.prev[i], 1) +
       " · next word " + percent(scores.next[i], 1) + " · markers " + percent(scores.markers[i], 1) +
       " · entropy " + scores.entropy[i].toFixed(2) + " nats";
