@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from analysis import words as words_module
-from analysis.categories import CATEGORIES, CATEGORY_LABELS, category_counts, focus_categories
+from analysis.categories import CATEGORIES, CATEGORY_LABELS, CATEGORY_NOTES, category_counts, focus_categories
 from analysis.heads import NEXT_OFFSET, PREVIOUS_OFFSET
 from analysis.pipeline import RunResult
 from analysis.tables import describe
@@ -89,7 +89,8 @@ def report_data(result: RunResult, summary: dict) -> dict:
         "next_offset": NEXT_OFFSET,
         "focus_colour": FOCUS_COLOUR,
         "categories": [
-            {"name": name, "label": CATEGORY_LABELS[name], "colour": CATEGORY_COLOURS[name],
+            {"name": name, "label": CATEGORY_LABELS[name], "note": CATEGORY_NOTES.get(name, ""),
+             "colour": CATEGORY_COLOURS[name],
              "dark": name in DARK_CATEGORIES, "count": counts[name]}
             for name in CATEGORIES
         ],

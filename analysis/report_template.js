@@ -155,7 +155,8 @@
     let html = "<h3>Where «" + esc(data.focus_word) + "» looks most, in every sentence (" + data.sentences.length + ")</h3>";
     data.categories.forEach(function (c) {
       html += "<div class=\"item\" data-category=\"" + c.name + "\"><span class=\"swatch\" style=\"background:" +
-        c.colour + "\"></span><span>" + esc(c.label) + "</span><span class=\"count\">" + c.count + " of " + total +
+        c.colour + "\"></span><span>" + esc(c.label) + (c.note ? " <span class=\"note\">" + esc(c.note) + "</span>" : "") +
+        "</span><span class=\"count\">" + c.count + " of " + total +
         "</span></div>";
     });
     if (best) {

@@ -287,7 +287,8 @@ def is_blank(png: bytes) -> bool:
     import matplotlib.image as mpimg
 
     pixels = mpimg.imread(io.BytesIO(png))[..., :3]  # (height, width, 3)
-    colours = np.unique((pixels.reshape(-1, 3) * 255).round().astype(np.uint8), axis=0)
+    rgb = (pixels.reshape(-1, 3) * 255).round().astype(np.int64)  # (pixels, 3)
+    colours = np.unique(rgb @ np.array([1 << 16, 1 << 8, 1]))
     return pixels.std() < 0.02 or len(colours) < 20
 
 
@@ -432,13 +433,25 @@ def test_nothing_asked_of_the_network_and_no_script_errors(tiny_page):
 def test_screenshot_is_not_blank(tiny_page):
     from selenium.webdriver.common.by import By
 
+    import matplotlib.image as mpimg
+
     driver = tiny_page[0]
-    assert not is_blank(driver.get_screenshot_as_png())
-    for view in ("overview", "heatmap-svg", "lines-svg", "bars-svg"):
-        element = driver.find_element(By.ID, view)
-        driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
-        assert element.size["width"] > 100 and element.size["height"] > 100, view
-        assert not is_blank(element.screenshot_as_png), view
+    driver.execute_script("window.scrollTo(0, 0)")
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(1400, height + driver.execute_script("return window.outerHeight - window.innerHeight"))
+    try:
+        png = driver.get_screenshot_as_png()
+        views = {view: driver.find_element(By.ID, view).rect for view in ("overview", "heatmap-svg", "lines-svg", "bars-svg")}
+    finally:
+        driver.set_window_size(1400, 1000)
+    assert not is_blank(png)
+    pixels = mpimg.imread(io.BytesIO(png))  # (height, width, channels)
+    for view, rect in views.items():
+        assert rect["width"] > 100 and rect["height"] > 100, view
+        top, left = int(rect["y"]), int(rect["x"])
+        part = pixels[top:top + int(rect["height"]), left:left + int(rect["width"])]
+        assert part.shape[0] > 100 and part.shape[1] > 100, view  # inside the screenshot
+        assert part.std() > 0.05, view  # not an empty box
 
 
 @pytest.mark.browser
@@ -469,6 +482,8 @@ def minilm_screenshot(driver, folder: Path, png: Path) -> Path:
     height = driver.execute_script("return document.documentElement.scrollHeight")
     driver.set_window_size(1400, height + chrome)
     try:
+        focus = result.sentences[0].focus  # show the focus word's lines, as a reader hovering it would
+        hover(driver, driver.find_element("css selector", f'#lines-svg .hit[data-side="q"][data-i="{focus}"]'))
         png.write_bytes(driver.get_screenshot_as_png())
     finally:
         driver.set_window_size(1400, 1000)
