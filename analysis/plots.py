@@ -60,6 +60,8 @@ CELL_TEXT_SIZE = 8  # points, cell annotations at CELL
 MIN_CELL_TEXT_SIZE = 4.5  # below this, cells are left unannotated
 TITLE_SIZE = 11
 EM = 0.62 / 72  # inches per character per point
+# Cell text colours as RGBA tuples: matplotlib parses a colour string on every call, a tuple almost for free.
+WHITE, INK = (1.0, 1.0, 1.0, 1.0), (0.12, 0.12, 0.12, 1.0)
 
 # The lesson's four heads: file prefix, the HeadReport property that picks it, and its name in titles.
 LESSON_HEADS = (
@@ -85,16 +87,22 @@ def _text_width(text: str, size: float) -> float:
     return len(text) * size * EM
 
 
-def _title(model: str, revision: str, layer: int, head: int, role: str, sentence: int | None, text: str | None,
+def _title(model: str, revision: str, layer: int, head: int, role: str, sentence_line: str | None,
            width: float) -> str:
-    """Two or more lines: model, revision, layer and head (counted from 1), role; then the sentence, wrapped."""
-    first = f"{model} @ {short_revision(revision)} · layer {layer + 1}, head {head + 1}"
-    if role:
-        first += f" ({role})"
-    if sentence is None:
-        return first
+    """Model and revision, layer and head (counted from 1) and role, then the sentence, wrapped to `width` inches."""
+    model_text = f"{model} @ {short_revision(revision)}"
+    head_text = f"layer {layer + 1}, head {head + 1}" + (f" ({role})" if role else "")
     chars = max(30, int(width / (TITLE_SIZE * EM)))
-    return first + "\n" + textwrap.fill(f"sentence {sentence + 1}: {text}", chars)
+    first = f"{model_text} · {head_text}"
+    lines = [first] if len(first) <= chars else [model_text, head_text]
+    if sentence_line:
+        lines.append(sentence_line)
+    return "\n".join(textwrap.fill(line, chars) for line in lines)
+
+
+def _title_height(title: str) -> float:
+    """Inches taken by a title of that many lines, with its padding."""
+    return 0.3 + (title.count("\n") + 1) * TITLE_SIZE * 1.3 / 72
 
 
 def _frame(left: float, body_w: float, right: float, bottom: float, body_h: float, top: float,
@@ -135,10 +143,9 @@ def draw_heatmap(
     bottom = 0.3 + 0.45 + longest * math.sin(math.radians(45))  # x label, rotated words
     right = 0.15 + 0.18 + 0.75  # gap, colour bar, its ticks and label
     min_width = 6.5
-    title_lines = 2 + max(0, len(f"sentence {sentence + 1}: {text}") * TITLE_SIZE * EM
-                          > max(min_width, left + side + right) - 0.4)
-    top = 0.25 + title_lines * TITLE_SIZE * 1.35 / 72
-    fig, width, height, x0 = _frame(left, side, right, bottom, side, top, min_width)
+    title = _title(model, revision, layer, head, role, f"sentence {sentence + 1}: {text}",
+                   max(min_width, left + side + right) - 0.3)
+    fig, width, height, x0 = _frame(left, side, right, bottom, side, _title_height(title), min_width)
     ax = fig.add_axes((x0 / width, bottom / height, side / width, side / height))
     cax = fig.add_axes(((x0 + side + 0.15) / width, bottom / height, 0.18 / width, side / height))
 
@@ -159,7 +166,7 @@ def draw_heatmap(
         rows, cols = np.indices((n, n)).reshape(2, -1)
         for row, col, weight in zip(rows, cols, weights.reshape(-1)):  # one text artist per cell
             ax.text(col, row, percent(weight), ha="center", va="center", fontsize=text_size,
-                    color="white" if weight >= 0.6 else "0.15", gid="cell")
+                    color=WHITE if weight >= 0.6 else INK, gid="cell")
 
     if focus is not None:
         ax.add_patch(Rectangle((-0.5, focus - 0.5), n, 1, fill=False, edgecolor=FOCUS_COLOUR, linewidth=2.5,
@@ -171,8 +178,7 @@ def draw_heatmap(
         label = ax.get_xticklabels()[sense]
         label.set_fontweight("bold")
         label.set_color(SENSE_COLOUR)
-    ax.set_title(_title(model, revision, layer, head, role, sentence, text, width - 0.4), fontsize=TITLE_SIZE,
-                 loc="center", pad=8)
+    ax.set_title(title, fontsize=TITLE_SIZE, pad=8)
     return fig
 
 
@@ -198,8 +204,11 @@ def draw_focus_bars(
     longest = max(_text_width(w, LABEL_SIZE) for w in words)
     left, right = 0.95, 0.2
     bottom = 0.3 + 0.35 + longest * math.sin(math.radians(45))
-    top = 0.25 + 3 * TITLE_SIZE * 1.35 / 72
-    fig, width, height, x0 = _frame(left, body_w, right, bottom, 3.0, top, min_width=6.5)
+    focus_word = words[focus]
+    title = _title(model, revision, layer, head, role,
+                   f"sentence {sentence + 1}: where «{focus_word}» looks in «{text}»",
+                   max(6.5, left + body_w + right) - 0.3)
+    fig, width, height, x0 = _frame(left, body_w, right, bottom, 3.0, _title_height(title), min_width=6.5)
     ax = fig.add_axes((x0 / width, bottom / height, body_w / width, 3.0 / height))
     colours = [SENSE_COLOUR if i == sense else BAR_COLOUR for i in range(n)]
     bars = ax.bar(np.arange(n), weights, width=0.75, color=colours)
@@ -210,14 +219,12 @@ def draw_focus_bars(
     ax.set_xticks(np.arange(n), list(words), rotation=45, ha="right", rotation_mode="anchor", fontsize=LABEL_SIZE)
     ax.tick_params(axis="x", length=0)
     ax.spines[["top", "right"]].set_visible(False)
-    focus_word = words[focus]
     ax.set_ylabel(f"weight of «{focus_word}» on the word", fontsize=LABEL_SIZE)
     ax.get_xticklabels()[focus].set_fontweight("bold")
     ax.get_xticklabels()[focus].set_color(FOCUS_COLOUR)
     ax.get_xticklabels()[sense].set_fontweight("bold")
     ax.get_xticklabels()[sense].set_color(SENSE_COLOUR)
-    ax.set_title(_title(model, revision, layer, head, role, sentence, f"where «{focus_word}» looks in «{text}»",
-                        width - 0.4), fontsize=TITLE_SIZE, pad=8)
+    ax.set_title(title, fontsize=TITLE_SIZE, pad=8)
     return fig
 
 
@@ -244,7 +251,16 @@ def draw_overview(
     notes = [f"marker: {CATEGORY_NOTES['marker']}", f"other: {CATEGORY_NOTES['other']}"]
     left, right = 0.85, 0.3 + legend_w
     bottom = 0.25 + len(notes) * 9 * 1.4 / 72
-    top = 0.35 + 2 * TITLE_SIZE * 1.35 / 72 + 0.45  # title, then the head numbers
+    total = layers * heads
+    per_sentence = "the sentence" if sentence_count == 1 else f"the {sentence_count} sentences"
+    head_line = f"where the focus word «{focus_word}» looks, in all {total} heads"
+    title_lines = [f"{model} @ {short_revision(revision)}: {head_line}",
+                   f"number: its largest weight in %, mean over {per_sentence}"]
+    chars = int((left + body_w + right - 0.3) / (TITLE_SIZE * EM))
+    if len(title_lines[0]) > chars:
+        title_lines[0:1] = [f"{model} @ {short_revision(revision)}", head_line]
+    title = "\n".join(textwrap.fill(line, chars) for line in title_lines)
+    top = _title_height(title) + 0.45  # the title, then the head numbers
     body_h_min = max(body_h, 2.7)  # room for the legend beside a short grid
     fig, width, height, x0 = _frame(left, body_w, right, bottom, body_h_min, top)
     y0 = bottom + body_h_min - body_h  # a short grid sits at the top, beside the legend
@@ -256,7 +272,7 @@ def draw_overview(
     for layer, head in np.ndindex(layers, heads):
         dark = categories[layer, head] in DARK_CATEGORIES
         ax.text(head, layer, percent(top_weight[layer, head]), ha="center", va="center", fontsize=8,
-                color="white" if dark else "0.1", gid="cell")
+                color=WHITE if dark else INK, gid="cell")
     # White lines between the cells (two collections; cheaper than minor ticks and a grid).
     ax.hlines(np.arange(1, layers) - 0.5, -0.5, heads - 0.5, color="white", linewidth=1.5)
     ax.vlines(np.arange(1, heads) - 0.5, -0.5, layers - 0.5, color="white", linewidth=1.5)
@@ -273,7 +289,6 @@ def draw_overview(
         ax.add_patch(Rectangle((best[1] - 0.5, best[0] - 0.5), 1, 1, fill=False, edgecolor="black",
                                linewidth=2.5, zorder=4, gid="best"))
 
-    total = layers * heads
     counts = category_counts(categories)
     handles = [Patch(facecolor=CATEGORY_COLOURS[name], edgecolor="0.6", linewidth=0.5,
                      label=f"{CATEGORY_LABELS[name]}: {counts[name]} of {total}") for name in CATEGORIES]
@@ -288,12 +303,7 @@ def draw_overview(
                         bbox_to_anchor=((x0 + body_w + 0.3) / width, (y0 + body_h + 0.05) / height))
     legend._legend_box.align = "left"  # title flush with the entries
     fig.text(x0 / width, 0.12 / height, "\n".join(notes), fontsize=9, color="0.3", va="bottom", ha="left")
-    per_sentence = "the sentence" if sentence_count == 1 else f"the {sentence_count} sentences"
-    fig.suptitle(
-        f"{model} @ {short_revision(revision)}: where the focus word «{focus_word}» looks, all {total} heads\n"
-        f"number: its largest weight in %, mean over {per_sentence}",
-        fontsize=TITLE_SIZE, x=0.5, y=1 - 0.15 / height, va="top",
-    )
+    fig.suptitle(title, fontsize=TITLE_SIZE, x=0.5, y=1 - 0.15 / height, va="top")
     return fig
 
 
