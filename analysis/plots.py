@@ -6,6 +6,7 @@ so their size grows with the sentence and nothing is left to a layout engine.
 """
 from __future__ import annotations
 
+import functools
 import math
 import textwrap
 from collections.abc import Sequence
@@ -72,6 +73,16 @@ LESSON_HEADS = (
 )
 
 
+def _plain_text(draw):
+    """Draw with mathtext off: a word or sentence with two '$' is text, not a formula."""
+    @functools.wraps(draw)
+    def wrapper(*args, **kwargs):
+        with matplotlib.rc_context({"text.parse_math": False}):  # read when each Text is made
+            return draw(*args, **kwargs)
+
+    return wrapper
+
+
 def short_revision(revision: str) -> str:
     """'3f076fdb1ab6...' -> '3f076fdb'; 'sha256:53aa51...' -> 'sha256:53aa5117'."""
     prefix, _, digest = revision.rpartition(":")
@@ -115,6 +126,7 @@ def _frame(left: float, body_w: float, right: float, bottom: float, body_h: floa
     return Figure(figsize=(width, height), dpi=DPI), width, height, pad + left
 
 
+@_plain_text
 def draw_heatmap(
     weights: np.ndarray,
     words: Sequence[str],
@@ -182,6 +194,7 @@ def draw_heatmap(
     return fig
 
 
+@_plain_text
 def draw_focus_bars(
     weights: np.ndarray,
     words: Sequence[str],
@@ -228,6 +241,7 @@ def draw_focus_bars(
     return fig
 
 
+@_plain_text
 def draw_overview(
     categories: np.ndarray,
     top_weight: np.ndarray,

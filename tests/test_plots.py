@@ -155,6 +155,14 @@ def test_long_sentences_grow_the_figure_and_rotate_the_labels():
     assert all(t.get_rotation() == 45 for t in large.axes[0].get_xticklabels())
 
 
+def test_dollar_signs_are_text_not_mathtext(tmp_path):
+    words = ["[CLS]", "$\\x$", "$5", "[SEP]"]  # "$\x$" is a mathtext error if parsed
+    fig = draw_heatmap(np.full((4, 4), 0.25, dtype=np.float32), words, focus=1, model="m", revision="r", layer=0,
+                       head=0, sentence=0, text="cuesta $\\x$ o $5")
+    save_figure(fig, tmp_path / "dollars.png")
+    assert "cuesta $\\x$ o $5" in fig.axes[0].get_title()
+
+
 def test_short_revision_forms():
     assert short_revision(REVISION) == "3f076fdb"
     assert short_revision("sha256:53aa51172d142c89") == "sha256:53aa5117"
