@@ -104,7 +104,7 @@ def run_command(lang, config_path, model_name, revision, offline, device, out_di
     next-word and marker heads (e.g. sense_L1H4_s1.png), overview.png and focus_bars_s1.png, ...
     """
     from analysis.atomic import staged_outputs
-    from analysis.models import choose_model
+    from analysis.models import choose_model, short_revision
     from analysis.report import REPORT_NAME, write_report
     from analysis.sentences import load_sentences
     from analysis.tables import describe, write_results
@@ -128,7 +128,7 @@ def run_command(lang, config_path, model_name, revision, offline, device, out_di
                 from analysis.plots import sense_head_note, write_run_figures
 
                 figures = write_run_figures(figures_folder, result, formats)
-    click.echo(f"{result.model} @ {result.revision[:12]}, {len(sentence_set.sentences)} sentence(s), "
+    click.echo(f"{result.model} @ {short_revision(result.revision)}, {len(sentence_set.sentences)} sentence(s), "
                f"focus {sentence_set.focus!r}")
     click.echo(describe(summary))
     click.echo(f"wrote {out_dir / 'results' / lang}")

@@ -14,6 +14,17 @@ from analysis.heads import NEXT_OFFSET, PREVIOUS_OFFSET, FocusedSentence, HeadRe
 SENSE, MARKER, PREVIOUS, NEXT, OTHER = "sense", "marker", "previous", "next", "other"
 CATEGORIES = (SENSE, MARKER, PREVIOUS, NEXT, OTHER)
 
+# Okabe-Ito colours, safe for colour-blind readers; the PNG overview and the HTML report share them.
+CATEGORY_COLOURS = {
+    SENSE: "#D55E00",  # vermillion
+    MARKER: "#56B4E9",  # sky blue
+    PREVIOUS: "#009E73",  # bluish green
+    NEXT: "#F0E442",  # yellow
+    OTHER: "#DDDDDD",  # light grey
+}
+DARK_CATEGORIES = (SENSE, PREVIOUS)  # white text on these
+FOCUS_COLOUR = "#E69F00"  # orange: the focus word's row
+
 # What a reader sees in legends.
 CATEGORY_LABELS = {
     SENSE: "sense word",

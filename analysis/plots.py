@@ -25,12 +25,16 @@ from matplotlib.ticker import PercentFormatter  # noqa: E402
 
 from analysis.categories import (  # noqa: E402
     CATEGORIES,
+    CATEGORY_COLOURS,
+    DARK_CATEGORIES,
+    FOCUS_COLOUR,
     CATEGORY_LABELS,
     CATEGORY_NOTES,
     category_counts,
     focus_categories,
 )
 from analysis.figio import save_figure  # noqa: E402
+from analysis.models import short_revision  # noqa: E402
 
 if TYPE_CHECKING:
     from analysis.pipeline import RunResult
@@ -39,16 +43,6 @@ if TYPE_CHECKING:
 FORMATS = ("png", "svg", "pdf")
 DPI = 100  # fixed: the same pixel size on every machine
 
-# Colours (Okabe-Ito, safe for colour-blind readers).
-CATEGORY_COLOURS = {
-    "sense": "#D55E00",  # vermillion
-    "marker": "#56B4E9",  # sky blue
-    "previous": "#009E73",  # bluish green
-    "next": "#F0E442",  # yellow
-    "other": "#DDDDDD",  # light grey
-}
-DARK_CATEGORIES = ("sense", "previous")  # white numbers on these
-FOCUS_COLOUR = "#E69F00"  # orange frame around the focus word's row
 SENSE_COLOUR = CATEGORY_COLOURS["sense"]
 BAR_COLOUR = "#9DB4CC"
 HEATMAP_CMAP = "Blues"
@@ -81,12 +75,6 @@ def _plain_text(draw):
             return draw(*args, **kwargs)
 
     return wrapper
-
-
-def short_revision(revision: str) -> str:
-    """'3f076fdb1ab6...' -> '3f076fdb'; 'sha256:53aa51...' -> 'sha256:53aa5117'."""
-    prefix, _, digest = revision.rpartition(":")
-    return f"{prefix}:{digest[:8]}" if prefix else digest[:8]
 
 
 def percent(weight: float) -> str:

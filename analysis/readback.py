@@ -98,9 +98,11 @@ def stored_head(run: StoredRun, layer: int, head: int, sentence: int) -> StoredH
     words[key] = rows["key"].to_numpy()
     words = tuple(str(w) for w in words)
     info = run.summary["sentences"][sentence - 1]
-    # summary.json names the words, not their positions: the first occurrence is taken.
-    focus = info.get("focus_index", _find(words, run.summary["focus"]))
-    sense = info.get("sense_index", _find(words, info["sense"]))
+    positions = run.summary.get("word_positions")
+    if positions:
+        focus, sense = positions[sentence - 1]["focus_index"], positions[sentence - 1]["sense_index"]
+    else:  # results of an older version: the first occurrence of each word
+        focus, sense = _find(words, run.summary["focus"]), _find(words, info["sense"])
     return StoredHead(words=words, weights=weights, layer=layer - 1, head=head - 1, sentence=sentence - 1,
                       text=info["text"], focus=focus, sense=sense)
 

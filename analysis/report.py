@@ -14,7 +14,10 @@ from pathlib import Path
 import numpy as np
 
 from analysis import words as words_module
-from analysis.categories import CATEGORIES, CATEGORY_LABELS, CATEGORY_NOTES, category_counts, focus_categories
+from analysis.categories import (
+    CATEGORIES, CATEGORY_COLOURS, CATEGORY_LABELS, CATEGORY_NOTES, DARK_CATEGORIES, FOCUS_COLOUR, category_counts,
+    focus_categories,
+)
 from analysis.heads import NEXT_OFFSET, PREVIOUS_OFFSET
 from analysis.pipeline import RunResult
 from analysis.tables import describe
@@ -24,16 +27,6 @@ REPORT_NAME = "report.html"
 WEIGHT_SCALE = 10_000  # weights are stored as whole ten-thousandths, i.e. rounded to 4 decimals
 TEMPLATE = "report_template"  # .html, .css and .js in the analysis package
 
-# The overview's colours: the same as the PNG overview figure (analysis.plots.CATEGORY_COLOURS).
-CATEGORY_COLOURS = {
-    "sense": "#D55E00",  # vermillion
-    "marker": "#56B4E9",  # sky blue
-    "previous": "#009E73",  # bluish green
-    "next": "#F0E442",  # yellow
-    "other": "#DDDDDD",  # light grey
-}
-DARK_CATEGORIES = ("sense", "previous")  # white text on these
-FOCUS_COLOUR = "#E69F00"  # orange: the focus word's row
 
 MARKER_TEXT = {"special": "special tokens such as [CLS] and [SEP]", "punct": "words made only of punctuation"}
 

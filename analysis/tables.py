@@ -9,7 +9,6 @@ import pandas as pd
 
 from analysis.heads import FocusedSentence, HeadReport
 from analysis.pipeline import RunResult
-from analysis.sentences import SentenceSet
 
 FLOAT_FORMAT = "%.6f"
 ATTENTION_COLUMNS = ["sentence", "layer", "head", "query_index", "query", "key_index", "key", "weight"]
@@ -96,18 +95,19 @@ def _head(position: tuple[int, int], score: float) -> dict:
     return {"layer": position[0] + 1, "head": position[1] + 1, "score": _rounded(score)}
 
 
-def summary(
-    sentence_set: SentenceSet, report: HeadReport, model: str, revision: str, versions: dict[str, str]
-) -> dict:
+def summary(result: RunResult) -> dict:
     """The run's headline numbers, layers and heads counted from 1."""
+    sentence_set, report = result.sentence_set, result.report
     layers, heads = report.shape
     best = report.best_sense_head
     return {
-        "model": model,
-        "revision": revision,
+        "model": result.model,
+        "revision": result.revision,
         "lang": sentence_set.lang,
         "focus": sentence_set.focus,
         "sentences": [{"text": s.text, "sense": s.sense} for s in sentence_set.sentences],
+        # Unit indices as in attention.csv, so a reader of the tables needs no word search.
+        "word_positions": [{"focus_index": s.focus, "sense_index": s.sense} for s in result.sentences],
         "layers": layers,
         "heads_per_layer": heads,
         "heads_total": layers * heads,
@@ -125,7 +125,7 @@ def summary(
         "prev_head": _head(report.prev_head, report.prev[report.prev_head]),
         "next_head": _head(report.next_head, report.next[report.next_head]),
         "marker_head": _head(report.marker_score_head, report.markers[report.marker_score_head]),
-        "versions": versions,
+        "versions": result.versions,
     }
 
 
@@ -135,7 +135,7 @@ def write_results(folder: Path, result: RunResult) -> dict:
     write_csv(attention_frame(sentences), folder / "attention.csv")
     write_csv(focus_frame(sentences, report), folder / "focus.csv")
     write_csv(heads_frame(report), folder / "heads.csv")
-    data = summary(result.sentence_set, report, result.model, result.revision, result.versions)
+    data = summary(result)
     write_json(data, folder / "summary.json")
     return data
 

@@ -21,9 +21,9 @@ from analysis.plots import (
     draw_heatmap,
     draw_overview,
     percent,
-    short_revision,
     write_run_figures,
 )
+from analysis.models import short_revision
 from analysis.readback import load_run, stored_head
 from analysis.sentences import Sentence, SentenceSet, load_sentences
 from analysis.tables import write_results

@@ -23,7 +23,7 @@ from click.testing import CliRunner
 from analysis.categories import category_counts, focus_categories
 from analysis.heads import classify, focus_sentences
 from analysis.pipeline import RunResult
-from analysis.report import CATEGORY_COLOURS, REPORT_NAME, WEIGHT_SCALE, report_html, write_report
+from analysis.report import REPORT_NAME, WEIGHT_SCALE, report_html, write_report
 from analysis.sentences import Sentence, SentenceSet, load_sentences
 from analysis.tables import summary as make_summary
 from analysis.tables import write_results
@@ -78,7 +78,7 @@ def synthetic_result(layers: int = 12, heads: int = 12, lengths=(12, 9), seed: i
     versions = {"python": "3", "torch": "2", "transformers": "5"}
     result = RunResult(sentence_set=sentence_set, sentences=tuple(located), report=report,
                        model="synthetic/model", revision="0" * 40, versions=versions)
-    return result, make_summary(sentence_set, report, result.model, result.revision, versions)
+    return result, make_summary(result)
 
 
 @pytest.fixture(scope="module")
@@ -204,8 +204,6 @@ def test_categories_and_counts_match_summary_and_figure(synthetic_144):
     assert counts["sense"] == summary["sense_head_count"]
     assert counts["marker"] == summary["marker_head_count"]
     assert f"sense-word heads: {summary['sense_head_count']} of 144" in report_html(result, summary)
-    plots = pytest.importorskip("analysis.plots")
-    assert CATEGORY_COLOURS == plots.CATEGORY_COLOURS  # the report and the PNG overview agree
 
 
 # ---- in a real browser -----------------------------------------------------------------------------
