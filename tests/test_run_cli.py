@@ -185,8 +185,19 @@ def test_failed_run_leaves_earlier_results_untouched(tiny_model_dir, tmp_path):
     assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["es"]  # no staging folder left
 
 
-def test_model_that_cannot_be_had_exits_1_with_a_hint(tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-cache"))
+@pytest.fixture()
+def hub_cache(tmp_path, monkeypatch) -> Path:
+    """An empty Hugging Face cache for this test (the live constant: HF_HOME is read once, at import)."""
+    from huggingface_hub import constants
+
+    cache = tmp_path / "hf" / "hub"
+    cache.mkdir(parents=True)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    return cache
+
+
+def test_model_that_cannot_be_had_exits_1_with_a_hint(tmp_path, hub_cache):
     result = invoke("run", "--lang", "en", "--offline", "--out", tmp_path, "--no-figures", "--no-report")
     assert result.exit_code == 1
     line = error_line(result)
@@ -197,8 +208,7 @@ def test_model_that_cannot_be_had_exits_1_with_a_hint(tmp_path, monkeypatch):
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())
 
 
-def test_unknown_local_or_hub_model_exits_1(tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-cache"))
+def test_unknown_local_or_hub_model_exits_1(tmp_path, hub_cache):
     result = invoke("run", "--model", "nobody/no-such-model", "--offline", "--out", tmp_path, "--no-figures",
                     "--no-report")
     assert result.exit_code == 1
@@ -221,3 +231,25 @@ def test_minilm_end_to_end(needs_minilm, tmp_path):
     best = heads.loc[heads.prev.idxmax()]
     assert [summary["prev_head"]["layer"], summary["prev_head"]["head"]] == [best.layer, best["head"]]
     assert f"marker heads: {summary['marker_head_count']} of 72" in result.output
+
+
+def fake_download(cache: Path, model_dir: Path, repo: str, commit: str) -> None:
+    """Lay the tiny model out as the Hugging Face cache would after a download of `repo` at `commit`."""
+    folder = cache / ("models--" + repo.replace("/", "--"))
+    snapshot = folder / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    for file in model_dir.iterdir():
+        (snapshot / file.name).write_bytes(file.read_bytes())
+    (folder / "refs").mkdir()
+    (folder / "refs" / "main").write_text(commit)
+
+
+def test_hub_model_from_the_cache_records_the_resolved_commit(tiny_model_dir, tmp_path, hub_cache):
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    fake_download(hub_cache, tiny_model_dir, "someone/tiny-bert", commit)
+    result = run_tiny("someone/tiny-bert", tmp_path / "out", "--offline")  # revision "main" -> its commit
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "out" / "results" / "es" / "summary.json").read_text())
+    assert (summary["model"], summary["revision"]) == ("someone/tiny-bert", commit)
+    pinned = run_tiny("someone/tiny-bert", tmp_path / "pinned", "--offline", "--revision", commit)
+    assert pinned.exit_code == 0, pinned.output
