@@ -161,6 +161,18 @@ def test_focus_occurrence_picks_the_repeated_word(tiny_model_dir, tmp_path):
     assert row.loc[row.weight.idxmax(), "key"] == focus.iloc[0]["top_key"]
 
 
+def test_show_reads_back_the_configured_occurrence(tiny_model_dir, tmp_path):
+    from analysis.readback import load_run, stored_head
+
+    config = write_config(tmp_path, '[es]\nfocus = "banco"\n[[es.sentences]]\ntext = "el banco, mi banco."\n'
+                                    'sense = "mi"\nfocus_occurrence = 2\n')
+    assert run_tiny(tiny_model_dir, tmp_path, "--config", config).exit_code == 0
+    summary = json.loads((tmp_path / "results" / "es" / "summary.json").read_text())
+    assert summary["word_positions"] == [{"focus_index": 5, "sense_index": 4}]
+    stored = stored_head(load_run(tmp_path, "es"), layer=1, head=1, sentence=1)
+    assert (stored.focus, stored.sense) == (5, 4)
+
+
 def test_unknown_lang_lists_the_languages(tiny_model_dir, tmp_path):
     result = run_tiny(tiny_model_dir, tmp_path, "--lang", "fr")
     assert result.exit_code == 2
