@@ -176,7 +176,7 @@ def show_command(lang, layer, head, sentence, out_dir, formats) -> None:
 @click.option("--lang", default="en", show_default=True, help="Language whose pinned model is the default model.")
 @model_options
 @click.option("--batch-size", type=int, default=32, show_default=True,
-              help="Sentences per forward pass; they are sorted by length first, so little padding is run.")
+              help="Sentences per forward pass, fewer for long ones; sorted by length first, so little padding is run.")
 @click.option("--truncate", is_flag=True, help="Cut lines over the model's maximum length instead of skipping them.")
 @click.option("--shard", "shard_text", metavar="i/N",
               help="Process lines i, i+N, i+2N, ... (counted from 1) into NAME-shard-i-of-N; see `merge`.")

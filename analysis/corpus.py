@@ -3,7 +3,7 @@
 The data flow of `real-attention heads --corpus`:
 
     CorpusReader (lines of a shard) -> encode (pieces, units, unit kinds) -> length buckets -> padded batch
-    -> attention_maps (one forward pass) -> batch_totals (word merge and statistics, on the model's device)
+    -> layer_maps (one forward pass) -> batch_totals per layer (word merge and statistics, on the model's device)
     -> HeadSums (exact float64 running sums; `+` merges shards) -> label_heads -> heads.csv, summary.json
 
 Units and the merge rule are those of `run` (analysis.words): each special token is a unit, each word is a
@@ -37,6 +37,7 @@ PAD, WORD, PUNCT, CLS, SEP, OTHER_SPECIAL = -1, 0, 1, 2, 3, 4
 
 DEFAULT_BATCH_SIZE = 32
 BUCKET_BATCHES = 32  # sentences read ahead and sorted by length: this many batches
+PAIR_TOKENS = 64  # batches of sentences longer than this many pieces hold fewer sentences (length_batches)
 
 
 class CorpusError(ValueError):
@@ -310,9 +311,20 @@ def encode(loaded, texts: list[str], truncate: bool) -> tuple[list[Encoded], int
 
 
 def length_batches(sentences: list[Encoded], batch_size: int) -> list[list[Encoded]]:
-    """Sort by piece count (a stable sort: ties keep their order) and cut into batches: little padding."""
-    ordered = sorted(sentences, key=lambda s: len(s.ids))
-    return [ordered[i:i + batch_size] for i in range(0, len(ordered), batch_size)]
+    """Sort by piece count (a stable sort: ties keep their order) and cut into batches: little padding.
+
+    A batch has at most batch_size sentences, and fewer when they are long: at most batch_size * PAIR_TOKENS**2
+    query-key pairs per head, so the maps of a batch of long sentences take no more memory than a full batch
+    of PAIR_TOKENS-piece ones.
+    """
+    budget = batch_size * PAIR_TOKENS**2
+    batches: list[list[Encoded]] = []
+    for sentence in sorted(sentences, key=lambda s: len(s.ids)):
+        t = len(sentence.ids)  # the longest so far: the batch's padded length
+        if not batches or len(batches[-1]) == batch_size or (len(batches[-1]) + 1) * t * t > budget:
+            batches.append([])
+        batches[-1].append(sentence)
+    return batches
 
 
 class Batch(NamedTuple):
@@ -392,6 +404,21 @@ def sentence_counts(sentences: list[Encoded]) -> dict[str, float]:
     }
 
 
+def layer_maps(loaded, input_ids, attention_mask) -> tuple:
+    """One forward pass -> per layer a (B, heads, t, t) tensor of post-softmax weights.
+
+    As analysis.extract.attention_maps, but without stacking the layers: a stack would copy every map once more.
+    """
+    outputs = loaded.model(
+        input_ids=input_ids.to(loaded.device), attention_mask=attention_mask.to(loaded.device), output_attentions=True
+    )
+    maps = outputs.attentions
+    if maps is None or len(maps) != loaded.layers or any(m is None for m in maps):
+        got = 0 if maps is None else sum(m is not None for m in maps)
+        raise RuntimeError(f"expected {loaded.layers} attention maps, got {got}; load with eager attention")
+    return maps
+
+
 def _advance(progress, shown: int, lines: int) -> int:
     if progress is not None and lines:
         progress.update(lines)
@@ -411,8 +438,6 @@ def corpus_sums(
     `progress`, if given, has tqdm's `update(n)` and advances by one per line read.
     """
     import torch
-
-    from analysis.extract import attention_maps
 
     if batch_size < 1:
         raise CorpusError(f"--batch-size must be at least 1, not {batch_size}")
@@ -435,12 +460,11 @@ def corpus_sums(
             shown = _advance(progress, shown, reader.lines - lines_before - len(encoded))  # blank, skipped
             for batch_sentences in length_batches(encoded, batch_size):
                 batch = pad_batch(batch_sentences, pad_id)
-                maps = attention_maps(
-                    loaded, torch.from_numpy(batch.input_ids), torch.from_numpy(batch.attention_mask)
-                )  # (L, B, H, t, t)
-                totals += batch_totals(
-                    maps, torch.from_numpy(batch.units).to(device), torch.from_numpy(batch.kinds).to(device)
-                )
+                units = torch.from_numpy(batch.units).to(device)
+                kinds = torch.from_numpy(batch.kinds).to(device)
+                maps = layer_maps(loaded, torch.from_numpy(batch.input_ids), torch.from_numpy(batch.attention_mask))
+                for layer, weights in enumerate(maps):  # one layer at a time: a sixth of the temporaries
+                    totals[:, layer:layer + 1] += batch_totals(weights[None], units, kinds)
                 del maps  # no map outlives its batch
                 for name, value in sentence_counts(batch_sentences).items():
                     counts[name] += value

@@ -410,3 +410,17 @@ def test_an_empty_shard_is_written_and_merges(tmp_path, tiny_model_dir):
     assert json.loads((folders[1] / "summary.json").read_text())["counts"]["sentences"] == 0
     run, sums = merge_shards(folders)
     assert (run.name, sums.sentences, sums.blank, sums.lines) == ("gaps", 2, 2, 4)
+
+
+def test_length_batches_sort_by_length_and_cap_long_batches():
+    from analysis.corpus import PAIR_TOKENS, Encoded, length_batches
+
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(3, 3 * PAIR_TOKENS, size=300)
+    sentences = [Encoded(np.zeros(t, dtype=np.int64), None, None) for t in lengths]
+    batches = length_batches(sentences, batch_size=16)
+    flat = [len(s.ids) for batch in batches for s in batch]
+    assert flat == sorted(lengths.tolist())
+    assert all(1 <= len(batch) <= 16 for batch in batches)
+    assert all(len(batch) * len(batch[-1].ids) ** 2 <= 16 * PAIR_TOKENS**2 or len(batch) == 1 for batch in batches)
+    assert len(batches[0]) == 16 and len(batches[-1]) < 16  # short ones fill a batch, long ones do not
