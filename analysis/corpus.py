@@ -368,28 +368,34 @@ def batch_totals(maps, units, kinds):
 
     n = kinds.shape[1]
     assignment = (torch.arange(n, device=units.device)[None, :, None] == units[:, None, :]).to(maps.dtype)  # (B, n, t)
-    mean_rows = assignment / assignment.sum(dim=-1, keepdim=True).clamp(min=1)  # (B, n, t); pad units: 0 rows
-    # Keys: pieces summed; queries: pieces averaged. Pad pieces belong to no unit, so they drop out.
-    unit_maps = mean_rows[None, :, None] @ maps @ assignment.transpose(1, 2)[None, :, None]  # (L, B, H, n, n)
-    valid = (kinds != PAD).to(torch.float64)  # (B, n)
-    key_sets = torch.stack([kinds == CLS, kinds == SEP, kinds == PUNCT], dim=-1).to(maps.dtype)  # (B, n, 3)
-    on_keys = unit_maps @ key_sets[None, :, None]  # (L, B, H, n, 3): weight on [CLS], [SEP], punctuation
-    rows = torch.cat(
-        [
-            torch.diagonal(unit_maps, 0, dim1=-2, dim2=-1)[..., None],  # self
-            on_keys,  # cls, sep, punct
-            on_keys.sum(dim=-1, keepdim=True),  # markers
-            -torch.special.xlogy(unit_maps, unit_maps).sum(dim=-1, keepdim=True),  # entropy in nats, 0 log 0 = 0
-        ],
-        dim=-1,
-    )  # (L, B, H, n, 6)
-    row_totals = torch.einsum("lbhns,bn->slh", rows.to(torch.float64), valid)  # (6, L, H)
-    pair_totals = []
-    for offset in (PREVIOUS_OFFSET, NEXT_OFFSET):
-        # Query i, key i + offset: both real exactly when the later of the two is, i.e. valid[:, |offset|:].
-        pairs = torch.diagonal(unit_maps, offset, dim1=-2, dim2=-1)  # (L, B, H, n - |offset|)
-        pair_totals.append(torch.einsum("lbhn,bn->lh", pairs.to(torch.float64), valid[:, abs(offset):]))
-    return torch.cat([torch.stack(pair_totals), row_totals])  # (8, L, H) in STATISTICS order
+    mean_rows = assignment / assignment.sum(dim=-1, keepdim=True).clamp(min=1)  # (B, n, t)
+    key_sets = torch.stack([kinds == CLS, kinds == SEP, kinds == PUNCT], dim=-1).to(torch.float64)  # (B, n, 3)
+    # Pad pieces belong to no unit and pad units have zero rows and columns, so pads add exactly 0 to every sum.
+    return torch.stack([_layer_totals(weights, assignment, mean_rows, key_sets) for weights in maps], dim=1)
+
+
+def _layer_totals(weights, assignment, mean_rows, key_sets):
+    """One layer: (B, H, t, t) piece maps -> (len(STATISTICS), H) float64 totals (see batch_totals)."""
+    import torch
+
+    batch, heads, t, _ = weights.shape
+    n = assignment.shape[1]
+    # Keys: a word's pieces summed (right product with A^T); one bmm over all heads, no copy of the maps.
+    keyed = torch.bmm(weights.reshape(batch, heads * t, t), assignment.transpose(1, 2))  # (B, H*t, n)
+    keyed = keyed.view(batch, heads, t, n).transpose(1, 2).reshape(batch, t, heads * n)  # (B, t, H*n)
+    # Queries: a word's pieces averaged (left product with A / piece count).
+    unit_maps = torch.bmm(mean_rows, keyed).view(batch, n, heads, n)  # (B, query n, H, key n)
+    per_head = [
+        torch.diagonal(unit_maps, PREVIOUS_OFFSET, dim1=1, dim2=3).sum(dim=-1),  # prev: W[i, i-1]
+        torch.diagonal(unit_maps, NEXT_OFFSET, dim1=1, dim2=3).sum(dim=-1),  # next: W[i, i+1]
+        torch.diagonal(unit_maps, 0, dim1=1, dim2=3).sum(dim=-1),  # self: W[i, i]
+    ]  # each (B, H)
+    received = unit_maps.sum(dim=1).to(torch.float64)  # (B, H, key n): weight each key gets from all queries
+    on_keys = torch.einsum("bhk,bkc->ch", received, key_sets)  # (3, H): [CLS], [SEP], punctuation
+    # entropy in nats, 0 log 0 = 0 (the clamp keeps log finite; 0 times it is 0)
+    entropy = -(unit_maps * torch.log(unit_maps.clamp(min=torch.finfo(unit_maps.dtype).tiny))).sum(dim=(1, 3))
+    rows = torch.stack([*per_head, entropy]).to(torch.float64).sum(dim=1)  # (4, H): per (b, h) in float32, then b in float64
+    return torch.cat([rows[:3], on_keys, on_keys.sum(dim=0, keepdim=True), rows[3:]])  # (8, H) in STATISTICS order
 
 
 def sentence_counts(sentences: list[Encoded]) -> dict[str, float]:

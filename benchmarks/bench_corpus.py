@@ -11,7 +11,7 @@ least 2000 lines. The model: the packaged MiniLM (--model minilm). Reported:
 3. peak resident memory (ru_maxrss, fresh subprocesses) for the corpus repeated 10x against 1x.
    Target: growth under 50 MB.
 
-    python benchmarks/bench_corpus.py [--batch-size 32] [--naive-sentences N] [--json OUT.json]
+    python benchmarks/bench_corpus.py [--batch-size 32] [--repeats 3] [--naive-sentences N] [--json OUT.json]
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ import itertools
 import json
 import math
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -126,8 +127,9 @@ def naive(loaded, texts: list[str]) -> dict[str, np.ndarray]:
             previous = word
         offsets = encoded["offset_mapping"][0].tolist()
         ids = encoded["input_ids"][0].tolist()
-        cls = [i for i, w in enumerate(words_to_tokens) if ids[w[0]] == tokenizer.cls_token_id]
-        sep = [i for i, w in enumerate(words_to_tokens) if ids[w[0]] == tokenizer.sep_token_id]
+        special = [encoded.word_ids(0)[w[0]] is None for w in words_to_tokens]  # a literal "[SEP]" is a word
+        cls = [i for i, w in enumerate(words_to_tokens) if special[i] and ids[w[0]] == tokenizer.cls_token_id]
+        sep = [i for i, w in enumerate(words_to_tokens) if special[i] and ids[w[0]] == tokenizer.sep_token_id]
         punct = [i for i, w in enumerate(words_to_tokens) if encoded.word_ids(0)[w[0]] is not None
                  and is_punctuation(text[offsets[w[0]][0]:offsets[w[-1]][1]])]
         n = len(words_to_tokens)
@@ -166,6 +168,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--naive-sentences", type=int, default=None, help="Sentences for the naive baseline "
                         "(default: all; a whole number of seed repetitions keeps the length mix).")
+    parser.add_argument("--repeats", type=int, default=3, help="Interleaved timed runs of ours and bare; medians.")
     parser.add_argument("--json", type=Path, help="Also write the numbers to this file.")
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -184,10 +187,16 @@ def main() -> None:
         ours(loaded, SEEDS, args.batch_size)  # warm-up
         bare(loaded, SEEDS, args.batch_size)
 
-        start = time.perf_counter()
-        sums = ours(loaded, path, args.batch_size)
-        ours_s = time.perf_counter() - start
-        bare_s, forward_s = bare(loaded, path, args.batch_size)
+        # interleaved repeats, medians: other processes share the CPUs
+        ours_runs, bare_runs, forward_runs = [], [], []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            ours(loaded, path, args.batch_size)
+            ours_runs.append(time.perf_counter() - start)
+            bare_s, forward_s = bare(loaded, path, args.batch_size)
+            bare_runs.append(bare_s)
+            forward_runs.append(forward_s)
+        ours_s, bare_s, forward_s = (statistics.median(runs) for runs in (ours_runs, bare_runs, forward_runs))
         naive_texts = texts[:args.naive_sentences] if args.naive_sentences else texts
         start = time.perf_counter()
         naive_means = naive(loaded, naive_texts)
@@ -207,6 +216,7 @@ def main() -> None:
             "naive": len(naive_texts) / naive_s}
     result = {
         "sentences": count,
+        "runs_s": {"ours": [round(x, 2) for x in ours_runs], "bare": [round(x, 2) for x in bare_runs]},
         "batch_size": args.batch_size,
         "sentences_per_s": {k: round(v, 1) for k, v in rate.items()},
         "speedup_vs_naive": round(rate["ours"] / rate["naive"], 2),
