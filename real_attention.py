@@ -180,10 +180,12 @@ def show_command(lang, layer, head, sentence, out_dir, formats) -> None:
 @click.option("--truncate", is_flag=True, help="Cut lines over the model's maximum length instead of skipping them.")
 @click.option("--shard", "shard_text", metavar="i/N",
               help="Process lines i, i+N, i+2N, ... (counted from 1) into NAME-shard-i-of-N; see `merge`.")
+@click.option("--threshold", "threshold_settings", metavar="NAME=VALUE", multiple=True,
+              help="Change a labelling threshold: position (0.5), marker (0.5) or broad (0.8); repeatable.")
 @out_option
 @click.option("--quiet", is_flag=True, help="No progress bar on stderr.")
 def heads_command(corpus_path, corpus_format, corpus_name, lang, model_name, revision, offline, device,
-                  batch_size, truncate, shard_text, out_dir, quiet) -> None:
+                  batch_size, truncate, shard_text, threshold_settings, out_dir, quiet) -> None:
     """Pool every head's attention statistics over a corpus and label each head.
 
     Per head, at word level: the mean weight on the previous, next and same word, on [CLS], [SEP] and
@@ -194,13 +196,14 @@ def heads_command(corpus_path, corpus_format, corpus_name, lang, model_name, rev
     import sys
 
     from analysis.atomic import staged_outputs
-    from analysis.corpus import (CorpusError, CorpusReader, CorpusRun, Shard, count_lines, corpus_sums,
-                                 describe, folder_name, write_corpus)
+    from analysis.corpus import (CorpusError, CorpusReader, CorpusRun, Shard, Thresholds, count_lines,
+                                 corpus_sums, describe, folder_name, write_corpus)
     from analysis.corpus import corpus_format as resolve_format
     from analysis.models import choose_model
 
     with friendly_errors():
         shard = Shard.parse(shard_text) if shard_text is not None else None
+        thresholds = Thresholds.parse(threshold_settings)
         if batch_size < 1:
             raise CorpusError(f"--batch-size must be at least 1, not {batch_size}")
         stdin = corpus_path == "-"
@@ -239,7 +242,7 @@ def heads_command(corpus_path, corpus_format, corpus_name, lang, model_name, rev
                 reader = CorpusReader(handle, fmt, shard or Shard(), source=corpus_path)
                 sums = corpus_sums(loaded, reader, batch_size=batch_size, truncate=truncate, progress=bar)
             run = CorpusRun(model=loaded.choice.name, revision=loaded.revision, name=name, sha256=reader.sha256,
-                            format=fmt, truncate=truncate, versions=versions(), shard=shard)
+                            format=fmt, truncate=truncate, versions=versions(), shard=shard, thresholds=thresholds)
             summary = write_corpus(results_folder, figures_folder, run, sums)
     click.echo(f"{run.model} @ {run.revision[:12]}, corpus {name!r} (sha256 {run.sha256[:12]})"
                + ("" if shard is None else f", shard {shard.index}/{shard.count}"))

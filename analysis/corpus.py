@@ -37,7 +37,7 @@ PAD, WORD, PUNCT, CLS, SEP, OTHER_SPECIAL = -1, 0, 1, 2, 3, 4
 
 DEFAULT_BATCH_SIZE = 32
 BUCKET_BATCHES = 32  # sentences read ahead and sorted by length: this many batches
-PAIR_TOKENS = 64  # batches of sentences longer than this many pieces hold fewer sentences (length_batches)
+PAIR_TOKENS = 40  # batches of sentences longer than this many pieces hold fewer sentences (length_batches)
 
 
 class CorpusError(ValueError):
@@ -73,6 +73,25 @@ class Thresholds:
         for name, value in asdict(self).items():
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"threshold {name} = {value} is not between 0 and 1")
+
+    @classmethod
+    def parse(cls, settings: Iterable[str]) -> Thresholds:
+        """The defaults with NAME=VALUE settings (--threshold) applied; CorpusError names a bad one."""
+        names = list(asdict(cls()))
+        values: dict[str, float] = {}
+        for setting in settings:
+            name, equals, text = setting.partition("=")
+            name = name.strip()
+            if not equals or name not in names:
+                raise CorpusError(f"--threshold {setting!r}: expected NAME=VALUE with NAME one of {', '.join(names)}")
+            try:
+                value = float(text)
+            except ValueError:
+                raise CorpusError(f"--threshold {setting!r}: {text.strip()!r} is not a number") from None
+            if not 0.0 <= value <= 1.0:
+                raise CorpusError(f"--threshold {setting!r}: {name} must be between 0 and 1")
+            values[name] = value
+        return cls(**values)
 
 
 def label_heads(means: dict[str, np.ndarray], uniform_entropy: float, thresholds: Thresholds) -> np.ndarray:

@@ -5,6 +5,7 @@ import io
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from click.testing import CliRunner
@@ -285,6 +286,24 @@ def test_shards_merge_to_the_unsharded_run(tmp_path, corpus_file, tiny_model_dir
     assert not (tmp_path / "refused").exists()
 
 
+def test_thresholds_relabel_heads_and_are_recorded(tmp_path, corpus_file, tiny_model_dir):
+    runner = CliRunner()
+    # broad=0: every head that meets no earlier rule is broad; position=0 and marker=1: every head is previous
+    args = heads_args(corpus_file, tiny_model_dir, tmp_path / "broad", "--threshold", "broad=0")
+    assert runner.invoke(cli, args).exit_code == 0
+    args = heads_args(corpus_file, tiny_model_dir, tmp_path / "prev", "--threshold", "position=0",
+                      "--threshold", "marker=1")
+    assert runner.invoke(cli, args).exit_code == 0
+    broad, prev = (json.loads((tmp_path / name / "results" / "corpus" / "tiny" / "summary.json").read_text())
+                   for name in ("broad", "prev"))
+    assert broad["thresholds"] == {"position": 0.5, "marker": 0.5, "broad": 0.0}
+    assert broad["labels"]["mixed"] == 0 and broad["labels"]["broad"] > 0
+    assert prev["thresholds"] == {"position": 0.0, "marker": 1.0, "broad": 0.8}
+    assert prev["labels"]["previous"] == 12
+    frame = pd.read_csv(tmp_path / "prev" / "results" / "corpus" / "tiny" / "heads.csv")
+    assert set(frame["label"]) == {"previous"}
+
+
 def test_shards_merge_at_any_batch_size_within_float32_noise(tiny_loaded):
     whole = corpus_sums(tiny_loaded, reader(SENTENCES), batch_size=4)
     parts = [corpus_sums(tiny_loaded, reader(SENTENCES, shard=Shard(i, 2)), batch_size=4) for i in (1, 2)]
@@ -308,6 +327,10 @@ def test_stdin_and_jsonl(tmp_path, tiny_model_dir):
         (["--shard", "3/2"], "Error: shard 3/2 does not exist; use --shard i/N with 1 <= i <= N"),
         (["--batch-size", "0"], "Error: --batch-size must be at least 1, not 0"),
         (["--name", "a/b"], "Error: corpus name 'a/b' cannot be a folder name; pass --name NAME without slashes"),
+        (["--threshold", "wide=0.3"],
+         "Error: --threshold 'wide=0.3': expected NAME=VALUE with NAME one of position, marker, broad"),
+        (["--threshold", "broad=high"], "Error: --threshold 'broad=high': 'high' is not a number"),
+        (["--threshold", "marker=2"], "Error: --threshold 'marker=2': marker must be between 0 and 1"),
     ],
 )
 def test_bad_options_give_one_error_line(tmp_path, corpus_file, tiny_model_dir, extra, message):
