@@ -9,12 +9,13 @@ least 2000 lines. The model: the packaged MiniLM (--model minilm). Reported:
 2. throughput against the bare batched forward pass with output_attentions=True on the same batches
    (analysis.corpus.length_batches; tokenizing included, forward passes alone also shown). Target >= 0.8x.
    Also shown: the bare forward on plain batches of --batch-size, sorted by length with no cap on long ones.
-3. peak resident memory (ru_maxrss, fresh subprocesses started before this process loads anything big)
-   for the corpus repeated 10x against 1x. Target: growth under 50 MB. The same is shown for the bare
-   forward passes: glibc's heap fragments as batches of different shapes come and go, so RSS climbs to a
-   plateau over the first few thousand sentences whatever runs on top of the forward pass.
+3. peak resident memory (ru_maxrss) of one fresh process that streams the corpus repeated 10x, noted after
+   every 1x: the growth from the first note to the last. Target: under 50 MB. The same is shown for the
+   bare forward passes: glibc's heap fragments as batches of different shapes come and go, so RSS climbs
+   to a plateau over the first few thousand sentences whatever runs on top of the forward pass.
 
-    python benchmarks/bench_corpus.py [--batch-size 32] [--repeats 3] [--naive-sentences N] [--json OUT.json]
+    python benchmarks/bench_corpus.py [--batch-size 32] [--repeats 5] [--naive-sentences N] [--skip-memory]
+                                      [--json OUT.json]
 """
 from __future__ import annotations
 
@@ -56,11 +57,11 @@ def load():
     return load_model(choose_model("en", "minilm", None))
 
 
-def ours(loaded, path: Path, batch_size: int):
+def ours(loaded, path: Path, batch_size: int, progress=None):
     from analysis.corpus import CorpusReader, corpus_sums
 
     with path.open("rb") as handle:
-        return corpus_sums(loaded, CorpusReader(handle), batch_size=batch_size)
+        return corpus_sums(loaded, CorpusReader(handle), batch_size=batch_size, progress=progress)
 
 
 def plain_batches(sentences: list, batch_size: int) -> list[list]:
@@ -69,7 +70,7 @@ def plain_batches(sentences: list, batch_size: int) -> list[list]:
     return [ordered[i:i + batch_size] for i in range(0, len(ordered), batch_size)]
 
 
-def bare(loaded, path: Path, batch_size: int, capped: bool = True) -> tuple[float, float]:
+def bare(loaded, path: Path, batch_size: int, capped: bool = True, progress=None) -> tuple[float, float]:
     """Tokenize, bucket by length, pad, forward with output_attentions. -> (total, forward s).
 
     capped: the same batches as corpus_sums (analysis.corpus.length_batches); else plain_batches.
@@ -97,6 +98,8 @@ def bare(loaded, path: Path, batch_size: int, capped: bool = True) -> tuple[floa
                 maps = loaded.model(input_ids=input_ids, attention_mask=mask, output_attentions=True).attentions
                 assert len(maps) == loaded.layers
                 del maps  # as corpus_sums does: no map lives on into the next forward pass
+                if progress is not None:
+                    progress.update(len(batch))
                 forward += time.perf_counter() - tick
     return time.perf_counter() - start, forward
 
@@ -160,23 +163,39 @@ def naive(loaded, texts: list[str]) -> dict[str, np.ndarray]:
     return {name: value / (pairs if name in ("prev", "next") else units) for name, value in totals.items()}
 
 
-def memory_child(path: str, batch_size: int, what: str) -> None:
-    """In a fresh process: load the model, stream the corpus through `what` (ours or bare), print the peak RSS
-    before and after in MB."""
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class PeakCheckpoints:
+    """A progress sink (update(n), as tqdm's) that notes the peak RSS each time `every` more sentences are done."""
+
+    def __init__(self, every: int):
+        self.every, self.done, self.peaks = every, 0, []
+
+    def update(self, sentences: int) -> None:
+        self.done += sentences
+        while self.done >= self.every * (len(self.peaks) + 1):
+            self.peaks.append(round(peak_rss_mb(), 1))
+
+
+def memory_child(path: str, batch_size: int, what: str, every: int) -> None:
+    """In a fresh process: load the model, warm up, stream the corpus through `what` (ours or bare) and print
+    the peak RSS in MB after the warm-up and after every `every` sentences."""
     loaded = load()
     run = ours if what == "ours" else bare
     run(loaded, Path(SEEDS), batch_size)  # warm up: allocator pools reach their working size
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    run(loaded, Path(path), batch_size)
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    sentences = sum(1 for line in Path(path).open(encoding="utf-8") if line.strip())
-    print(json.dumps({"sentences": sentences, "peak_before_mb": before, "peak_mb": after}))
+    before = peak_rss_mb()
+    checkpoints = PeakCheckpoints(every)
+    run(loaded, Path(path), batch_size, progress=checkpoints)
+    print(json.dumps({"sentences": checkpoints.done, "every": every, "peak_before_mb": round(before, 1),
+                      "peaks_mb": checkpoints.peaks}))
 
 
-def peak_memory(path: Path, batch_size: int, what: str = "ours") -> dict:
+def peak_memory(path: Path, batch_size: int, what: str, every: int) -> dict:
     """Run memory_child in a fresh process; call it while this process is small (see main)."""
     command = [sys.executable, __file__, "--memory-child", str(path), "--memory-of", what, "--batch-size",
-               str(batch_size)]
+               str(batch_size), "--memory-every", str(every)]
     output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     return json.loads(output.strip().splitlines()[-1])
 
@@ -192,20 +211,20 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="Also write the numbers to this file.")
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
     parser.add_argument("--memory-of", default="ours", help=argparse.SUPPRESS)
+    parser.add_argument("--memory-every", type=int, default=MIN_SENTENCES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
-        memory_child(args.memory_child, args.batch_size, args.memory_of)
+        memory_child(args.memory_child, args.batch_size, args.memory_of, args.memory_every)
         return
 
     with tempfile.TemporaryDirectory() as folder:
         path, count = build_corpus(Path(folder))
         # Memory first, while this process is small: a child's ru_maxrss starts at its parent's RSS at fork.
+        # One process streams the corpus repeated 10x and notes its peak RSS after each 1x: the first is the
+        # peak for 1x, the last for 10x, and the ones between show whether it levels off.
         if not args.skip_memory:
-            one = peak_memory(path, args.batch_size)
             ten, _ = build_corpus(Path(folder), copies=10)
-            many = peak_memory(ten, args.batch_size)
-            bare_one = peak_memory(path, args.batch_size, "bare")  # the same measure for the forward passes alone
-            bare_many = peak_memory(ten, args.batch_size, "bare")
+            memory = {what: peak_memory(ten, args.batch_size, what, count) for what in ("ours", "bare")}
 
         import torch
 
@@ -254,13 +273,12 @@ def main() -> None:
         "naive_max_abs_difference": worst,
     }
     if not args.skip_memory:
+        peaks = {what: memory[what]["peaks_mb"] for what in memory}
         result.update({
-            "peak_rss_mb": {"1x": round(one["peak_mb"], 1), "10x": round(many["peak_mb"], 1)},
-            "peak_rss_growth_mb": round(many["peak_mb"] - one["peak_mb"], 1),
-            "peak_rss_after_model_and_warm_up_mb": {"1x": round(one["peak_before_mb"], 1),
-                                                    "10x": round(many["peak_before_mb"], 1)},
-            "memory_sentences": {"1x": one["sentences"], "10x": many["sentences"]},
-            "bare_peak_rss_mb": {"1x": round(bare_one["peak_mb"], 1), "10x": round(bare_many["peak_mb"], 1)},
+            "peak_rss_mb_after_each_1x": peaks,  # ours: the 10x corpus through corpus_sums; bare: forward only
+            "peak_rss_growth_mb": {what: round(p[-1] - p[0], 1) for what, p in peaks.items()},
+            "peak_rss_after_model_and_warm_up_mb": {what: memory[what]["peak_before_mb"] for what in memory},
+            "memory_sentences": memory["ours"]["sentences"],
         })
     print(f"ours   {rate['ours']:8.1f} sentences/s ({ours_s:.1f} s)")
     print(f"bare   {rate['bare']:8.1f} sentences/s ({bare_s:.1f} s; forward passes alone {rate['forward_only']:.1f}/s)")
@@ -271,9 +289,12 @@ def main() -> None:
           f"forward passes on plain batches of {args.batch_size} (no cap on long ones) "
           f"{result['ratio_vs_bare_plain_batches']:.3f}x")
     if not args.skip_memory:
-        print(f"3. peak RSS: {one['peak_mb']:.1f} MB for {one['sentences']} sentences, {many['peak_mb']:.1f} MB "
-              f"for {many['sentences']}: growth {result['peak_rss_growth_mb']:.1f} MB (target < 50); the bare "
-              f"forward passes alone: {bare_one['peak_mb']:.1f} and {bare_many['peak_mb']:.1f} MB")
+        ours_peaks, bare_peaks = peaks["ours"], peaks["bare"]
+        print(f"3. peak RSS after {count} sentences {ours_peaks[0]:.1f} MB, after {10 * count} {ours_peaks[-1]:.1f} MB: "
+              f"growth {ours_peaks[-1] - ours_peaks[0]:.1f} MB (target < 50)")
+        print(f"   after each {count}: ours {' '.join(f'{p:.0f}' for p in ours_peaks)}")
+        print(f"                      bare {' '.join(f'{p:.0f}' for p in bare_peaks)} (forward passes alone: "
+              f"growth {bare_peaks[-1] - bare_peaks[0]:.1f} MB)")
     print(f"naive and ours agree to {worst:.2e}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
