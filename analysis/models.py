@@ -118,7 +118,7 @@ def _first_line(error: BaseException) -> str:
 
 def resolved_commit(choice: ModelChoice, options: dict) -> str:
     """The commit a Hub revision (branch, tag or sha) resolved to: the cache's snapshot folder is named by it."""
-    if re.fullmatch(r"[0-9a-f]{40}", choice.revision or ""):
+    if is_commit(choice.revision):
         return choice.revision
     from transformers.utils import cached_file
 
@@ -128,6 +128,59 @@ def resolved_commit(choice: ModelChoice, options: dict) -> str:
     return choice.revision
 
 
+def is_commit(revision: str | None) -> bool:
+    return re.fullmatch(r"[0-9a-f]{40}", revision or "") is not None
+
+
+def in_hub_cache(choice: ModelChoice) -> bool:
+    """Whether the local Hugging Face cache holds the config and weights of this Hub id at this revision."""
+    from huggingface_hub import try_to_load_from_cache
+
+    def cached(filename: str) -> bool:
+        return isinstance(try_to_load_from_cache(choice.name, filename, revision=choice.revision), str)
+
+    return cached("config.json") and any(cached(name) for name in WEIGHT_FILES)
+
+
+def hub_problem(timeout: float = 3.0) -> str | None:
+    """Why the Hub cannot be reached, found fast (one DNS lookup and TCP connection); None if it can be.
+
+    The Hub client finds this out only after its timeouts and retries, about a minute. Behind a proxy a
+    direct connection proves nothing, so then this says nothing either.
+    """
+    import socket
+    import urllib.request
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    if urllib.request.getproxies():
+        return None
+    url = urlparse(constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)),
+                                 timeout=timeout).close()
+    except OSError as error:
+        return f"cannot reach {constants.ENDPOINT}: {error.strerror or error}"
+    return None
+
+
+def hub_options(choice: ModelChoice, offline: bool) -> dict:
+    """from_pretrained options for a Hub id: no network for a cached commit, a fast error for an unreachable Hub."""
+    from huggingface_hub import constants
+
+    options = {"revision": choice.revision, "local_files_only": offline or constants.HF_HUB_OFFLINE}
+    if options["local_files_only"] or (is_commit(choice.revision) and in_hub_cache(choice)):
+        options["local_files_only"] = True  # a commit never changes: its cached files are the files
+        return options
+    problem = hub_problem()
+    if problem is not None:
+        if not in_hub_cache(choice):
+            raise ModelUnavailable(unavailable_message(choice, f"{problem}, and it is not in the local cache"))
+        options["local_files_only"] = True  # a branch or tag as last cached
+    return options
+
+
 def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False) -> LoadedModel:
     """Load tokenizer and model with eager attention, so output_attentions gives every map."""
     import torch
@@ -135,9 +188,7 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False) 
     from transformers.utils import logging as hf_logging
 
     source = str(choice.path) if choice.path is not None else choice.name
-    options = {"local_files_only": offline or choice.path is not None}
-    if choice.path is None:
-        options["revision"] = choice.revision
+    options = {"local_files_only": True} if choice.path is not None else hub_options(choice, offline)
     # The Hub client logs one warning per retry; the single error line below says it all.
     hub_logger = logging.getLogger("huggingface_hub")
     hub_level = hub_logger.level

@@ -2,6 +2,7 @@
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -254,6 +255,47 @@ def fake_download(cache: Path, model_dir: Path, repo: str, commit: str) -> None:
         (snapshot / file.name).write_bytes(file.read_bytes())
     (folder / "refs").mkdir()
     (folder / "refs" / "main").write_text(commit)
+
+
+@pytest.fixture()
+def no_hub(monkeypatch):
+    """A Hub endpoint that refuses connections at once, and no proxy."""
+    from huggingface_hub import constants
+
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # the discard port: nobody listens
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)  # conftest sets HF_HUB_OFFLINE=1 for the other tests
+
+
+def test_an_unreachable_hub_fails_fast_with_one_line(tmp_path, hub_cache, no_hub):
+    from analysis.models import hub_problem
+
+    assert hub_problem().startswith("cannot reach http://127.0.0.1:9: ")
+    start = time.perf_counter()
+    result = invoke("run", "--lang", "en", "--out", tmp_path, "--no-figures", "--no-report")
+    assert result.exit_code == 1 and time.perf_counter() - start < 30  # the Hub client alone retries for ~50 s
+    line = error_line(result)
+    assert "cannot reach http://127.0.0.1:9: " in line and "and it is not in the local cache" in line
+    assert "--model minilm" in line
+
+
+def test_behind_a_proxy_the_hub_is_not_probed(monkeypatch, no_hub):
+    from analysis.models import hub_problem
+
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    assert hub_problem() is None
+
+
+def test_a_cached_hub_model_loads_without_the_network(tiny_model_dir, tmp_path, hub_cache, no_hub):
+    commit = "89abcdef0123456789abcdef0123456789abcdef"
+    fake_download(hub_cache, tiny_model_dir, "someone/tiny-bert", commit)
+    # a pinned commit never touches the network; a branch falls back to the cache when the Hub is unreachable
+    for revision in (commit, "main"):
+        result = run_tiny("someone/tiny-bert", tmp_path / revision, "--revision", revision)
+        assert result.exit_code == 0, result.output
+        summary = json.loads((tmp_path / revision / "results" / "es" / "summary.json").read_text())
+        assert summary["revision"] == commit
 
 
 def test_hub_model_from_the_cache_records_the_resolved_commit(tiny_model_dir, tmp_path, hub_cache):
