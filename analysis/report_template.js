@@ -391,9 +391,31 @@
     return { layer: best.layer - 1, head: best.head - 1, sentence: 0 };
   }
 
-  buildSentenceButtons();
-  buildOverview();
-  buildLegend();
-  select(initial());
-  document.body.dataset.ready = "true";
+  // The weights come packed (see analysis/report.py, _packed): base64 of zlib-deflated uint16 byte planes.
+  function unpackWeights(S) {
+    const text = atob(S.weights), packed = new Uint8Array(text.length);
+    for (let i = 0; i < text.length; i++) packed[i] = text.charCodeAt(i);
+    const stream = new Blob([packed]).stream().pipeThrough(new DecompressionStream("deflate"));
+    return new Response(stream).arrayBuffer().then(function (buffer) {
+      const planes = new Uint8Array(buffer), count = planes.length / 2, weights = new Uint16Array(count);
+      for (let i = 0; i < count; i++) weights[i] = planes[i] | (planes[count + i] << 8);  // low, then high bytes
+      S.weights = weights;
+    });
+  }
+  function start() {
+    buildSentenceButtons();
+    buildOverview();
+    buildLegend();
+    select(initial());
+    document.body.dataset.ready = "true";
+  }
+  if (typeof DecompressionStream !== "function") {
+    document.body.insertAdjacentHTML("afterbegin", '<p class="fatal">This report needs a browser from 2023 or ' +
+      "later (Chrome 80, Firefox 113, Safari 16.4): it unpacks its weights with DecompressionStream.</p>");
+    return;
+  }
+  Promise.all(data.sentences.map(unpackWeights)).then(start, function (error) {
+    document.body.insertAdjacentHTML("afterbegin", '<p class="fatal">The weights in this report are damaged: ' +
+      esc(String(error)) + "</p>");
+  });
 })();

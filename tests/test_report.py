@@ -23,7 +23,7 @@ from click.testing import CliRunner
 from analysis.categories import category_counts, focus_categories
 from analysis.heads import classify, focus_sentences
 from analysis.pipeline import RunResult
-from analysis.report import REPORT_NAME, WEIGHT_SCALE, report_html, write_report
+from analysis.report import REPORT_NAME, WEIGHT_SCALE, report_html, unpack_weights, write_report
 from analysis.sentences import Sentence, SentenceSet, load_sentences
 from analysis.tables import summary as make_summary
 from analysis.tables import write_results
@@ -128,6 +128,8 @@ def test_144_heads_stay_under_5_mb(synthetic_144):
     size = len(page.encode("utf-8"))
     assert size < 5 * MB, f"{size / MB:.2f} MB"
     assert report_data(page)["summary"]["heads_total"] == 144
+    long_sentence = report_html(*synthetic_result(layers=12, heads=12, lengths=(128,)))  # 2.4M weights
+    assert len(long_sentence.encode("utf-8")) < 5 * MB
 
 
 def test_weights_are_the_ones_in_attention_csv(tiny_run):
@@ -140,7 +142,7 @@ def test_weights_are_the_ones_in_attention_csv(tiny_run):
         n = len(sentence["words"])
         rows = table[table.sentence == number]
         assert len(rows) == layers * heads * n * n
-        stored = np.array(sentence["weights"]) / WEIGHT_SCALE  # same C order as the table
+        stored = unpack_weights(sentence["weights"]) / WEIGHT_SCALE  # same C order as the table
         np.testing.assert_allclose(stored, rows.weight.to_numpy(), atol=5e-5 + 1e-6)
         assert sentence["words"] == list(rows[(rows.layer == 1) & (rows["head"] == 1) & (rows.query_index == 0)].key)
 
@@ -514,3 +516,13 @@ if __name__ == "__main__":  # python tests/test_report.py figures/demo-minilm/re
             print(minilm_screenshot(browser_driver, Path(work) / "out", target))
         finally:
             browser_driver.quit()
+
+
+def test_packed_weights_round_trip_exactly():
+    from analysis.report import _packed
+
+    weights = np.array([[0.0, 1.0, 0.00004, 0.00005], [0.5, 0.25, 0.12345, 0.99996]])  # (2, 4)
+    expected = np.rint(weights * WEIGHT_SCALE).astype(np.int64).reshape(-1)
+    assert expected.tolist() == [0, 10000, 0, 0, 5000, 2500, 1234, 10000]  # round half to even: 0.5 -> 0
+    np.testing.assert_array_equal(unpack_weights(_packed(weights)), expected)
+    assert _packed(weights) == _packed(weights.copy())  # deterministic bytes
