@@ -190,7 +190,8 @@ def heads_command(corpus_path, corpus_format, corpus_name, lang, model_name, rev
 
     Per head, at word level: the mean weight on the previous, next and same word, on [CLS], [SEP] and
     punctuation, and the mean row entropy, pooled over every word of every sentence. Writes
-    OUT/results/corpus/NAME/ (heads.csv, summary.json, sums.json) and OUT/figures/corpus/NAME/labels.png.
+    OUT/results/corpus/NAME/ (heads.csv, summary.json, sums.json) and OUT/figures/corpus/NAME/ (labels.png,
+    statistics.png).
     """
     import contextlib
     import sys

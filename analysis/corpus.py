@@ -579,11 +579,12 @@ def summary(run: CorpusRun, sums: HeadSums, labels: np.ndarray) -> dict:
 
 RESULT_FILES = ("heads.csv", "summary.json", "sums.json")
 FIGURE_FILE = "labels.png"
+STATISTICS_FIGURE = "statistics.png"  # every pooled statistic as a layer x head heatmap
 
 
 def write_corpus(results_folder: Path, figures_folder: Path, run: CorpusRun, sums: HeadSums) -> dict:
     """Write heads.csv, summary.json, sums.json (exact, for merge) and the label grid; returns the summary."""
-    from analysis.corpus_plots import label_grid
+    from analysis.corpus_plots import label_grid, statistics_grid
     from analysis.figio import save_figure
 
     if sums.sentences == 0 and run.shard is None:  # an empty shard is fine: the merge may still have sentences
@@ -596,6 +597,7 @@ def write_corpus(results_folder: Path, figures_folder: Path, run: CorpusRun, sum
     write_json(sums.to_json(), results_folder / "sums.json")
     title = f"{Path(run.model).name or run.model} on {run.folder_name}: {sums.sentences} sentences"
     save_figure(label_grid(labels, LABELS, title), figures_folder / FIGURE_FILE)
+    save_figure(statistics_grid(sums.means(), sums.uniform_entropy, title), figures_folder / STATISTICS_FIGURE)
     return data
 
 

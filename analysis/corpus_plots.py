@@ -37,3 +37,37 @@ def label_grid(labels: np.ndarray, names: tuple[str, ...], title: str):
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
     fig.tight_layout()
     return fig
+
+
+def statistics_grid(means: dict[str, np.ndarray], uniform_entropy: float, title: str):
+    """Each pooled statistic as a (layers, heads) heatmap, one panel per statistic -> a Figure.
+
+    Weights share one 0-1 scale; entropy is shown as a fraction of the uniform-attention entropy
+    (the quantity the "broad" threshold compares), so every panel reads on the same 0-1 scale.
+    """
+    names = list(means)
+    layers, heads = means[names[0]].shape
+    columns = 4
+    rows = -(-len(names) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(columns * (0.9 + 0.28 * heads), rows * (0.9 + 0.3 * layers) + 0.5),
+                             squeeze=False, layout="constrained")
+    image = None
+    for ax, name in zip(axes.flat, names):
+        values = means[name] / uniform_entropy if name == "entropy" else means[name]  # (layers, heads)
+        image = ax.imshow(values, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
+        if heads <= 16:  # room for the numbers
+            for layer, head in np.ndindex(layers, heads):
+                value = values[layer, head]
+                ax.text(head, layer, f"{value:.2f}"[1:] if 0 <= value < 1 else f"{value:.1f}", ha="center",
+                        va="center", fontsize=5, color="black" if value > 0.6 else "white")
+        ax.set_title("entropy / uniform" if name == "entropy" else name, fontsize=9)
+        ax.set_xticks(range(heads), [str(h + 1) for h in range(heads)], fontsize=6)
+        ax.set_yticks(range(layers), [str(l + 1) for l in range(layers)], fontsize=6)
+        ax.set_xlabel("head", fontsize=7)
+        ax.set_ylabel("layer", fontsize=7)
+    for ax in list(axes.flat)[len(names):]:
+        ax.axis("off")
+    fig.suptitle(title, fontsize=10)
+    if image is not None:
+        fig.colorbar(image, ax=axes, shrink=0.8, label="pooled mean")
+    return fig

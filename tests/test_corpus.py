@@ -240,7 +240,8 @@ def test_cli_writes_heads_summary_sums_and_the_label_grid(tmp_path, corpus_file,
     assert result.exit_code == 0, result.output
     folder = tmp_path / "out" / "results" / "corpus" / "tiny"
     assert sorted(p.name for p in folder.iterdir()) == ["heads.csv", "summary.json", "sums.json"]
-    assert (tmp_path / "out" / "figures" / "corpus" / "tiny" / "labels.png").is_file()
+    figures = tmp_path / "out" / "figures" / "corpus" / "tiny"
+    assert sorted(p.name for p in figures.iterdir()) == ["labels.png", "statistics.png"]
     lines = (folder / "heads.csv").read_text().splitlines()
     assert lines[0] == "layer,head,label,prev,next,self,cls,sep,punct,markers,entropy,n_sentences,n_words"
     assert len(lines) == 1 + 3 * 4 and lines[1].startswith("1,1,") and lines[-1].startswith("3,4,")
@@ -250,9 +251,10 @@ def test_cli_writes_heads_summary_sums_and_the_label_grid(tmp_path, corpus_file,
     assert summary["shard"] is None and summary["thresholds"] == {"position": 0.5, "marker": 0.5, "broad": 0.8}
     assert "1 line(s) too long skipped, 0 cut, 1 blank" in result.output
     # rerunning gives the same bytes
-    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    before = {p.name: p.read_bytes() for p in [*folder.iterdir(), *figures.iterdir()]}
     again = CliRunner().invoke(cli, heads_args(corpus_file, tiny_model_dir, tmp_path / "out", "--batch-size", "3"))
-    assert again.exit_code == 0 and before == {p.name: p.read_bytes() for p in folder.iterdir()}
+    assert again.exit_code == 0
+    assert before == {p.name: p.read_bytes() for p in [*folder.iterdir(), *figures.iterdir()]}
 
 
 def test_shards_merge_to_the_unsharded_run(tmp_path, corpus_file, tiny_model_dir):
@@ -379,6 +381,23 @@ def test_label_grid_shows_every_head(tiny_loaded):
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "3"]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["1", "2"]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == list(LABELS)
+
+
+def test_statistics_grid_draws_each_statistic_on_one_scale():
+    from analysis.corpus_plots import statistics_grid
+
+    layers, heads = 2, 3
+    means = {name: np.full((layers, heads), 0.25) for name in STATISTICS}
+    means["prev"] = np.array([[0.9, 0.0, 0.1], [0.2, 0.3, 0.4]])
+    means["entropy"] = np.full((layers, heads), 1.5)
+    fig = statistics_grid(means, uniform_entropy=2.0, title="title")
+    panels = [ax for ax in fig.axes if ax.images and ax.get_title()]
+    assert [ax.get_title() for ax in panels] == [*STATISTICS[:-1], "entropy / uniform"]
+    np.testing.assert_allclose(panels[0].images[0].get_array(), means["prev"])
+    np.testing.assert_allclose(panels[-1].images[0].get_array(), np.full((layers, heads), 0.75))
+    assert all(ax.images[0].get_clim() == (0.0, 1.0) for ax in panels)
+    assert [t.get_text() for t in panels[0].get_xticklabels()] == ["1", "2", "3"]
+    assert ".90" in [t.get_text() for t in panels[0].texts]
 
 
 def test_commands_have_help():
