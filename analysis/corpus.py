@@ -583,7 +583,8 @@ STATISTICS_FIGURE = "statistics.png"  # every pooled statistic as a layer x head
 
 
 def write_corpus(results_folder: Path, figures_folder: Path, run: CorpusRun, sums: HeadSums) -> dict:
-    """Write heads.csv, summary.json, sums.json (exact, for merge) and the label grid; returns the summary."""
+    """Write heads.csv, summary.json, sums.json (exact, for merge), the label grid and the statistics figure;
+    returns the summary."""
     from analysis.corpus_plots import label_grid, statistics_grid
     from analysis.figio import save_figure
 

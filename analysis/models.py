@@ -169,16 +169,15 @@ def hub_options(choice: ModelChoice, offline: bool) -> dict:
     """from_pretrained options for a Hub id: no network for a cached commit, a fast error for an unreachable Hub."""
     from huggingface_hub import constants
 
-    options = {"revision": choice.revision, "local_files_only": offline or constants.HF_HUB_OFFLINE}
-    if options["local_files_only"] or (is_commit(choice.revision) and in_hub_cache(choice)):
-        options["local_files_only"] = True  # a commit never changes: its cached files are the files
-        return options
+    cached = in_hub_cache(choice)
+    # a commit never changes: its cached files are the files
+    if offline or constants.HF_HUB_OFFLINE or (cached and is_commit(choice.revision)):
+        return {"revision": choice.revision, "local_files_only": True}
     problem = hub_problem()
-    if problem is not None:
-        if not in_hub_cache(choice):
-            raise ModelUnavailable(unavailable_message(choice, f"{problem}, and it is not in the local cache"))
-        options["local_files_only"] = True  # a branch or tag as last cached
-    return options
+    if problem is not None and not cached:
+        raise ModelUnavailable(unavailable_message(choice, f"{problem}, and it is not in the local cache"))
+    # an unreachable Hub: a branch or tag as last cached
+    return {"revision": choice.revision, "local_files_only": problem is not None}
 
 
 def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False) -> LoadedModel:

@@ -37,16 +37,20 @@ def _template(suffix: str) -> str:
     return resources.files("analysis").joinpath(f"{TEMPLATE}.{suffix}").read_text(encoding="utf-8")
 
 
+def _ten_thousandths(weights: np.ndarray) -> np.ndarray:
+    """Any float array -> flat int64 array of whole ten-thousandths (C order)."""
+    return np.rint(np.asarray(weights, dtype=np.float64) * WEIGHT_SCALE).astype(np.int64).reshape(-1)
+
+
 def _scaled(weights: np.ndarray) -> list[int]:
-    """Any float array -> flat list of whole ten-thousandths (C order)."""
-    return np.rint(np.asarray(weights, dtype=np.float64) * WEIGHT_SCALE).astype(np.int64).reshape(-1).tolist()
+    return _ten_thousandths(weights).tolist()
 
 
 def _packed(weights: np.ndarray) -> str:
     """Weights as whole ten-thousandths in uint16, all low bytes then all high bytes (apart, they deflate
     better), zlib-deflated and base64-encoded: about a third of the size of a JSON list of the same ints.
     The page inflates them with the browser's DecompressionStream("deflate")."""
-    ints = np.rint(np.asarray(weights, dtype=np.float64) * WEIGHT_SCALE).astype("<u2").reshape(-1)
+    ints = _ten_thousandths(weights).astype("<u2")
     planes = ints.view(np.uint8).reshape(-1, 2).T  # (2, N): low bytes, high bytes
     return base64.b64encode(zlib.compress(planes.tobytes(), 9)).decode("ascii")
 

@@ -44,9 +44,13 @@ SEEDS = Path(__file__).with_name("corpus_seeds.txt")
 MIN_SENTENCES = 2000
 
 
+def seed_lines() -> list[str]:
+    return [line for line in SEEDS.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
 def build_corpus(folder: Path, copies: int = 1) -> tuple[Path, int]:
     """The seed sentences repeated to >= MIN_SENTENCES lines, that many times `copies`; -> (path, lines)."""
-    seeds = [line for line in SEEDS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    seeds = seed_lines()
     lines = seeds * math.ceil(MIN_SENTENCES / len(seeds)) * copies
     path = folder / f"corpus-{copies}x.txt"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -226,11 +230,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         path, count = build_corpus(Path(folder))
         # Memory first, while this process is small: a child's ru_maxrss starts at its parent's RSS at fork.
-        # One process streams the corpus repeated 10x and notes its peak RSS after each 1x: the first is the
-        # peak for 1x, the last for 10x, and the ones between show whether it levels off.
+        # A process streams the corpus repeated 10x and notes its peak RSS after each 1x: the first is the
+        # peak for 1x, the last for 10x, and the ones between show whether it levels off. The heap's
+        # fragmentation differs from process to process: several processes of each, the median growth.
         if not args.skip_memory:
             ten, _ = build_corpus(Path(folder), copies=10)
-            # the heap's fragmentation differs from process to process: several of each, the median growth
             memory = {what: [peak_memory(ten, args.batch_size, what, count) for _ in range(args.memory_repeats)]
                       for what in ("ours", "bare")}
 
@@ -245,8 +249,7 @@ def main() -> None:
 
         # interleaved repeats, the fastest of each: other processes (and a VM's stolen time) only add time.
         # The naive loop runs on whole repetitions of the seeds (the same length mix), in every repeat too.
-        seed_count = sum(1 for line in SEEDS.read_text(encoding="utf-8").splitlines() if line.strip())
-        naive_count = args.naive_sentences or 2 * seed_count
+        naive_count = args.naive_sentences or 2 * len(seed_lines())
         naive_texts = texts[:naive_count]
         ours_runs, bare_runs, forward_runs, plain_runs, naive_runs = [], [], [], [], []
         for _ in range(args.repeats):
