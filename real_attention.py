@@ -14,24 +14,23 @@ __version__ = "0.1.0"
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 
 
-class InputError(click.ClickException):
-    """Bad input (config, sentence, option value): one `Error:` line and exit 2."""
+class CommandError(click.ClickException):
+    """One `Error:` line with the library error's own exit code (2 for bad input, 1 otherwise)."""
 
-    exit_code = 2
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 @contextmanager
 def friendly_errors():
-    """Turn the analysis package's errors into one `Error:` line: exit 2 for bad input, 1 for run-time."""
-    from analysis.atomic import OutputError
-    from analysis.models import ModelUnavailable
+    """Turn the library's own errors, and only those, into one `Error:` line; a bug keeps its traceback."""
+    from analysis.errors import RealAttentionError
 
     try:
         yield
-    except (ModelUnavailable, OutputError) as error:
-        raise click.ClickException(str(error)) from None
-    except ValueError as error:  # ConfigError, SentenceError, SentenceTooLong, an unpinned --lang
-        raise InputError(str(error)) from None
+    except RealAttentionError as error:
+        raise CommandError(str(error), error.exit_code) from None
 
 
 def out_option(function):

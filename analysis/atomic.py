@@ -8,9 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-
-class OutputError(OSError):
-    """An output folder cannot be written; the message names it."""
+from analysis.errors import OutputError  # noqa: F401  (re-exported: raised here)
 
 
 class Staging:

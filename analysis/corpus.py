@@ -23,6 +23,7 @@ from typing import BinaryIO, Iterable, Iterator, NamedTuple
 import numpy as np
 import pandas as pd
 
+from analysis.errors import InputError
 from analysis.heads import NEXT_OFFSET, PREVIOUS_OFFSET
 from analysis.tables import write_csv, write_json
 from analysis.words import is_punctuation, unit_ids
@@ -40,7 +41,7 @@ BUCKET_BATCHES = 32  # sentences read ahead and sorted by length: this many batc
 PAIR_TOKENS = 40  # batches of sentences longer than this many pieces hold fewer sentences (length_batches)
 
 
-class CorpusError(ValueError):
+class CorpusError(InputError):
     """Bad corpus input (missing file, bad line, empty corpus, bad shard); the message says what to fix."""
 
 

@@ -5,10 +5,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analysis.errors import InputError
 from analysis.models import LoadedModel
 
 
-class SentenceTooLong(ValueError):
+class SentenceTooLong(InputError):
     """A sentence has more tokens than the model's position embeddings allow."""
 
 

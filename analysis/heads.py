@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analysis.errors import InputError
 from analysis.sentences import SentenceSet
 from analysis.words import WordAttention
 
@@ -14,7 +15,7 @@ PREVIOUS_OFFSET = -1
 NEXT_OFFSET = +1
 
 
-class SentenceError(ValueError):
+class SentenceError(InputError):
     """A sentence does not fit the config (a missing or repeated word); the message names it."""
 
 

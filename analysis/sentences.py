@@ -6,10 +6,12 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from analysis.errors import InputError
+
 DEFAULT_CONFIG_NAME = "sentences.toml"
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """The config or one of its sentences cannot be used; the message says why."""
 
 

@@ -1,0 +1,26 @@
+"""The library's one small exception hierarchy: callers catch these, and only these, as the user's problem.
+
+The command line turns each into one `Error:` line: an InputError exits 2, the others exit 1. Any other
+exception is a bug and keeps its traceback.
+"""
+from __future__ import annotations
+
+
+class RealAttentionError(Exception):
+    """Base of every error the library raises on purpose; the message says what to do."""
+
+    exit_code = 1
+
+
+class InputError(RealAttentionError, ValueError):
+    """Bad input: a config, a sentence, a corpus, an option value, stored results."""
+
+    exit_code = 2
+
+
+class ModelUnavailable(RealAttentionError):
+    """The model cannot be had (no network, not cached, unknown id, not a model folder)."""
+
+
+class OutputError(RealAttentionError, OSError):
+    """An output folder cannot be written; the message names it."""
