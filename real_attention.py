@@ -4,6 +4,8 @@ torch and transformers are imported inside the command bodies, so `--help` stays
 """
 from __future__ import annotations
 
+import sys
+import traceback
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -12,6 +14,8 @@ import click
 __version__ = "0.1.0"
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
+FIGURE_FORMATS = ("png", "svg", "pdf")
+DEFAULT_LANG = "es"  # the lesson's
 
 
 class CommandError(click.ClickException):
@@ -33,11 +37,56 @@ def friendly_errors():
         raise CommandError(str(error), error.exit_code) from None
 
 
+class Group(click.Group):
+    """The command group: an unexpected exception is a bug; show its traceback, ask for a report, exit 1."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except KeyboardInterrupt:
+            raise click.exceptions.Abort() from None
+        except Exception:  # noqa: BLE001 - a bug, not bad input
+            traceback.print_exc()
+            click.echo(f"real-attention {__version__} hit a bug, not a problem with your input. Please report it "
+                       "with the command you ran and the traceback above.", err=True)
+            ctx.exit(1)
+
+
+def warn(message: str) -> None:
+    click.echo(f"Warning: {message}", err=True)
+
+
+def report_leftovers(staging) -> None:
+    for leftover in staging.leftovers:
+        warn(leftover)
+
+
 def out_option(function):
     return click.option(
         "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
         show_default=True, help="Folder that receives results/ and figures/.",
     )(function)
+
+
+def format_option(function):
+    return click.option(
+        "--format", "formats", type=click.Choice(FIGURE_FORMATS), multiple=True, default=("png",),
+        show_default=True, help="Figure format; give it more than once for several.",
+    )(function)
+
+
+def quiet_option(function):
+    return click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors and warnings: no summary, "
+                        "no progress bar.")(function)
+
+
+def lang_folder(lang: str) -> str:
+    """--lang names a folder under results/ and figures/: one plain name, checked before anything loads."""
+    from analysis.atomic import plain_folder_name
+
+    return plain_folder_name(lang, "--lang")
 
 
 def model_options(function):
@@ -46,7 +95,7 @@ def model_options(function):
         click.option("--model", "model_name", metavar="ID_OR_PATH",
                      help="Hub id or local folder of a BERT-style encoder; 'minilm' is the packaged offline "
                           "demo. Default: the pinned model of --lang."),
-        click.option("--revision", metavar="REV", help="Hub revision (commit, tag or branch) for --model."),
+        click.option("--revision", metavar="REV", help="Hub revision (commit, tag or branch) for a Hub id --model."),
         click.option("--offline", is_flag=True, help="Use local files only; never touch the network."),
         click.option("--device", default="cpu", show_default=True, help="Torch device, e.g. cpu, cuda, cuda:1, mps."),
     ]
@@ -55,52 +104,52 @@ def model_options(function):
     return function
 
 
-@click.group(context_settings=CONTEXT_SETTINGS)
+@click.group(cls=Group, context_settings=CONTEXT_SETTINGS)
 @click.version_option(__version__, "--version", prog_name="real-attention")
 def cli() -> None:
     """Per-head, word-level attention of real BERT models."""
 
 
 @cli.command("lesson")
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=str),
-    default=".",
-    show_default=True,
-    help="Folder that receives results/lesson/ (CSV, JSON) and figures/lesson/ (PNG).",
-)
-def lesson_command(out: str) -> None:
-    """Regenerate the lesson's model-free numbers and figures (numpy only, no model)."""
-    from pathlib import Path
+@out_option
+@format_option
+@quiet_option
+def lesson_command(out_dir: Path, formats: tuple[str, ...], quiet: bool) -> None:
+    """Regenerate the lesson's model-free numbers and figures (numpy only, no model).
 
+    Writes OUT/results/lesson/ (CSV, JSON) and OUT/figures/lesson/ and prints each number next to the lesson's.
+    """
     from analysis.lesson import compute_lesson
     from analysis.lesson_io import format_report, write_lesson
 
     results = compute_lesson()
     with friendly_errors():
-        results_dir, figures_dir = write_lesson(results, Path(out))
-    click.echo(format_report(results))
-    click.echo(f"Wrote {results_dir}/ and {figures_dir}/")
+        results_dir, figures_dir = write_lesson(results, out_dir, tuple(dict.fromkeys(formats)))
+    if not quiet:
+        click.echo(format_report(results))
+        click.echo(f"Wrote {results_dir}/ and {figures_dir}/")
 
 
 @cli.command("run")
-@click.option("--lang", default="es", show_default=True, help="Language table of the config (es, en, ...).")
+@click.option("--lang", default=DEFAULT_LANG, show_default=True,
+              help="Language table of the config (es, en, ...); also the results folder's name.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
               help="TOML file of sentences; replaces the lesson's packaged config.")
 @model_options
 @out_option
 @click.option("--no-report", is_flag=True, help="Skip the interactive HTML report.")
 @click.option("--no-figures", is_flag=True, help="Skip the figures.")
-@click.option("--format", "formats", type=click.Choice(["png", "svg", "pdf"]), multiple=True, default=("png",),
-              show_default=True, help="Figure format; give it more than once for several.")
+@format_option
+@quiet_option
 def run_command(lang, config_path, model_name, revision, offline, device, out_dir, no_report, no_figures,
-                formats) -> None:
+                formats, quiet) -> None:
     """Extract every head's word-level attention and classify all heads.
 
     Writes OUT/results/LANG/ with attention.csv, focus.csv, heads.csv and summary.json,
     and OUT/figures/LANG/report.html, one self-contained page that opens offline.
     Figures in OUT/figures/LANG/: a heatmap per sentence of the best sense-word, previous-word,
     next-word and marker heads (e.g. sense_L1H4_s1.png), overview.png and focus_bars_s1.png, ...
+    OUT/figures/LANG/ always holds exactly what this run drew: with --no-figures --no-report it is removed.
     """
     from analysis.atomic import staged_outputs
     from analysis.models import choose_model, short_revision
@@ -109,24 +158,31 @@ def run_command(lang, config_path, model_name, revision, offline, device, out_di
     from analysis.tables import describe, write_results
 
     with friendly_errors():
+        lang = lang_folder(lang)
         sentence_set = load_sentences(config_path, lang)
         choice = choose_model(lang, model_name, revision)
         with staged_outputs() as staging:
             results_folder = staging.folder(out_dir / "results" / lang)
-            from analysis.models import load_model
+            from analysis.models import check_encodes, load_model
             from analysis.pipeline import analyse
 
             loaded = load_model(choice, device=device, offline=offline)
+            check_encodes(loaded, [sentence.text for sentence in sentence_set.sentences])
             result = analyse(loaded, sentence_set)
             summary = write_results(results_folder, result)
-            if not (no_report and no_figures):  # one staged folder per target, shared by figures and report
+            if no_report and no_figures:  # the folder holds what this run drew: nothing
+                staging.remove(out_dir / "figures" / lang)
+            else:  # one staged folder per target, shared by figures and report
                 figures_folder = staging.folder(out_dir / "figures" / lang)
             if not no_report:
                 write_report(figures_folder / REPORT_NAME, result, summary)
             if not no_figures:
                 from analysis.plots import sense_head_note, write_run_figures
 
-                figures = write_run_figures(figures_folder, result, formats)
+                figures = write_run_figures(figures_folder, result, tuple(dict.fromkeys(formats)))
+    report_leftovers(staging)
+    if quiet:
+        return
     click.echo(f"{result.model} @ {short_revision(result.revision)}, {len(sentence_set.sentences)} sentence(s), "
                f"focus {sentence_set.focus!r}")
     click.echo(describe(summary))
@@ -141,40 +197,48 @@ def run_command(lang, config_path, model_name, revision, offline, device, out_di
 
 
 @cli.command("show")
-@click.option("--lang", default="es", show_default=True, help="Language of the run to draw from.")
+@click.option("--lang", default=DEFAULT_LANG, show_default=True, help="Language of the run to draw from.")
 @click.option("--layer", type=int, required=True, help="Layer, counted from 1.")
 @click.option("--head", type=int, required=True, help="Head within the layer, counted from 1.")
 @click.option("--sentence", type=int, help="Sentence number, counted from 1. Default: every sentence.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
               show_default=True, help="The --out folder of `real-attention run`; figures go to OUT/figures/LANG/.")
-@click.option("--format", "formats", type=click.Choice(["png", "svg", "pdf"]), multiple=True, default=("png",),
-              show_default=True, help="Figure format; give it more than once for several.")
-def show_command(lang, layer, head, sentence, out_dir, formats) -> None:
+@format_option
+@quiet_option
+def show_command(lang, layer, head, sentence, out_dir, formats, quiet) -> None:
     """Draw the word x word heatmap of any one head from a finished run (no model is loaded).
 
     Reads OUT/results/LANG/attention.csv and summary.json, writes OUT/figures/LANG/head_L<l>H<h>_s<k>.png
     and prints its path.
     """
+    from analysis.errors import OutputError
     from analysis.plots import write_head_figures
     from analysis.readback import load_run
 
     with friendly_errors():
+        lang = lang_folder(lang)
         run = load_run(out_dir, lang)
-        paths = write_head_figures(out_dir / "figures" / lang, run, layer, head, sentence, formats)
-    for path in paths:
-        click.echo(str(path))
+        folder = out_dir / "figures" / lang
+        try:
+            paths = write_head_figures(folder, run, layer, head, sentence, formats)
+        except OSError as error:  # the figures folder exists but cannot be written
+            raise OutputError(f"cannot write to {folder}: {error.strerror or error}. "
+                              "Choose a writable folder with --out.") from None
+    if not quiet:
+        for path in paths:
+            click.echo(str(path))
 
 
 @cli.command("heads")
 @click.option("--corpus", "corpus_path", required=True, metavar="FILE",
               help="UTF-8 text with one sentence per line, or .jsonl with a \"text\" field; '-' reads stdin.")
-@click.option("--format", "corpus_format", type=click.Choice(["auto", "text", "jsonl"]), default="auto",
+@click.option("--input-format", "corpus_format", type=click.Choice(["auto", "text", "jsonl"]), default="auto",
               show_default=True, help="How to read FILE; auto: jsonl for a .jsonl name, else text.")
 @click.option("--name", "corpus_name", metavar="NAME",
               help="Corpus name, the folder under results/corpus/. Default: FILE's stem ('stdin' for -).")
-@click.option("--lang", default="en", show_default=True, help="Language whose pinned model is the default model.")
+@click.option("--lang", help="Use the pinned model of this language (es, en); or pass --model.")
 @model_options
-@click.option("--batch-size", type=int, default=32, show_default=True,
+@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True,
               help="Sentences per forward pass, fewer for long ones; sorted by length first, so little padding is run.")
 @click.option("--truncate", is_flag=True, help="Cut lines over the model's maximum length instead of skipping them.")
 @click.option("--shard", "shard_text", metavar="i/N",
@@ -182,9 +246,10 @@ def show_command(lang, layer, head, sentence, out_dir, formats) -> None:
 @click.option("--threshold", "threshold_settings", metavar="NAME=VALUE", multiple=True,
               help="Change a labelling threshold: position (0.5), marker (0.5) or broad (0.8); repeatable.")
 @out_option
-@click.option("--quiet", is_flag=True, help="No progress bar on stderr.")
+@format_option
+@quiet_option
 def heads_command(corpus_path, corpus_format, corpus_name, lang, model_name, revision, offline, device,
-                  batch_size, truncate, shard_text, threshold_settings, out_dir, quiet) -> None:
+                  batch_size, truncate, shard_text, threshold_settings, out_dir, formats, quiet) -> None:
     """Pool every head's attention statistics over a corpus and label each head.
 
     Per head, at word level: the mean weight on the previous, next and same word, on [CLS], [SEP] and
@@ -193,21 +258,23 @@ def heads_command(corpus_path, corpus_format, corpus_name, lang, model_name, rev
     statistics.png).
     """
     import contextlib
-    import sys
 
     from analysis.atomic import staged_outputs
     from analysis.corpus import (CorpusError, CorpusReader, CorpusRun, Shard, Thresholds, count_lines,
                                  corpus_sums, describe, folder_name, write_corpus)
     from analysis.corpus import corpus_format as resolve_format
-    from analysis.models import choose_model
+    from analysis.models import choose_model, short_revision
 
     with friendly_errors():
         shard = Shard.parse(shard_text) if shard_text is not None else None
         thresholds = Thresholds.parse(threshold_settings)
-        if batch_size < 1:
-            raise CorpusError(f"--batch-size must be at least 1, not {batch_size}")
+        if model_name is None and lang is None:
+            raise CorpusError("heads needs a model: pass --model ID_OR_PATH (e.g. --model minilm) or --lang es|en "
+                              "for that language's pinned model")
         stdin = corpus_path == "-"
         path = None if stdin else Path(corpus_path)
+        if path is not None and path.is_dir():
+            raise CorpusError(f"--corpus {corpus_path} is a folder; pass a text or .jsonl file (or - for stdin)")
         if path is not None and not path.is_file():
             raise CorpusError(f"--corpus {corpus_path}: no such file")
         name = corpus_name or ("stdin" if stdin else path.stem)
@@ -222,16 +289,7 @@ def heads_command(corpus_path, corpus_format, corpus_name, lang, model_name, rev
             from analysis.models import load_model
             from analysis.pipeline import versions
 
-            from transformers.utils import logging as hf_logging
-
-            bars = hf_logging.is_progress_bar_enabled()
-            if quiet:  # transformers' own "Loading weights" bar too
-                hf_logging.disable_progress_bar()
-            try:
-                loaded = load_model(choice, device=device, offline=offline)
-            finally:
-                if quiet and bars:
-                    hf_logging.enable_progress_bar()
+            loaded = load_model(choice, device=device, offline=offline)
             total = None if stdin else (shard or Shard()).lines_of(count_lines(path))
             try:
                 stream = contextlib.nullcontext(click.get_binary_stream("stdin")) if stdin else path.open("rb")
@@ -243,8 +301,11 @@ def heads_command(corpus_path, corpus_format, corpus_name, lang, model_name, rev
                 sums = corpus_sums(loaded, reader, batch_size=batch_size, truncate=truncate, progress=bar)
             run = CorpusRun(model=loaded.choice.name, revision=loaded.revision, name=name, sha256=reader.sha256,
                             format=fmt, truncate=truncate, versions=versions(), shard=shard, thresholds=thresholds)
-            summary = write_corpus(results_folder, figures_folder, run, sums)
-    click.echo(f"{run.model} @ {run.revision[:12]}, corpus {name!r} (sha256 {run.sha256[:12]})"
+            summary = write_corpus(results_folder, figures_folder, run, sums, tuple(dict.fromkeys(formats)))
+    report_leftovers(staging)
+    if quiet:
+        return
+    click.echo(f"{run.model} @ {short_revision(run.revision)}, corpus {name!r} (sha256 {run.sha256[:12]})"
                + ("" if shard is None else f", shard {shard.index}/{shard.count}"))
     click.echo(describe(summary))
     click.echo(f"wrote {out_dir / 'results' / 'corpus' / folder} and {out_dir / 'figures' / 'corpus' / folder}")
@@ -254,7 +315,9 @@ def heads_command(corpus_path, corpus_format, corpus_name, lang, model_name, rev
 @click.argument("shard_dirs", nargs=-1, required=True, metavar="SHARD_DIR...",
                 type=click.Path(file_okay=False, path_type=Path))
 @out_option
-def merge_command(shard_dirs, out_dir) -> None:
+@format_option
+@quiet_option
+def merge_command(shard_dirs, out_dir, formats, quiet) -> None:
     """Add up the shards of one `heads --shard i/N` run into the result of the unsharded run.
 
     Each SHARD_DIR is a results/corpus/NAME-shard-i-of-N/ folder; all N shards are needed. Writes
@@ -262,19 +325,27 @@ def merge_command(shard_dirs, out_dir) -> None:
     """
     from analysis.atomic import staged_outputs
     from analysis.corpus import describe, merge_shards, write_corpus
+    from analysis.models import short_revision
 
     with friendly_errors():
         run, sums = merge_shards(shard_dirs)
         with staged_outputs() as staging:
             results_folder = staging.folder(out_dir / "results" / "corpus" / run.folder_name)
             figures_folder = staging.folder(out_dir / "figures" / "corpus" / run.folder_name)
-            summary = write_corpus(results_folder, figures_folder, run, sums)
-    click.echo(f"{run.model} @ {run.revision[:12]}, corpus {run.name!r} (sha256 {run.sha256[:12]}), "
+            summary = write_corpus(results_folder, figures_folder, run, sums, tuple(dict.fromkeys(formats)))
+    report_leftovers(staging)
+    if quiet:
+        return
+    click.echo(f"{run.model} @ {short_revision(run.revision)}, corpus {run.name!r} (sha256 {run.sha256[:12]}), "
                f"{len(shard_dirs)} shard(s) merged")
     click.echo(describe(summary))
     click.echo(f"wrote {out_dir / 'results' / 'corpus' / run.folder_name} and "
                f"{out_dir / 'figures' / 'corpus' / run.folder_name}")
 
 
-if __name__ == "__main__":
+def main() -> None:
     cli()
+
+
+if __name__ == "__main__":
+    main()

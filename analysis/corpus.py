@@ -173,8 +173,13 @@ class HeadSums:
     @classmethod
     def from_json(cls, data: dict) -> HeadSums:
         totals = np.array([data["totals"][name] for name in STATISTICS], dtype=np.float64)
-        assert totals.shape == (len(STATISTICS), data["layers"], data["heads"]), totals.shape
-        return cls(totals=totals, **{name: data[name] for name in COUNT_FIELDS})
+        if totals.shape != (len(STATISTICS), data["layers"], data["heads"]):
+            raise ValueError(f"totals of shape {totals.shape[1:]}, not ({data['layers']}, {data['heads']})")
+        counts = {name: data[name] for name in COUNT_FIELDS}
+        for name, value in counts.items():
+            if isinstance(value, bool) or not isinstance(value, (float if name == "uniform" else int, int)) or value < 0:
+                raise ValueError(f"{name} is {value!r}, not a count")
+        return cls(totals=totals, **counts)
 
 
 COUNT_FIELDS = ("sentences", "units", "pairs", "uniform", "tokens", "lines", "blank", "skipped", "truncated")
@@ -523,8 +528,9 @@ class CorpusRun:
 
 def folder_name(name: str, shard: Shard | None) -> str:
     """results/corpus/<folder_name>: the corpus name, plus '-shard-i-of-N' for a shard, so shards can share --out."""
-    if not name or name in (".", "..") or any(char in name for char in "/\\\0"):
-        raise CorpusError(f"corpus name {name!r} cannot be a folder name; pass --name NAME without slashes")
+    from analysis.atomic import plain_folder_name
+
+    plain_folder_name(name, "corpus name (--name)")
     return name if shard is None else f"{name}-shard-{shard.index}-of-{shard.count}"
 
 
@@ -579,27 +585,31 @@ def summary(run: CorpusRun, sums: HeadSums, labels: np.ndarray) -> dict:
 
 
 RESULT_FILES = ("heads.csv", "summary.json", "sums.json")
-FIGURE_FILE = "labels.png"
-STATISTICS_FIGURE = "statistics.png"  # every pooled statistic as a layer x head heatmap
+LABELS_FIGURE = "labels"  # the label grid
+STATISTICS_FIGURE = "statistics"  # every pooled statistic as a layer x head heatmap
 
 
-def write_corpus(results_folder: Path, figures_folder: Path, run: CorpusRun, sums: HeadSums) -> dict:
-    """Write heads.csv, summary.json, sums.json (exact, for merge), the label grid and the statistics figure;
-    returns the summary."""
+def write_corpus(results_folder: Path, figures_folder: Path, run: CorpusRun, sums: HeadSums,
+                 formats: tuple[str, ...] = ("png",)) -> dict:
+    """Write heads.csv, summary.json, sums.json (exact, for merge), the label grid and the statistics figure
+    (in each of `formats`); returns the summary."""
     from analysis.corpus_plots import label_grid, statistics_grid
     from analysis.figio import save_figure
 
     if sums.sentences == 0 and run.shard is None:  # an empty shard is fine: the merge may still have sentences
         hint = "; pass --truncate to cut long lines" if sums.skipped else ""
-        raise CorpusError(f"the corpus {run.name!r} has no sentences to analyse ({sums.skipped} too long){hint}")
+        raise CorpusError(f"the corpus {run.name!r} has no sentences to analyse: {sums.lines} line(s) read, "
+                          f"{sums.blank} blank, {sums.skipped} too long{hint}")
     labels = label_heads(sums.means(), sums.uniform_entropy, run.thresholds)
     write_csv(heads_frame(sums, labels), results_folder / "heads.csv")
     data = summary(run, sums, labels)
     write_json(data, results_folder / "summary.json")
     write_json(sums.to_json(), results_folder / "sums.json")
     title = f"{Path(run.model).name or run.model} on {run.folder_name}: {sums.sentences} sentences"
-    save_figure(label_grid(labels, LABELS, title), figures_folder / FIGURE_FILE)
-    save_figure(statistics_grid(sums.means(), sums.uniform_entropy, title), figures_folder / STATISTICS_FIGURE)
+    for fmt in formats:
+        save_figure(label_grid(labels, LABELS, title), figures_folder / f"{LABELS_FIGURE}.{fmt}")
+        save_figure(statistics_grid(sums.means(), sums.uniform_entropy, title),
+                    figures_folder / f"{STATISTICS_FIGURE}.{fmt}")
     return data
 
 
@@ -617,9 +627,51 @@ def read_shard(folder: Path) -> tuple[dict, HeadSums]:
         )
     try:
         data, sums = (json.loads(path.read_text(encoding="utf-8")) for path in paths)
-        return data, HeadSums.from_json(sums)
-    except (ValueError, KeyError, TypeError, AssertionError) as error:
+    except (OSError, ValueError) as error:
         raise CorpusError(f"{folder} holds an unreadable summary.json or sums.json ({error})") from None
+    check_summary(folder, data)
+    try:
+        head_sums = HeadSums.from_json(sums)
+    except (ValueError, KeyError, TypeError) as error:
+        raise CorpusError(f"{folder}/sums.json is not the sums of a corpus run ({type(error).__name__}: {error})") from None
+    if head_sums.shape != (data["layers"], data["heads_per_layer"]):
+        raise CorpusError(f"{folder}: sums.json has {head_sums.shape} heads but summary.json says "
+                          f"({data['layers']}, {data['heads_per_layer']})")
+    return data, head_sums
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# What merge reads from a shard's summary.json: field -> (check, what it must be).
+SUMMARY_FIELDS = {
+    "model": (lambda v: isinstance(v, str) and v, "a model name"),
+    "revision": (lambda v: isinstance(v, str) and v, "a revision string"),
+    "corpus": (lambda v: isinstance(v, dict) and all(isinstance(v.get(k), str) for k in ("name", "sha256"))
+               and v.get("format") in ("text", "jsonl"), 'an object with string "name", "sha256" and "format"'),
+    "shard": (lambda v: v is None or (isinstance(v, dict) and _is_int(v.get("index")) and _is_int(v.get("count"))
+                                      and 1 <= v["index"] <= v["count"]),
+              'null or an object with whole numbers "index" and "count", 1 <= index <= count'),
+    "truncate": (lambda v: isinstance(v, bool), "true or false"),
+    "thresholds": (lambda v: isinstance(v, dict) and set(v) == set(asdict(Thresholds()))
+                   and all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x <= 1 for x in v.values()),
+                   f"an object of {', '.join(asdict(Thresholds()))} between 0 and 1"),
+    "layers": (lambda v: _is_int(v) and v >= 1, "a whole number >= 1"),
+    "heads_per_layer": (lambda v: _is_int(v) and v >= 1, "a whole number >= 1"),
+    "versions": (lambda v: isinstance(v, dict), "an object"),
+}
+
+
+def check_summary(folder: Path, data) -> None:
+    """CorpusError naming the folder and the first field of summary.json that merge cannot use."""
+    if not isinstance(data, dict):
+        raise CorpusError(f"{folder}/summary.json is not a JSON object")
+    for name, (valid, expected) in SUMMARY_FIELDS.items():
+        if name not in data:
+            raise CorpusError(f"{folder}/summary.json has no field {name!r}")
+        if not valid(data[name]):
+            raise CorpusError(f"{folder}/summary.json: field {name!r} is {data[name]!r}, expected {expected}")
 
 
 SAME_IN_EVERY_SHARD = ("model", "revision", "corpus", "truncate", "thresholds", "layers", "heads_per_layer")
@@ -674,7 +726,12 @@ def describe(data: dict) -> str:
         "labels: " + ", ".join(f"{label} {n}" for label, n in data["labels"].items() if n)
         + f" (of {data['heads_total']} heads)",
     ]
-    for name in ("prev", "next", "sep") if data["strongest"] else ():
-        head = data["strongest"][name]
-        lines.append(f"strongest {name}: layer {head['layer']}, head {head['head']} (mean weight {head['score']:.2f})")
+    # The strongest head of each kind that some head is labelled with: a "strongest sep" head that is no
+    # sep head would mislead.
+    for name, label in (("prev", "previous"), ("next", "next"), ("self", "self"), ("cls", "cls"), ("sep", "sep"),
+                        ("punct", "punct")):
+        if data["strongest"] and data["labels"].get(label):
+            head = data["strongest"][name]
+            lines.append(f"strongest {label}: layer {head['layer']}, head {head['head']} "
+                         f"(mean weight {head['score']:.2f})")
     return "\n".join(lines)

@@ -47,7 +47,7 @@ def tokenize(loaded: LoadedModel, texts: list[str], truncate: bool = False) -> d
 def check_length(loaded: LoadedModel, texts: list[str]) -> None:
     """Raise SentenceTooLong, naming the sentence and its token count, before running the model."""
     for number, text in enumerate(texts, start=1):
-        count = len(loaded.tokenizer(text)["input_ids"])
+        count = len(loaded.tokenizer(text, verbose=False)["input_ids"])  # no warning: the error says it
         if count > loaded.max_tokens:
             raise SentenceTooLong(
                 f"sentence {number} has {count} tokens; {loaded.choice.short} takes at most {loaded.max_tokens}"

@@ -158,30 +158,31 @@ def lesson_summary(r: LessonResults) -> dict:
     }
 
 
-def write_figures(r: LessonResults, folder: Path) -> None:
-    """Every lesson figure into folder, one at a time (each is closed once saved)."""
+def write_figures(r: LessonResults, folder: Path, formats: tuple[str, ...] = ("png",)) -> None:
+    """Every lesson figure into folder in each format, one at a time (each is closed once saved)."""
     from analysis.figio import save_figure  # matplotlib only when drawing
     from analysis import lesson_plots as lp
 
     draw = {
-        "scene.png": lambda: lp.scene_figure(r.scene),
-        "score_spread.png": lambda: lp.score_spread_figure(r.spread),
-        "saturation.png": lambda: lp.saturation_figure(r.sweep, r.saturation, r.jacobian),
-        "positional_encoding.png": lambda: lp.positional_figure(r.positions),
-        "causal_mask.png": lambda: lp.causal_figure(r.causal),
-        "cost.png": lambda: lp.cost_figure(r.cost),
+        "scene": lambda: lp.scene_figure(r.scene),
+        "score_spread": lambda: lp.score_spread_figure(r.spread),
+        "saturation": lambda: lp.saturation_figure(r.sweep, r.saturation, r.jacobian),
+        "positional_encoding": lambda: lp.positional_figure(r.positions),
+        "causal_mask": lambda: lp.causal_figure(r.causal),
+        "cost": lambda: lp.cost_figure(r.cost),
     }
     for name, make in draw.items():
-        save_figure(make(), folder / name)
+        for fmt in formats:
+            save_figure(make(), folder / f"{name}.{fmt}")
 
 
-def write_lesson(r: LessonResults, out: Path) -> tuple[Path, Path]:
-    """Write out/results/lesson and out/figures/lesson. Returns those two folders."""
+def write_lesson(r: LessonResults, out: Path, formats: tuple[str, ...] = ("png",)) -> tuple[Path, Path]:
+    """Write out/results/lesson and out/figures/lesson (figures in each format). Returns those two folders."""
     results_dir = out / "results" / "lesson"
     figures_dir = out / "figures" / "lesson"
     with staged_outputs() as staging:
         write_tables(r, staging.folder(results_dir))
-        write_figures(r, staging.folder(figures_dir))
+        write_figures(r, staging.folder(figures_dir), formats)
     return results_dir, figures_dir
 
 

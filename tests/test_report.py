@@ -72,7 +72,7 @@ def synthetic_result(layers: int = 12, heads: int = 12, lengths=(12, 9), seed: i
         attentions.append(WordAttention(text=text, words=tuple(words), kinds=tuple(kinds),
                                         weights=weights.astype(np.float32)))
         configured.append(Sentence(text=text, sense=f"sense{number}"))
-    sentence_set = SentenceSet(lang="xx", focus="banco", sentences=tuple(configured), source="<synthetic>")
+    sentence_set = SentenceSet(lang="xx", focus="banco", sentences=tuple(configured))
     located = focus_sentences(attentions, sentence_set)
     report = classify(located)
     versions = {"python": "3", "torch": "2", "transformers": "5"}
