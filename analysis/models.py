@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -129,8 +130,13 @@ def check_encodes(loaded: LoadedModel, texts: list[str]) -> None:
     if unknown is None:
         return
     for number, text in enumerate(texts, start=1):
-        encoding = loaded.tokenizer(text, return_special_tokens_mask=True, verbose=False)
-        pieces = [i for i, special in zip(encoding["input_ids"], encoding["special_tokens_mask"]) if not special]
+        encoding = loaded.tokenizer(text, return_special_tokens_mask=True, return_offsets_mapping=True,
+                                    verbose=False)
+        pieces = [  # the pieces of words; punctuation is known to almost any vocabulary
+            piece for piece, special, (start, end) in
+            zip(encoding["input_ids"], encoding["special_tokens_mask"], encoding["offset_mapping"])
+            if not special and not all(unicodedata.category(char).startswith("P") for char in text[start:end])
+        ]
         if pieces and all(piece == unknown for piece in pieces):
             raise ModelUnavailable(
                 f"the tokenizer of {loaded.choice.name} turns every word of sentence {number} into "

@@ -84,11 +84,18 @@ TABLE_KEYS = ("focus", "sentences")
 SENTENCE_KEYS = ("text", "sense", "focus_occurrence", "sense_occurrence")
 
 
-def check_keys(keys, known: tuple[str, ...], where: str) -> None:
-    """ConfigError for the first key not in `known`, suggesting the closest known one."""
+def check_keys(keys, known: tuple[str, ...], where: str, elsewhere: tuple[str, ...] = (),
+               elsewhere_name: str = "") -> None:
+    """ConfigError for the first key not in `known`, suggesting the closest known one; a key that belongs
+    at another level (`elsewhere`, e.g. a sentence's key in a language table) is named with where it goes."""
     for key in sorted(set(keys) - set(known)):
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-        hint = f"did you mean `{close[0]}`?" if close else f"known keys: {', '.join(known)}"
+        close = difflib.get_close_matches(key, known + elsewhere, n=1, cutoff=0.6)
+        if close and close[0] in elsewhere:
+            hint = f"did you mean `{close[0]}`? It goes in {elsewhere_name}"
+        elif close:
+            hint = f"did you mean `{close[0]}`?"
+        else:
+            hint = f"known keys: {', '.join(known)}"
         raise ConfigError(f"{where} has an unknown key `{key}`; {hint}")
 
 
@@ -112,7 +119,7 @@ def load_sentences(path: str | Path | None, lang: str) -> SentenceSet:
             f"put it under a table such as [{languages[0] if languages else 'es'}]"
         )
     table = tables[lang]
-    check_keys(table, TABLE_KEYS, f"in {source}: [{lang}]")
+    check_keys(table, TABLE_KEYS, f"in {source}: [{lang}]", SENTENCE_KEYS, f"each [[{lang}.sentences]] entry")
     for key in ("focus", "sentences"):
         if key not in table:
             raise ConfigError(f"in {source}: [{lang}] has no `{key}`")
