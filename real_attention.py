@@ -1,6 +1,20 @@
-"""real-attention: the command line. It parses options, calls `analysis`, writes files and prints.
+"""real-attention: per-head, word-level attention of real transformer models.
 
-torch and transformers are imported inside the command bodies, so `--help` stays instant.
+The Python API (`import real_attention as ra`)::
+
+    model = ra.load("minilm")                   # or a Hub id with revision=, or a folder; device=
+    att = ra.attend(model, ["Me senté en el banco de mi jardín.", "Fui al banco a sacar dinero."],
+                    focus="banco", sense=["jardín", "dinero"])
+    att[0].words, att[0].weights                # units as written; float32 (layers, heads, n, n)
+    att.frame()                                 # the tidy table of attention.csv
+    ra.classify(att)                            # the table of heads.csv
+    ra.heatmap(att[0], layer=1, head=4)         # a matplotlib Figure
+    ra.corpus_stats(model, lines)               # the table of a corpus's heads.csv
+    att                                         # in Jupyter: the interactive report, inline and offline
+
+and below it the `real-attention` command line, a thin layer over the same functions. Importing this module
+loads no torch, transformers, matplotlib or pandas and changes no global state: each is imported when a
+function first needs it.
 """
 from __future__ import annotations
 
@@ -12,6 +26,28 @@ from pathlib import Path
 import click
 
 __version__ = "0.1.0"
+
+# The public API, imported from analysis on first use (PEP 562), so `import real_attention` stays light.
+_API = {
+    "load": "analysis.api", "attend": "analysis.api", "classify": "analysis.api", "heatmap": "analysis.api",
+    "corpus_stats": "analysis.api", "Attention": "analysis.api",
+    "LoadedModel": "analysis.models", "WordAttention": "analysis.words", "Thresholds": "analysis.corpus",
+    "RealAttentionError": "analysis.errors", "InputError": "analysis.errors",
+    "ModelUnavailable": "analysis.errors", "OutputError": "analysis.errors",
+}
+__all__ = sorted(_API) + ["cli", "__version__"]
+
+
+def __getattr__(name: str):
+    if name in _API:
+        import importlib
+
+        return getattr(importlib.import_module(_API[name]), name)
+    raise AttributeError(f"module 'real_attention' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_API))
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 FIGURE_FORMATS = ("png", "svg", "pdf")
