@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,12 +71,10 @@ def _check_range(name: str, value: int, count: int, owner: str) -> None:
 
 
 def _find(words: tuple[str, ...], word: str) -> int | None:
-    """The first unit that is `word`, case-insensitively; None if none is."""
-    def normal(text: str) -> str:
-        return unicodedata.normalize("NFC", text).casefold()
+    """The first unit that is `word`, as a reader compares words; None if none is."""
+    from analysis.sentences import same_word
 
-    matches = [i for i, w in enumerate(words) if normal(w) == normal(word)]
-    return matches[0] if matches else None
+    return next((i for i, w in enumerate(words) if same_word(w, word)), None)
 
 
 def stored_head(run: StoredRun, layer: int, head: int, sentence: int) -> StoredHead:
