@@ -24,8 +24,8 @@ import pytest
 from click.testing import CliRunner
 
 from analysis.categories import (
-    CATEGORIES, CATEGORY_COLOURS, HEATMAP_CMAP, HEATMAP_LIGHT_TEXT_FROM, category_counts, focus_categories, key_relations,
-    key_rules,
+    CATEGORIES, CATEGORY_COLOURS, HEATMAP_CMAP, HEATMAP_LIGHT_TEXT_FROM, category_counts, focus_categories,
+    key_relations, key_rules,
 )
 from analysis.heads import classify, focus_sentences
 from analysis.pipeline import RunResult
@@ -284,7 +284,8 @@ def test_key_relations_take_the_first_rule_that_holds():
 
 def test_a_heads_category_is_the_first_key_rule_its_top_key_meets_in_every_sentence(synthetic_144):
     """focus_categories (from HeadReport's labels) and key_rules (per key) state the same rules."""
-    for result, _ in (synthetic_144, hand_made_result(), synthetic_result(layers=4, heads=6, lengths=(7, 7, 8), seed=3)):
+    runs = (synthetic_144, hand_made_result(), synthetic_result(layers=4, heads=6, lengths=(7, 7, 8), seed=3))
+    for result, _ in runs:
         met = np.stack([key_rules(sentence)[:, result.report.top_key[s]]  # (4, layers, heads)
                         for s, sentence in enumerate(result.sentences)]).all(axis=0)
         expected = np.select(list(met), list(CATEGORIES[:4]), default=CATEGORIES[4])
@@ -629,9 +630,9 @@ def test_report_works_inside_a_sandboxed_iframe(browser, tmp_path):
 
     result, summary = hand_made_result()
     wrapper = tmp_path / "notebook.html"
-    wrapper.write_text("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><style>body { color: red; }</style></head>"
-                       f"<body><p id=\"outside\">a notebook</p>{report_iframe(report_html(result, summary))}</body></html>",
-                       encoding="utf-8")
+    notebook = ("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><style>body { color: red; }</style></head>"
+                "<body><p id=\"outside\">a notebook</p>IFRAME</body></html>")
+    wrapper.write_text(notebook.replace("IFRAME", report_iframe(report_html(result, summary))), encoding="utf-8")
     browser.get_log("browser")  # forget earlier pages' messages
     browser.get(wrapper.resolve().as_uri())
     browser.switch_to.frame(browser.find_element(By.TAG_NAME, "iframe"))
