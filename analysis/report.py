@@ -23,7 +23,7 @@ from analysis.categories import (
 from analysis.heads import NEXT_OFFSET, PREVIOUS_OFFSET
 from analysis.pipeline import RunResult
 from analysis.tables import describe
-from analysis.words import MARKER_KINDS, SPECIAL, WordAttention
+from analysis.words import MARKER_KINDS, PUNCT, SPECIAL, WordAttention
 
 REPORT_NAME = "report.html"
 WEIGHT_SCALE = 10_000  # weights are stored as whole ten-thousandths, i.e. rounded to 4 decimals
@@ -31,7 +31,7 @@ TEMPLATE = "report_template"  # .html, .css and .js in the analysis package
 IFRAME_HEIGHT = 900  # px: the report inside a notebook cell
 
 
-MARKER_TEXT = {"special": "special tokens such as [CLS] and [SEP]", "punct": "words made only of punctuation"}
+MARKER_TEXT = {SPECIAL: "special tokens such as [CLS] and [SEP]", PUNCT: "words made only of punctuation"}
 
 
 def _template(suffix: str) -> str:
@@ -239,6 +239,7 @@ def report_iframe(page_html: str, height: int = IFRAME_HEIGHT) -> str:
     The page stays self-contained and offline; the sandbox allows its scripts and nothing else (no same
     origin, no forms, no pop-ups, no top navigation), so its script and styles cannot touch the notebook's.
     """
+    assert height > 0, height
     title = html.escape("real-attention report")
     return (
         f'<iframe srcdoc="{html.escape(page_html, quote=True)}" sandbox="allow-scripts" title="{title}" '

@@ -440,10 +440,15 @@ def open_report(driver, path: Path, timeout: float = 15.0) -> float:
     """Load the report from file:// and wait until its script has drawn everything; returns the seconds."""
     start = time.monotonic()
     driver.get(path.resolve().as_uri())
+    wait_until_ready(driver, start, timeout)
+    return time.monotonic() - start
+
+
+def wait_until_ready(driver, start: float, timeout: float = 15.0) -> None:
+    """Wait until the report in the current document (or frame) has drawn everything."""
     while driver.execute_script("return document.body && document.body.dataset.ready") != "true":
         assert time.monotonic() - start < timeout, "the report never became ready"
         time.sleep(0.05)
-    return time.monotonic() - start
 
 
 def hover(driver, element) -> None:
@@ -637,10 +642,7 @@ def test_report_works_inside_a_sandboxed_iframe(browser, tmp_path):
     browser.get(wrapper.resolve().as_uri())
     browser.switch_to.frame(browser.find_element(By.TAG_NAME, "iframe"))
     try:
-        start = time.monotonic()
-        while browser.execute_script("return document.body && document.body.dataset.ready") != "true":
-            assert time.monotonic() - start < 15, "the report in the iframe never became ready"
-            time.sleep(0.05)
+        wait_until_ready(browser, time.monotonic())
         assert len(browser.find_elements(By.CSS_SELECTOR, "#overview .cell")) == 8
         assert browser.find_element(By.ID, "head-title").text == "Layer 1, head 1"
         assert [relation for relation, _ in shown_bars(browser)] == HAND_RELATIONS[0]
