@@ -33,6 +33,11 @@ CATEGORY_LABELS = {
     NEXT: "next word",
     OTHER: "other",
 }
+# The word x word heatmaps, in the PNGs and in the HTML report: one colour map (a matplotlib name) over
+# weights 0 to 1, and white cell text from HEATMAP_LIGHT_TEXT_FROM up, where the cells are dark.
+HEATMAP_CMAP = "Blues"
+HEATMAP_LIGHT_TEXT_FROM = 0.6
+
 # One line each, for a note under a legend.
 CATEGORY_NOTES = {
     MARKER: "[CLS], [SEP] or punctuation",
@@ -58,6 +63,30 @@ def focus_categories(report: HeadReport, sentences: Sequence[FocusedSentence]) -
     looks_ahead = (report.top_key == focus + NEXT_OFFSET).all(axis=0)
     rules = [report.sense_head, report.marker_head, looks_back, looks_ahead]
     return np.select(rules, list(CATEGORIES[:4]), default=OTHER)  # np.select takes the first rule that holds
+
+
+def key_rules(sentence: FocusedSentence) -> np.ndarray:
+    """(4, n) bool: which of the rules sense, marker, previous, next (CATEGORIES[:4]) each key unit meets.
+
+    The same rules as focus_categories, applied to every key instead of the top one: the sense word,
+    a marker (WordAttention.markers), the unit at focus + PREVIOUS_OFFSET, the unit at focus + NEXT_OFFSET.
+    """
+    keys = np.arange(len(sentence.attention.words))  # (n,)
+    return np.stack([
+        keys == sentence.sense,
+        sentence.attention.markers,
+        keys == sentence.focus + PREVIOUS_OFFSET,
+        keys == sentence.focus + NEXT_OFFSET,
+    ])  # (4, n)
+
+
+def key_relations(sentence: FocusedSentence) -> np.ndarray:
+    """(n,) category names: what each key unit is to the focus word, the first rule that holds, else "other".
+
+    The same precedence as focus_categories. It depends on the sentence only, not on the head: a head
+    is in category c when its top key meets c's rule in every sentence (and no earlier rule does so).
+    """
+    return np.select(list(key_rules(sentence)), list(CATEGORIES[:4]), default=OTHER)
 
 
 def category_counts(categories: np.ndarray) -> dict[str, int]:

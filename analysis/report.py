@@ -17,20 +17,21 @@ import numpy as np
 
 from analysis import words as words_module
 from analysis.categories import (
-    CATEGORIES, CATEGORY_COLOURS, CATEGORY_LABELS, CATEGORY_NOTES, DARK_CATEGORIES, FOCUS_COLOUR, category_counts,
-    focus_categories,
+    CATEGORIES, CATEGORY_COLOURS, CATEGORY_LABELS, CATEGORY_NOTES, DARK_CATEGORIES, FOCUS_COLOUR, HEATMAP_CMAP,
+    HEATMAP_LIGHT_TEXT_FROM, SENSE, category_counts, focus_categories, key_relations,
 )
 from analysis.heads import NEXT_OFFSET, PREVIOUS_OFFSET
 from analysis.pipeline import RunResult
 from analysis.tables import describe
-from analysis.words import MARKER_KINDS
+from analysis.words import MARKER_KINDS, PUNCT, SPECIAL, WordAttention
 
 REPORT_NAME = "report.html"
 WEIGHT_SCALE = 10_000  # weights are stored as whole ten-thousandths, i.e. rounded to 4 decimals
 TEMPLATE = "report_template"  # .html, .css and .js in the analysis package
+IFRAME_HEIGHT = 900  # px: the report inside a notebook cell
 
 
-MARKER_TEXT = {"special": "special tokens such as [CLS] and [SEP]", "punct": "words made only of punctuation"}
+MARKER_TEXT = {SPECIAL: "special tokens such as [CLS] and [SEP]", PUNCT: "words made only of punctuation"}
 
 
 def _template(suffix: str) -> str:
@@ -84,8 +85,50 @@ def definitions(focus: str) -> dict[str, str]:
     }
 
 
+def heatmap_colours(name: str = HEATMAP_CMAP) -> list[str]:
+    """The matplotlib colour map `name` as its N hex colours ("#rrggbb"), the lookup table imshow uses.
+
+    A weight w in [0, 1] takes colour min(floor(w * N), N - 1), as matplotlib maps it with vmin=0, vmax=1.
+    Imports matplotlib's colour maps only, never pyplot, and sets no backend.
+    """
+    from matplotlib import colormaps
+    from matplotlib.colors import to_hex
+
+    cmap = colormaps[name]
+    return [to_hex(colour) for colour in cmap(np.arange(cmap.N))]  # (N,)
+
+
+def sentence_gaps(attention: WordAttention) -> list[str | None]:
+    """(n,) what the page writes before each unit to show the sentence as written: " ", "" (glued, as in
+    "banco." or "«dinero»"), or None for a special token, which the sentence does not show."""
+    gaps, cursor, shown = [], 0, False
+    for word, kind in zip(attention.words, attention.kinds):
+        if kind == SPECIAL:
+            gaps.append(None)
+            continue
+        start = attention.text.find(word, cursor)
+        if start < 0:  # not in the text as written: show it after a space
+            gaps.append(" " if shown else "")
+        else:
+            gaps.append(" " if shown and start > cursor else "")
+            cursor = start + len(word)
+        shown = True
+    return gaps
+
+
+def start_head(summary: dict) -> dict:
+    """The head the page opens on (counted from 1): the best sense head, else the strongest previous-word head."""
+    best = summary["best_sense_head"] or summary["prev_head"]
+    return {"layer": best["layer"], "head": best["head"]}
+
+
 def report_data(result: RunResult, summary: dict) -> dict:
-    """Everything the page draws, as plain JSON: weights (S x (layers, heads, n, n)) as ten-thousandths."""
+    """Everything the page draws, as plain JSON: weights (S x (layers, heads, n, n)) as ten-thousandths.
+
+    Every rule is applied here, not in the page's script: each head's category, each unit's marker flag,
+    what each key unit is to the focus word (the bars' colours), the heatmap's colours and text rule.
+    `summary` is tables.summary(result), in memory or read back from summary.json.
+    """
     report, sentences = result.report, list(result.sentences)
     layers, heads = report.shape
     categories = focus_categories(report, sentences)  # (layers, heads)
@@ -100,9 +143,13 @@ def report_data(result: RunResult, summary: dict) -> dict:
         "heads": heads,
         "weight_scale": WEIGHT_SCALE,
         "weights_packing": "uint16 ten-thousandths, low bytes then high bytes, zlib, base64",
-        "previous_offset": PREVIOUS_OFFSET,
-        "next_offset": NEXT_OFFSET,
         "focus_colour": FOCUS_COLOUR,
+        "heatmap": {
+            "cmap": HEATMAP_CMAP,
+            "colours": heatmap_colours(HEATMAP_CMAP),  # (N,) weight w -> colours[min(floor(w * N), N - 1)]
+            "light_text_from": HEATMAP_LIGHT_TEXT_FROM,  # white cell text when w >= this
+        },
+        "start_head": start_head(summary),
         "categories": [
             {"name": name, "label": CATEGORY_LABELS[name], "note": CATEGORY_NOTES.get(name, ""),
              "colour": CATEGORY_COLOURS[name],
@@ -123,6 +170,9 @@ def report_data(result: RunResult, summary: dict) -> dict:
                 "text": sentence.attention.text,
                 "words": list(sentence.attention.words),
                 "kinds": list(sentence.attention.kinds),
+                "markers": sentence.attention.markers.tolist(),  # (n,) bool
+                "relations": key_relations(sentence).tolist(),  # (n,) category name of each key, any head
+                "gaps": sentence_gaps(sentence.attention),  # (n,) text before each unit, None: not shown
                 "focus": sentence.focus,
                 "sense": sentence.sense,
                 "top_key": report.top_key[i].reshape(-1).tolist(),  # (layers * heads,)
@@ -173,12 +223,28 @@ def report_html(result: RunResult, summary: dict) -> str:
         "rule_markers": html.escape(rules["markers"]),
         "rule_categories": html.escape(rules["categories"]),
         "rule_counting": html.escape(rules["counting"]),
+        "focus_colour": html.escape(FOCUS_COLOUR),
+        "sense_colour": html.escape(CATEGORY_COLOURS[SENSE]),
         "css": _template("css"),
         "js": _template("js"),
         "data": _json_for_script(data),
     }
     # One pass, so nothing inserted is scanned again for placeholders.
     return re.sub(r"\{\{(\w+)\}\}", lambda match: values[match.group(1)], _template("html"))
+
+
+def report_iframe(page_html: str, height: int = IFRAME_HEIGHT) -> str:
+    """The whole page in an <iframe srcdoc>, e.g. for a notebook's _repr_html_.
+
+    The page stays self-contained and offline; the sandbox allows its scripts and nothing else (no same
+    origin, no forms, no pop-ups, no top navigation), so its script and styles cannot touch the notebook's.
+    """
+    assert height > 0, height
+    title = html.escape("real-attention report")
+    return (
+        f'<iframe srcdoc="{html.escape(page_html, quote=True)}" sandbox="allow-scripts" title="{title}" '
+        f'style="width: 100%; height: {int(height)}px; border: 1px solid #d0d7de;"></iframe>'
+    )
 
 
 def write_report(path: Path, result: RunResult, summary: dict) -> Path:

@@ -1,5 +1,7 @@
 // real-attention report: hand-written, no library, no network. Reads the JSON in #report-data.
 // Indices are 0-based here; everything shown counts layers and heads from 1.
+// The rules (categories, markers, what each word is to the focus word, colours) come decided in the data
+// (analysis/report.py, report_data); this script only draws them.
 "use strict";
 (function () {
   const data = JSON.parse(document.getElementById("report-data").textContent);
@@ -41,26 +43,13 @@
     for (let k = 0; k < n; k++) out[k] = weight(s, layer, head, query, k);
     return out;
   }
-  function isMarker(S, i) { return S.kinds[i] === "special" || S.kinds[i] === "punct"; }
-  // What key j is for the focus word, with the overview's precedence: sense, marker, previous, next, other.
-  function relation(S, j) {
-    if (j === S.sense) return "sense";
-    if (isMarker(S, j)) return "marker";
-    if (j === S.focus + data.previous_offset) return "previous";
-    if (j === S.focus + data.next_offset) return "next";
-    return "other";
-  }
-  // White to dark blue, like matplotlib's "Blues".
-  const BLUES = [[247, 251, 255], [222, 235, 247], [198, 219, 239], [158, 202, 225], [107, 174, 214],
-    [66, 146, 198], [33, 113, 181], [8, 81, 156], [8, 48, 107]];
-  function blue(w) {
-    const x = clamp(w, 0, 1) * (BLUES.length - 1), i = Math.min(Math.floor(x), BLUES.length - 2), f = x - i;
-    const c = BLUES[i].map(function (v, j) { return Math.round(v + f * (BLUES[i + 1][j] - v)); });
-    return "rgb(" + c.join(",") + ")";
-  }
+  // The heatmap's colour: matplotlib's lookup for vmin=0, vmax=1 in the colour map sampled by report.py.
+  const RAMP = data.heatmap.colours;
+  function heatColour(w) { return RAMP[clamp(Math.floor(w * RAMP.length), 0, RAMP.length - 1)]; }
   function labelClass(S, i) {
     if (i === S.focus) return "focus-label";
     if (i === S.sense) return "sense-label";
+    if (S.markers[i]) return "marker-label";
     return "";
   }
 
@@ -78,13 +67,12 @@
   function hideTip() { tooltip.hidden = true; }
 
   // ---- sentence buttons ----------------------------------------------------------------------
-  // The sentence's words as HTML, the focus word marked; no space before closing punctuation.
+  // The sentence's words as HTML, the focus word marked; S.gaps says what goes before each (null: not shown).
   function sentenceHtml(S) {
     let out = "";
     S.words.forEach(function (w, i) {
-      if (S.kinds[i] === "special") return;
-      const space = out && !(S.kinds[i] === "punct" && /^[.,;:!?)\]}»”’…]/.test(w)) && !/[¿¡(«“‘]$/.test(out);
-      out += (space ? " " : "") + (i === S.focus ? "<span class=\"fw\">" + esc(w) + "</span>" : esc(w));
+      if (S.gaps[i] === null) return;
+      out += S.gaps[i] + (i === S.focus ? "<span class=\"fw\">" + esc(w) + "</span>" : esc(w));
     });
     return out;
   }
@@ -195,11 +183,11 @@
     for (let q = 0; q < n; q++) {
       for (let k = 0; k < n; k++) {
         const w = weight(s, l, h, q, k), x = left + k * cell, y = top + q * cell;
-        out += "<rect x=\"" + x + "\" y=\"" + y + "\" width=\"" + cell + "\" height=\"" + cell + "\" fill=\"" + blue(w) +
+        out += "<rect x=\"" + x + "\" y=\"" + y + "\" width=\"" + cell + "\" height=\"" + cell + "\" fill=\"" + heatColour(w) +
           "\" data-q=\"" + q + "\" data-k=\"" + k + "\" data-w=\"" + w.toFixed(4) + "\"/>";
         const p = Math.round(100 * w);
         if (showText && p > 0) {
-          texts += "<text class=\"cell-text" + (w > 0.5 ? " light" : "") + "\" x=\"" + (x + cell / 2) + "\" y=\"" +
+          texts += "<text class=\"cell-text" + (w >= data.heatmap.light_text_from ? " light" : "") + "\" x=\"" + (x + cell / 2) + "\" y=\"" +
             (y + cell / 2) + "\" font-size=\"" + textSize + "\">" + p + "</text>";
         }
       }
@@ -317,7 +305,7 @@
         Math.round(100 * f) + " %</text>";
     });
     values.forEach(function (w, k) {
-      const y = 4 + k * step, rel = relation(S, k), c = CATEGORY[rel];
+      const y = 4 + k * step, rel = S.relations[k], c = CATEGORY[rel];
       out += "<text class=\"" + labelClass(S, k) + (k === top ? " hot" : "") + "\" x=\"" + (labelW - 6) + "\" y=\"" + (y + step / 2) +
         "\" text-anchor=\"end\" dominant-baseline=\"central\">" + esc(S.words[k]) + "</text>";
       out += "<rect class=\"bar\" data-k=\"" + k + "\" data-w=\"" + w.toFixed(4) + "\" data-relation=\"" + rel + "\" x=\"" + labelW +
@@ -387,8 +375,7 @@
         return { layer: l, head: h, sentence: s };
       }
     }
-    const best = data.summary.best_sense_head || data.summary.prev_head;
-    return { layer: best.layer - 1, head: best.head - 1, sentence: 0 };
+    return { layer: data.start_head.layer - 1, head: data.start_head.head - 1, sentence: 0 };
   }
 
   // The weights come packed (see analysis/report.py, _packed): base64 of zlib-deflated uint16 byte planes.

@@ -1,14 +1,17 @@
 """The HTML report: self-contained, small, faithful to attention.csv, deterministic, and working in Chromium.
 
 The tests marked `browser` drive headless Chromium through Selenium and the Debian chromedriver, with the
-network off. They skip only where no Chromium is installed:
+network off. Where Chromium, chromedriver or Selenium is missing they skip with the reason, except in CI
+(the CI environment variable set), where they fail:
     apt-get install -y chromium chromium-driver && pip install selenium
 Regenerate the README screenshot with:  python tests/test_report.py figures/demo-minilm/report.png
 """
 from __future__ import annotations
 
+import html
 import io
 import json
+import os
 import re
 import shutil
 import sys
@@ -20,10 +23,15 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from analysis.categories import category_counts, focus_categories
+from analysis.categories import (
+    CATEGORIES, CATEGORY_COLOURS, HEATMAP_CMAP, HEATMAP_LIGHT_TEXT_FROM, category_counts, focus_categories,
+    key_relations, key_rules,
+)
 from analysis.heads import classify, focus_sentences
 from analysis.pipeline import RunResult
-from analysis.report import REPORT_NAME, WEIGHT_SCALE, report_html, unpack_weights, write_report
+from analysis.report import (
+    REPORT_NAME, WEIGHT_SCALE, report_html, report_iframe, sentence_gaps, unpack_weights, write_report,
+)
 from analysis.sentences import Sentence, SentenceSet, load_sentences
 from analysis.tables import summary as make_summary
 from analysis.tables import write_results
@@ -78,6 +86,58 @@ def synthetic_result(layers: int = 12, heads: int = 12, lengths=(12, 9), seed: i
     versions = {"python": "3", "torch": "2", "transformers": "5"}
     result = RunResult(sentence_set=sentence_set, sentences=tuple(located), report=report,
                        model="synthetic/model", revision="0" * 40, versions=versions)
+    return result, make_summary(result)
+
+
+# A hand-made run where every head's category, and every key's relation to the focus word, is known by
+# construction. Sentence 1 is "uno banco w0 sense1 ." (focus 2, sense 4); sentence 2 is "banco sense2 w ."
+# (focus 1, sense 2): there the sense word is also the next word and [CLS] also the previous one.
+HAND_WORDS = (
+    ("[CLS]", "uno", "banco", "w0", "sense1", ".", "[SEP]"),
+    ("[CLS]", "banco", "sense2", "w", ".", "[SEP]"),
+)
+HAND_KINDS = (
+    (SPECIAL, WORD, WORD, WORD, WORD, PUNCT, SPECIAL),
+    (SPECIAL, WORD, WORD, WORD, PUNCT, SPECIAL),
+)
+HAND_FOCUS = (2, 1)
+HAND_MARKERS = (
+    [True, False, False, False, False, True, True],
+    [True, False, False, False, True, True],
+)
+HAND_RELATIONS = (  # the first rule that holds: sense, marker, previous, next, else other
+    ["marker", "previous", "other", "next", "sense", "marker", "marker"],
+    ["marker", "other", "sense", "other", "marker", "marker"],
+)
+# (layers=2, heads=4, sentences=2): the key the focus word looks at, and the head's category.
+HAND_TARGETS = (
+    ((4, 2), (0, 4), (1, 0), (3, 2)),  # sense in both; markers; previous (and [CLS], a marker); next (and sense)
+    ((4, 0), (2, 3), (5, 5), (4, 2)),  # sense then marker; itself then "w"; "." then [SEP]; sense in both
+)
+HAND_CATEGORIES = (
+    ("sense", "marker", "previous", "next"),
+    ("other", "other", "marker", "sense"),
+)
+
+
+def hand_made_result() -> tuple[RunResult, dict]:
+    """The hand-made run above: uniform rows, except the focus row, which puts all its weight on the target."""
+    layers, heads = len(HAND_TARGETS), len(HAND_TARGETS[0])
+    attentions, configured = [], []
+    for s, (words, kinds) in enumerate(zip(HAND_WORDS, HAND_KINDS)):
+        n = len(words)
+        weights = np.full((layers, heads, n, n), 1.0 / n)  # (layers, heads, n, n)
+        for layer in range(layers):
+            for head in range(heads):
+                weights[layer, head, HAND_FOCUS[s]] = np.eye(n)[HAND_TARGETS[layer][head][s]]
+        text = " ".join(words[1:-1])
+        attentions.append(WordAttention(text=text, words=words, kinds=kinds, weights=weights.astype(np.float32)))
+        configured.append(Sentence(text=text, sense=f"sense{s + 1}"))
+    sentence_set = SentenceSet(lang="xx", focus="banco", sentences=tuple(configured), source="<hand-made>")
+    located = focus_sentences(attentions, sentence_set)
+    assert [s.focus for s in located] == list(HAND_FOCUS)
+    result = RunResult(sentence_set=sentence_set, sentences=tuple(located), report=classify(located),
+                       model="hand/made", revision="0" * 40, versions={"python": "3"})
     return result, make_summary(result)
 
 
@@ -195,17 +255,118 @@ def test_header_names_model_revision_sentences_and_rules(tiny_run):
     assert "counted from 1" in header
 
 
-def test_categories_and_counts_match_summary_and_figure(synthetic_144):
-    result, summary = synthetic_144
-    data = report_data(report_html(result, summary))
-    categories = focus_categories(result.report, list(result.sentences))
-    assert data["head_category"] == categories.reshape(-1).tolist()
-    assert categories[0, 0] == "previous" and categories[0, 1] == "next" and categories[0, 2] == "sense"
+def test_categories_relations_and_markers_are_the_hand_made_ones():
+    result, summary = hand_made_result()
+    page = report_html(result, summary)
+    data = report_data(page)
+    assert data["head_category"] == [name for row in HAND_CATEGORIES for name in row]
     counts = {c["name"]: c["count"] for c in data["categories"]}
-    assert counts == category_counts(categories)
-    assert counts["sense"] == summary["sense_head_count"]
-    assert counts["marker"] == summary["marker_head_count"]
-    assert f"sense-word heads: {summary['sense_head_count']} of 144" in report_html(result, summary)
+    assert counts == {"sense": 2, "marker": 2, "previous": 1, "next": 1, "other": 2}
+    assert (summary["sense_head_count"], summary["marker_head_count"]) == (2, 2)
+    assert "sense-word heads: 2 of 8" in page
+    for s, sentence in enumerate(data["sentences"]):
+        assert sentence["markers"] == HAND_MARKERS[s]
+        assert sentence["relations"] == HAND_RELATIONS[s]
+        assert sentence["gaps"] == [None, ""] + [" "] * (len(HAND_WORDS[s]) - 3) + [None]
+    assert data["start_head"] == {"layer": 1, "head": 1}  # the best sense head
+    assert all(key not in data for key in ("previous_offset", "next_offset"))  # the rules came applied
+
+
+def test_key_relations_take_the_first_rule_that_holds():
+    result, _ = hand_made_result()
+    for s, sentence in enumerate(result.sentences):
+        assert key_relations(sentence).tolist() == HAND_RELATIONS[s]
+        rules = key_rules(sentence)  # (4, n)
+        assert rules.shape == (4, len(HAND_WORDS[s])) and rules.dtype == bool
+    assert key_rules(result.sentences[1])[:, 2].tolist() == [True, False, False, True]  # sense and next: sense wins
+    assert key_rules(result.sentences[1])[:, 0].tolist() == [False, True, True, False]  # marker and previous
+
+
+def test_a_heads_category_is_the_first_key_rule_its_top_key_meets_in_every_sentence(synthetic_144):
+    """focus_categories (from HeadReport's labels) and key_rules (per key) state the same rules."""
+    runs = (synthetic_144, hand_made_result(), synthetic_result(layers=4, heads=6, lengths=(7, 7, 8), seed=3))
+    for result, _ in runs:
+        met = np.stack([key_rules(sentence)[:, result.report.top_key[s]]  # (4, layers, heads)
+                        for s, sentence in enumerate(result.sentences)]).all(axis=0)
+        expected = np.select(list(met), list(CATEGORIES[:4]), default=CATEGORIES[4])
+        np.testing.assert_array_equal(focus_categories(result.report, list(result.sentences)), expected)
+
+
+def test_sense_and_marker_cells_are_the_heads_csv_labels(tiny_run):
+    folder, _, summary = tiny_run
+    data = report_data((folder / REPORT_NAME).read_text(encoding="utf-8"))
+    heads = pd.read_csv(folder / "heads.csv").sort_values(["layer", "head"])
+    expected = np.where(heads.sense_head, "sense", np.where(heads.marker_head, "marker", "neither"))
+    shown = np.array(data["head_category"])
+    shown = np.where(np.isin(shown, ["sense", "marker"]), shown, "neither")
+    assert shown.tolist() == expected.tolist()
+    counts = {c["name"]: c["count"] for c in data["categories"]}
+    assert (counts["sense"], counts["marker"]) == (summary["sense_head_count"], summary["marker_head_count"])
+
+
+def test_sentence_gaps_show_the_sentence_as_written():
+    words = ("[CLS]", "¿", "Fui", "al", "«", "banco", "»", ",", "hoy", "?", "[SEP]")
+    kinds = (SPECIAL, PUNCT, WORD, WORD, PUNCT, WORD, PUNCT, PUNCT, WORD, PUNCT, SPECIAL)
+    text = "¿Fui al «banco», hoy?"
+    gaps = sentence_gaps(WordAttention(text=text, words=words, kinds=kinds,
+                                       weights=np.full((1, 1, 11, 11), 1 / 11, dtype=np.float32)))
+    assert gaps == [None, "", "", " ", " ", "", "", "", " ", "", None]
+    assert "".join(gap + word for gap, word in zip(gaps, words) if gap is not None) == text
+
+
+def heatmap_colour(weight: float) -> str:
+    """The colour matplotlib gives `weight` in the PNG heatmaps (imshow with vmin=0, vmax=1)."""
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize, to_hex
+
+    return to_hex(ScalarMappable(norm=Normalize(0.0, 1.0), cmap=HEATMAP_CMAP).to_rgba(weight))
+
+
+def test_heatmap_ramp_is_matplotlibs_colour_map():
+    from analysis import plots
+
+    assert plots.HEATMAP_CMAP == HEATMAP_CMAP  # until plots.py imports it from analysis.categories
+    heatmap = report_data(report_html(*hand_made_result()))["heatmap"]
+    colours = heatmap["colours"]
+    assert heatmap["cmap"] == HEATMAP_CMAP and len(colours) == 256
+    assert heatmap["light_text_from"] == HEATMAP_LIGHT_TEXT_FROM
+    for ints in (0, 1, 38, 39, 40, 2500, 4999, 5000, 5001, 9960, 9961, 9999, 10000):  # bin edges near 1/256
+        weight = ints / WEIGHT_SCALE
+        assert colours[min(int(np.floor(weight * len(colours))), len(colours) - 1)] == heatmap_colour(weight), ints
+
+
+def test_js_names_no_category_or_kind():
+    """The page's script draws the categories, kinds and relations it is given; it names none of them."""
+    from analysis.report import _template
+
+    script = _template("js")
+    for name in (*CATEGORIES, SPECIAL, PUNCT, WORD):
+        assert not re.search(rf"""["'`]{name}["'`]""", script), name
+
+
+def test_summary_in_memory_gives_the_same_page_as_summary_json(tiny_run):
+    folder, result, _ = tiny_run
+    written = (folder / REPORT_NAME).read_text(encoding="utf-8")
+    assert report_html(result, make_summary(result)) == written  # no files needed
+    assert report_html(result, json.loads((folder / "summary.json").read_text(encoding="utf-8"))) == written
+
+
+def srcdoc(wrapper: str) -> str:
+    match = re.fullmatch(r'<iframe srcdoc="([^"]*)" sandbox="allow-scripts" [^>]*></iframe>', wrapper)
+    assert match, wrapper[:200]
+    return html.unescape(match.group(1))
+
+
+def test_iframe_holds_the_exact_page_and_nothing_external(synthetic_144):
+    result, summary = hand_made_result()
+    page = report_html(result, summary).replace("</body>", "<!-- 'quotes' & \"ampersands\" &amp; --></body>")
+    wrapper = report_iframe(page, height=640)
+    assert srcdoc(wrapper) == page
+    assert "height: 640px" in wrapper and wrapper.count("<") == 2  # the iframe's tags: the page is all escaped
+    for pattern in EXTERNAL:
+        assert not pattern.findall(wrapper), pattern.pattern
+    big = report_html(*synthetic_144)
+    assert srcdoc(report_iframe(big)) == big
 
 
 # ---- in a real browser -----------------------------------------------------------------------------
@@ -239,10 +400,37 @@ def start_browser(profile: Path):
     return driver
 
 
+def browser_missing() -> str | None:
+    """Why the browser tests cannot run here, or None when they can."""
+    if not (CHROMIUM and CHROMEDRIVER):
+        return "no Chromium or chromedriver: apt-get install -y chromium chromium-driver"
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "no Selenium: pip install selenium"
+    return None
+
+
+def require_browser(missing: str | None, environ=os.environ) -> None:
+    """In CI a missing browser fails the browser tests; elsewhere they skip with the reason."""
+    if missing is None:
+        return
+    if environ.get("CI"):
+        pytest.fail(f"CI is set but the browser tests cannot run: {missing}")
+    pytest.skip(missing)
+
+
+def test_browser_tests_fail_in_ci_and_skip_elsewhere():
+    require_browser(None, {"CI": "true"})  # a browser: nothing to say
+    with pytest.raises(pytest.fail.Exception, match="CI is set .*no Chromium"):
+        require_browser("no Chromium or chromedriver", {"CI": "true"})
+    with pytest.raises(pytest.skip.Exception, match="no Chromium"):
+        require_browser("no Chromium or chromedriver", {})
+
+
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    if not (CHROMIUM and CHROMEDRIVER):
-        pytest.skip("no Chromium: apt-get install -y chromium chromium-driver (and pip install selenium)")
+    require_browser(browser_missing())
     driver = start_browser(tmp_path_factory.mktemp("chromium-profile"))
     yield driver
     driver.quit()
@@ -252,10 +440,15 @@ def open_report(driver, path: Path, timeout: float = 15.0) -> float:
     """Load the report from file:// and wait until its script has drawn everything; returns the seconds."""
     start = time.monotonic()
     driver.get(path.resolve().as_uri())
+    wait_until_ready(driver, start, timeout)
+    return time.monotonic() - start
+
+
+def wait_until_ready(driver, start: float, timeout: float = 15.0) -> None:
+    """Wait until the report in the current document (or frame) has drawn everything."""
     while driver.execute_script("return document.body && document.body.dataset.ready") != "true":
         assert time.monotonic() - start < timeout, "the report never became ready"
         time.sleep(0.05)
-    return time.monotonic() - start
 
 
 def hover(driver, element) -> None:
@@ -292,10 +485,13 @@ def is_blank(png: bytes) -> bool:
     return pixels.std() < 0.02 or len(colours) < 20
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture()
 def tiny_page(browser, tiny_run):
+    """The tiny run's report in the browser, opened again only when another test has left it."""
     folder, result, summary = tiny_run
-    open_report(browser, folder / REPORT_NAME)
+    page = (folder / REPORT_NAME).resolve().as_uri()
+    if browser.current_url.split("#")[0] != page:
+        open_report(browser, folder / REPORT_NAME)
     return browser, folder, result, summary
 
 
@@ -368,6 +564,98 @@ def test_clicking_a_cell_shows_that_heads_weights(tiny_page):
         assert bars == pytest.approx([expected[(focus, k)] for k in range(len(bars))], abs=5e-5 + 1e-6)
 
 
+def shown_bars(driver) -> list[tuple[str, str]]:
+    """(data-relation, fill) of every bar in the focus word's row, by key."""
+    return [tuple(bar) for bar in driver.execute_script(
+        "return [...document.querySelectorAll('#bars-svg .bar')].map(b => [b.dataset.relation, b.getAttribute('fill')])")]
+
+
+@pytest.mark.browser
+def test_bars_take_their_relation_from_python(tiny_page):
+    from selenium.webdriver.common.by import By
+
+    driver, _, result, _ = tiny_page
+    layers, heads = result.report.shape
+    for layer, head in ((1, 1), (layers, heads)):
+        driver.find_element(By.CSS_SELECTOR, f'#overview .cell[data-layer="{layer}"][data-head="{head}"]').click()
+        for number, sentence in enumerate(result.sentences, start=1):
+            driver.find_element(By.CSS_SELECTOR, f'#sentence-buttons button[data-sentence="{number}"]').click()
+            expected = key_relations(sentence).tolist()  # straight from the rules, not from the page's data
+            assert shown_bars(driver) == [(name, CATEGORY_COLOURS[name]) for name in expected]
+
+
+@pytest.mark.browser
+def test_hand_made_page_draws_the_hand_made_rules(browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    result, summary = hand_made_result()
+    open_report(browser, write_report(tmp_path / REPORT_NAME, result, summary))
+    cells = {(int(c.get_attribute("data-layer")), int(c.get_attribute("data-head"))): c.get_attribute("data-category")
+             for c in browser.find_elements(By.CSS_SELECTOR, "#overview .cell")}
+    assert cells == {(l + 1, h + 1): name for l, row in enumerate(HAND_CATEGORIES) for h, name in enumerate(row)}
+    for number in (1, 2):
+        browser.find_element(By.CSS_SELECTOR, f'#sentence-buttons button[data-sentence="{number}"]').click()
+        assert [relation for relation, _ in shown_bars(browser)] == HAND_RELATIONS[number - 1]
+        marked = browser.execute_script(
+            "return [...document.querySelectorAll('#heatmap-svg .row-label')].map(t => t.classList.contains('marker-label'))")
+        assert marked == HAND_MARKERS[number - 1]
+    buttons = [b.text for b in browser.find_elements(By.CSS_SELECTOR, "#sentence-buttons button")]
+    assert buttons == [f"{number}. {s.text}" for number, s in enumerate(result.sentence_set.sentences, start=1)]
+
+
+@pytest.mark.browser
+def test_heatmap_colours_are_the_png_colour_map(tiny_page):
+    from selenium.webdriver.common.by import By
+
+    driver = tiny_page[0]
+    driver.find_element(By.CSS_SELECTOR, '#overview .cell[data-layer="1"][data-head="2"]').click()
+    cells = driver.execute_script(
+        "return [...document.querySelectorAll('#heatmap-svg rect[data-w]')].map(r => [r.dataset.w, r.getAttribute('fill')])")
+    assert cells and all(fill == heatmap_colour(float(w)) for w, fill in cells)
+    texts = driver.execute_script("return [...document.querySelectorAll('#heatmap-svg .cell-text')]"
+                                  ".map(t => [t.classList.contains('light'), +t.textContent])")
+    shown = sorted(js_round(100 * float(w)) for w, _ in cells if js_round(100 * float(w)) > 0)
+    assert sorted(p for _, p in texts) == shown
+    light_from = sorted(js_round(100 * float(w)) for w, _ in cells if float(w) >= HEATMAP_LIGHT_TEXT_FROM)
+    assert sorted(p for light, p in texts if light) == light_from
+
+
+@pytest.mark.browser
+def test_sentence_buttons_show_the_sentences_as_written(tiny_page):
+    from selenium.webdriver.common.by import By
+
+    driver, _, result, _ = tiny_page
+    buttons = [b.text for b in driver.find_elements(By.CSS_SELECTOR, "#sentence-buttons button")]
+    assert buttons == [f"{number}. {s.text}" for number, s in enumerate(result.sentence_set.sentences, start=1)]
+
+
+@pytest.mark.browser
+def test_report_works_inside_a_sandboxed_iframe(browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    result, summary = hand_made_result()
+    wrapper = tmp_path / "notebook.html"
+    notebook = ("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><style>body { color: red; }</style></head>"
+                "<body><p id=\"outside\">a notebook</p>IFRAME</body></html>")
+    wrapper.write_text(notebook.replace("IFRAME", report_iframe(report_html(result, summary))), encoding="utf-8")
+    browser.get_log("browser")  # forget earlier pages' messages
+    browser.get(wrapper.resolve().as_uri())
+    browser.switch_to.frame(browser.find_element(By.TAG_NAME, "iframe"))
+    try:
+        wait_until_ready(browser, time.monotonic())
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#overview .cell")) == 8
+        assert browser.find_element(By.ID, "head-title").text == "Layer 1, head 1"
+        assert [relation for relation, _ in shown_bars(browser)] == HAND_RELATIONS[0]
+        assert browser.execute_script("return getComputedStyle(document.body).color") != "rgb(255, 0, 0)"
+    finally:
+        browser.switch_to.default_content()
+    # the page's script and styles stay inside: the notebook keeps its own
+    assert browser.execute_script("return getComputedStyle(document.getElementById('outside')).color") == "rgb(255, 0, 0)"
+    assert browser.execute_script("return document.body.dataset.ready") is None
+    errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert not errors, errors
+
+
 @pytest.mark.browser
 def test_arrow_keys_step_through_the_heads(tiny_page):
     from selenium.webdriver.common.action_chains import ActionChains
@@ -417,6 +705,9 @@ def test_hovering_a_word_isolates_its_lines(tiny_page):
 def test_nothing_asked_of_the_network_and_no_script_errors(tiny_page):
     driver = tiny_page[0]
     page = (tiny_page[1] / REPORT_NAME).resolve().as_uri()
+    driver.get_log("performance"), driver.get_log("browser")  # forget what came before: load it once more
+    driver.get("about:blank")
+    open_report(driver, tiny_page[1] / REPORT_NAME)
     requests = []  # (url, the document that asked)
     for entry in driver.get_log("performance"):
         message = json.loads(entry["message"])["message"]
