@@ -133,7 +133,7 @@ def hand_made_result() -> tuple[RunResult, dict]:
         text = " ".join(words[1:-1])
         attentions.append(WordAttention(text=text, words=words, kinds=kinds, weights=weights.astype(np.float32)))
         configured.append(Sentence(text=text, sense=f"sense{s + 1}"))
-    sentence_set = SentenceSet(lang="xx", focus="banco", sentences=tuple(configured), source="<hand-made>")
+    sentence_set = SentenceSet(lang="xx", focus="banco", sentences=tuple(configured))
     located = focus_sentences(attentions, sentence_set)
     assert [s.focus for s in located] == list(HAND_FOCUS)
     result = RunResult(sentence_set=sentence_set, sentences=tuple(located), report=classify(located),
