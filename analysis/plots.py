@@ -1,7 +1,7 @@
 """The run's figures: word x word heatmaps of the lesson's heads, the overview of all heads, the focus bars.
 
-Matplotlib runs on the Agg backend and figures are saved through analysis.figio, so reruns give the same bytes.
-Figures are built as bare `Figure`s (no pyplot state) with margins computed in inches from the words,
+Figures are bare `Figure`s on their own Agg canvas (analysis.figio: no backend is selected, no pyplot state) and
+are saved through analysis.figio, so reruns give the same bytes. They are laid out with margins computed in inches from the words,
 so their size grows with the sentence and nothing is left to a layout engine.
 """
 from __future__ import annotations
@@ -14,16 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import matplotlib
+import numpy as np
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch, Rectangle
+from matplotlib.ticker import PercentFormatter
 
-matplotlib.use("Agg")  # before anything draws: no display, the same raster everywhere
-
-import numpy as np  # noqa: E402
-from matplotlib.colors import ListedColormap  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.patches import Patch, Rectangle  # noqa: E402
-from matplotlib.ticker import PercentFormatter  # noqa: E402
-
-from analysis.categories import (  # noqa: E402
+from analysis.categories import (
     CATEGORIES,
     CATEGORY_COLOURS,
     DARK_CATEGORIES,
@@ -33,15 +30,14 @@ from analysis.categories import (  # noqa: E402
     category_counts,
     focus_categories,
 )
-from analysis.figio import save_figure  # noqa: E402
-from analysis.models import short_revision  # noqa: E402
+from analysis.figio import DPI, new_figure, save_figure
+from analysis.models import short_revision
 
 if TYPE_CHECKING:
     from analysis.pipeline import RunResult
     from analysis.readback import StoredRun
 
 FORMATS = ("png", "svg", "pdf")
-DPI = 100  # fixed: the same pixel size on every machine
 
 SENSE_COLOUR = CATEGORY_COLOURS["sense"]
 BAR_COLOUR = "#9DB4CC"
@@ -111,7 +107,7 @@ def _frame(left: float, body_w: float, right: float, bottom: float, body_h: floa
     pad = max(0.0, min_width - width) / 2
     width += 2 * pad
     height = bottom + body_h + top
-    return Figure(figsize=(width, height), dpi=DPI), width, height, pad + left
+    return new_figure(figsize=(width, height)), width, height, pad + left
 
 
 @_plain_text

@@ -335,3 +335,32 @@ def test_minilm_run_end_to_end(needs_minilm, tmp_path):
     assert (figures / f"sense_L{best['layer']}H{best['head']}_s1.png").is_file()
     assert (figures / "overview.png").is_file() and (figures / "focus_bars_s2.png").is_file()
     assert summary["layers"] == 6 and summary["heads_per_layer"] == 12
+
+
+# ---------------------------------------------------------------- no global state
+
+
+def test_drawing_leaves_the_users_backend_rcparams_and_pyplot_alone(tmp_path):
+    # A fresh interpreter whose user picked another backend and has a pyplot figure open.
+    code = (
+        "import matplotlib\nmatplotlib.use('svg')\nimport matplotlib.pyplot as plt\n"
+        "plt.figure()\nbefore = dict(matplotlib.rcParams)\n"
+        "import numpy as np\n"
+        "import analysis.plots, analysis.figio, analysis.lesson_plots, analysis.corpus_plots\n"
+        "from analysis.figio import save_figure\n"
+        "from analysis.corpus_plots import label_grid\n"
+        "fig = analysis.plots.draw_heatmap(np.full((2, 2), 0.5, dtype=np.float32), ['a', 'b'], focus=0, model='m',\n"
+        "                                  revision='r', layer=0, head=0, sentence=0, text='a b')\n"
+        f"save_figure(fig, {str(tmp_path / 'h.png')!r})\n"
+        f"save_figure(label_grid(np.array([['next']]), ('next',), 't'), {str(tmp_path / 'l.png')!r})\n"
+        "assert matplotlib.get_backend() == 'svg', matplotlib.get_backend()\n"
+        "assert plt.get_fignums() == [1], plt.get_fignums()\n"
+        "after = dict(matplotlib.rcParams)\n"
+        "assert after == before, {k for k in before if before[k] != after[k]}\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+    assert (tmp_path / "h.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # drawn with Agg, not svg
