@@ -93,8 +93,12 @@ def lesson_command(out: str) -> None:
 @click.option("--no-figures", is_flag=True, help="Skip the figures.")
 @click.option("--format", "formats", type=click.Choice(["png", "svg", "pdf"]), multiple=True, default=("png",),
               show_default=True, help="Figure format; give it more than once for several.")
+@click.option("--all-figures", is_flag=True,
+              help="Draw the per-sentence heatmaps and focus bars of every sentence, not only the first 10 "
+                   "(the report always holds every sentence).")
+@click.option("--quiet", is_flag=True, help="No progress bar on stderr.")
 def run_command(lang, config_path, model_name, revision, offline, device, out_dir, no_report, no_figures,
-                formats) -> None:
+                formats, all_figures, quiet) -> None:
     """Extract every head's word-level attention and classify all heads.
 
     Writes OUT/results/LANG/ with attention.csv, focus.csv, heads.csv and summary.json,
@@ -124,9 +128,10 @@ def run_command(lang, config_path, model_name, revision, offline, device, out_di
             if not no_report:
                 write_report(figures_folder / REPORT_NAME, result, summary)
             if not no_figures:
-                from analysis.plots import sense_head_note, write_run_figures
+                from analysis.plots import FIGURE_SENTENCES, run_font_note, sense_head_note, write_run_figures
 
-                figures = write_run_figures(figures_folder, result, formats)
+                figures = write_run_figures(figures_folder, result, formats, quiet=quiet,
+                                            max_sentences=None if all_figures else FIGURE_SENTENCES)
     click.echo(f"{result.model} @ {short_revision(result.revision)}, {len(sentence_set.sentences)} sentence(s), "
                f"focus {sentence_set.focus!r}")
     click.echo(describe(summary))
@@ -136,6 +141,9 @@ def run_command(lang, config_path, model_name, revision, offline, device, out_di
         note = sense_head_note(result)
         if note:
             click.echo(note)
+        note = run_font_note(result)
+        if note:
+            click.echo(note, err=True)
     if not no_report:
         click.echo(f"wrote {out_dir / 'figures' / lang / REPORT_NAME}")
 
@@ -155,7 +163,7 @@ def show_command(lang, layer, head, sentence, out_dir, formats) -> None:
     Reads OUT/results/LANG/attention.csv and summary.json, writes OUT/figures/LANG/head_L<l>H<h>_s<k>.png
     and prints its path.
     """
-    from analysis.plots import write_head_figures
+    from analysis.plots import font_note, write_head_figures
     from analysis.readback import load_run
 
     with friendly_errors():
@@ -163,6 +171,9 @@ def show_command(lang, layer, head, sentence, out_dir, formats) -> None:
         paths = write_head_figures(out_dir / "figures" / lang, run, layer, head, sentence, formats)
     for path in paths:
         click.echo(str(path))
+    note = font_note([str(word) for word in run.attention["query"].unique()])
+    if note:
+        click.echo(note, err=True)
 
 
 @cli.command("heads")

@@ -6,6 +6,7 @@ own, so importing and drawing leave the user's backend, rcParams and pyplot's fi
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 
 from matplotlib import rc_context
@@ -38,7 +39,9 @@ def save_figure(fig: Figure, path: str | Path, dpi: int = DPI) -> Path:
     if not isinstance(fig.canvas, FigureCanvasAgg):  # a pyplot figure of another backend: render with Agg too
         FigureCanvasAgg(fig)
     # svg ids are random unless salted
-    with rc_context({"svg.hashsalt": "real-attention", "svg.fonttype": "path"}):
+    # Missing glyphs are reported once, as a line naming the font to install (analysis.fonts), not per glyph.
+    with rc_context({"svg.hashsalt": "real-attention", "svg.fonttype": "path"}), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
         fig.savefig(path, dpi=dpi, metadata=_METADATA[suffix])
     pyplot = sys.modules.get("matplotlib.pyplot")
     if pyplot is not None:  # a figure made with pyplot is closed there too; a bare Figure is simply dropped

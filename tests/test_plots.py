@@ -364,3 +364,66 @@ def test_drawing_leaves_the_users_backend_rcparams_and_pyplot_alone(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
     assert (tmp_path / "h.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # drawn with Agg, not svg
+
+
+# ---------------------------------------------------------------- text in any script
+
+
+def _cjk_font_installed() -> bool:
+    from analysis.fonts import text_families
+
+    return text_families(["银行"]) is not None
+
+
+def _font_has(text, char: str) -> bool:
+    """Whether a font of the Text artist's family list (the first, or a fallback) has the glyph of char."""
+    from matplotlib import font_manager
+    from matplotlib.ft2font import FT2Font
+
+    for path in font_manager.fontManager._find_fonts_by_props(text.get_fontproperties()):
+        if ord(char) in FT2Font(str(path), face_index=getattr(path, "face_index", 0)).get_charmap():
+            return True
+    return False
+
+
+def test_chinese_words_render_with_a_font_that_has_their_glyphs(tmp_path, recwarn):
+    import os
+
+    if not _cjk_font_installed():
+        if os.environ.get("CI"):
+            pytest.fail("CI must install fonts-noto-cjk (.ci/run)")
+        pytest.skip("no CJK font installed (apt-get install fonts-noto-cjk)")
+    from analysis.plots import font_note
+
+    words = ["[CLS]", "我", "坐", "在", "银行", "旁边", "。", "[SEP]"]
+    n = len(words)
+    fig = draw_heatmap(np.full((n, n), 1 / n, dtype=np.float32), words, focus=4, model="m", revision="r", layer=0,
+                       head=0, sentence=0, text="我坐在银行旁边。")
+    labels = fig.axes[0].get_xticklabels() + fig.axes[0].get_yticklabels()
+    for label in labels:
+        assert all(_font_has(label, char) for char in label.get_text()), label.get_text()
+    save_figure(fig, tmp_path / "zh.png")
+    assert not [w for w in recwarn if "missing from font" in str(w.message)]
+    assert font_note(words) is None
+
+
+def test_latin_words_keep_the_default_font():
+    from matplotlib import rcParams
+
+    fig = draw_heatmap(np.full((2, 2), 0.5, dtype=np.float32), ["banco", "jardín"], focus=0, model="m",
+                       revision="r", layer=0, head=0, sentence=0, text="banco jardín")
+    assert fig.axes[0].get_xticklabels()[0].get_fontproperties().get_family() == rcParams["font.family"]
+
+
+def test_missing_glyphs_give_one_line_naming_the_package(monkeypatch):
+    from analysis import fonts
+
+    monkeypatch.setattr(fonts, "FALLBACK_FAMILIES", ())  # as if no fallback font were installed
+    fonts._families.cache_clear()
+    try:
+        note = fonts.missing_glyphs_note(["银行", "banco"])
+        assert fonts.text_families(["银行"]) is None
+    finally:
+        fonts._families.cache_clear()
+    assert note is not None and "\n" not in note and "fonts-noto-cjk" in note and "银" in note
+    assert fonts.missing_glyphs_note(["banco", "jardín"]) is None
