@@ -175,10 +175,13 @@ def lesson_command(out_dir: Path, formats: tuple[str, ...], quiet: bool) -> None
 @out_option
 @click.option("--no-report", is_flag=True, help="Skip the interactive HTML report.")
 @click.option("--no-figures", is_flag=True, help="Skip the figures.")
+@click.option("--all-figures", is_flag=True,
+              help="Draw the per-sentence heatmaps and focus bars of every sentence, not only the first 10 "
+                   "(the report always holds every sentence).")
 @format_option
 @quiet_option
 def run_command(lang, config_path, model_name, revision, offline, device, out_dir, no_report, no_figures,
-                formats, quiet) -> None:
+                formats, all_figures, quiet) -> None:
     """Extract every head's word-level attention and classify all heads.
 
     Writes OUT/results/LANG/ with attention.csv, focus.csv, heads.csv and summary.json,
@@ -213,10 +216,15 @@ def run_command(lang, config_path, model_name, revision, offline, device, out_di
             if not no_report:
                 write_report(figures_folder / REPORT_NAME, result, summary)
             if not no_figures:
-                from analysis.plots import sense_head_note, write_run_figures
+                from analysis.plots import FIGURE_SENTENCES, run_font_note, sense_head_note, write_run_figures
 
-                figures = write_run_figures(figures_folder, result, tuple(dict.fromkeys(formats)))
+                figures = write_run_figures(figures_folder, result, tuple(dict.fromkeys(formats)), quiet=quiet,
+                                            max_sentences=None if all_figures else FIGURE_SENTENCES)
     report_leftovers(staging)
+    if not no_figures:
+        note = run_font_note(result)
+        if note:
+            warn(note)
     if quiet:
         return
     click.echo(f"{result.model} @ {short_revision(result.revision)}, {len(sentence_set.sentences)} sentence(s), "
@@ -248,7 +256,7 @@ def show_command(lang, layer, head, sentence, out_dir, formats, quiet) -> None:
     and prints its path.
     """
     from analysis.errors import OutputError
-    from analysis.plots import write_head_figures
+    from analysis.plots import font_note, write_head_figures
     from analysis.readback import load_run
 
     with friendly_errors():
@@ -256,10 +264,13 @@ def show_command(lang, layer, head, sentence, out_dir, formats, quiet) -> None:
         run = load_run(out_dir, lang)
         folder = out_dir / "figures" / lang
         try:
-            paths = write_head_figures(folder, run, layer, head, sentence, formats)
+            paths = write_head_figures(folder, run, layer, head, sentence, formats, quiet=quiet)
         except OSError as error:  # the figures folder exists but cannot be written
             raise OutputError(f"cannot write to {folder}: {error.strerror or error}. "
                               "Choose a writable folder with --out.") from None
+    note = font_note([str(word) for word in run.attention["query"].unique()])
+    if note:
+        warn(note)
     if not quiet:
         for path in paths:
             click.echo(str(path))

@@ -1,9 +1,10 @@
-"""The label grid of a corpus run: one cell per head, coloured and lettered by its label."""
+"""The corpus figures: the label grid (one cell per head, coloured and lettered by its label) and the statistics."""
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.figure import Figure
 
-from analysis.figio import plt  # Agg is selected there, before pyplot
+from analysis.figio import new_figure
 
 # One colour per label, in LABELS order (previous, next, self, cls, sep, punct, markers, broad, mixed).
 COLOURS = ("#1f77b4", "#ff7f0e", "#9467bd", "#d62728", "#2ca02c", "#8c564b", "#bcbd22", "#17becf", "#dddddd")
@@ -11,7 +12,7 @@ SHORT = {"previous": "prev", "next": "next", "self": "self", "cls": "CLS", "sep"
          "markers": "mark", "broad": "broad", "mixed": ""}
 
 
-def label_grid(labels: np.ndarray, names: tuple[str, ...], title: str):
+def label_grid(labels: np.ndarray, names: tuple[str, ...], title: str) -> Figure:
     """(layers, heads) array of labels from `names` -> a Figure: layers down, heads across, both from 1."""
     from matplotlib.colors import BoundaryNorm, ListedColormap
     from matplotlib.patches import Patch
@@ -22,7 +23,8 @@ def label_grid(labels: np.ndarray, names: tuple[str, ...], title: str):
     codes = np.vectorize(names.index, otypes=[np.int64])(labels)  # (layers, heads)
     colours = ListedColormap(COLOURS[:len(names)])
     norm = BoundaryNorm(np.arange(len(names) + 1) - 0.5, len(names))
-    fig, ax = plt.subplots(figsize=(1.0 + 0.55 * heads + 1.6, 1.2 + 0.45 * layers))
+    fig = new_figure(figsize=(1.0 + 0.55 * heads + 1.6, 1.2 + 0.45 * layers))
+    ax = fig.subplots()
     ax.imshow(codes, cmap=colours, norm=norm, aspect="auto", interpolation="nearest")
     for layer in range(layers):
         for head in range(heads):
@@ -39,7 +41,7 @@ def label_grid(labels: np.ndarray, names: tuple[str, ...], title: str):
     return fig
 
 
-def statistics_grid(means: dict[str, np.ndarray], uniform_entropy: float, title: str):
+def statistics_grid(means: dict[str, np.ndarray], uniform_entropy: float, title: str) -> Figure:
     """Each pooled statistic as a (layers, heads) heatmap, one panel per statistic -> a Figure.
 
     Weights share one 0-1 scale; entropy is shown as a fraction of the uniform-attention entropy
@@ -49,8 +51,8 @@ def statistics_grid(means: dict[str, np.ndarray], uniform_entropy: float, title:
     layers, heads = means[names[0]].shape
     columns = 4
     rows = -(-len(names) // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(columns * (0.9 + 0.28 * heads), rows * (0.9 + 0.3 * layers) + 0.5),
-                             squeeze=False, layout="constrained")
+    fig = new_figure(figsize=(columns * (0.9 + 0.28 * heads), rows * (0.9 + 0.3 * layers) + 0.5), layout="constrained")
+    axes = fig.subplots(rows, columns, squeeze=False)
     image = None
     for ax, name in zip(axes.flat, names):
         values = means[name] / uniform_entropy if name == "entropy" else means[name]  # (layers, heads)

@@ -1,16 +1,19 @@
-"""Deterministic figure saving: same inputs, same bytes (no software version, no dates, fixed dpi)."""
+"""Figures without global state, and deterministic saving: same inputs, same bytes (no version, no date, fixed dpi).
+
+Nothing here selects a backend or touches pyplot: `new_figure` makes a bare `Figure` on an Agg canvas of its
+own, so importing and drawing leave the user's backend, rcParams and pyplot's figure list as they were.
+"""
 from __future__ import annotations
 
+import sys
+import warnings
 from pathlib import Path
 
-import matplotlib
+from matplotlib import rc_context
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")  # before pyplot: no display, and the same raster on every machine
-
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-DPI = 100
+DPI = 100  # fixed: the same pixel size on every machine
 
 # Per format, the metadata keys that would carry a version or a date; None drops them.
 _METADATA: dict[str, dict[str, None]] = {
@@ -20,14 +23,27 @@ _METADATA: dict[str, dict[str, None]] = {
 }
 
 
+def new_figure(**kwargs) -> Figure:
+    """A `Figure(**kwargs)` at DPI drawn by its own Agg canvas: not registered with pyplot, whatever its backend."""
+    fig = Figure(dpi=DPI, **kwargs)
+    FigureCanvasAgg(fig)  # attaches itself as fig.canvas; tight/constrained layout and savefig render with Agg
+    return fig
+
+
 def save_figure(fig: Figure, path: str | Path, dpi: int = DPI) -> Path:
     """Save fig to path (.png, .svg or .pdf) byte-for-byte reproducibly, then close it. Returns the path."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in _METADATA:
         raise ValueError(f"cannot save a figure as {suffix!r}; use one of {', '.join(sorted(_METADATA))}")
+    if not isinstance(fig.canvas, FigureCanvasAgg):  # a pyplot figure of another backend: render with Agg too
+        FigureCanvasAgg(fig)
     # svg ids are random unless salted
-    with matplotlib.rc_context({"svg.hashsalt": "real-attention", "svg.fonttype": "path"}):
+    # Missing glyphs are reported once, as a line naming the font to install (analysis.fonts), not per glyph.
+    with rc_context({"svg.hashsalt": "real-attention", "svg.fonttype": "path"}), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
         fig.savefig(path, dpi=dpi, metadata=_METADATA[suffix])
-    plt.close(fig)
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is not None:  # a figure made with pyplot is closed there too; a bare Figure is simply dropped
+        pyplot.close(fig)
     return path

@@ -1,15 +1,11 @@
-"""The lesson's figures, drawn from `analysis.lesson`'s results (matplotlib, Agg backend)."""
+"""The lesson's figures, drawn from `analysis.lesson`'s results as bare Figures on their own Agg canvas."""
 from __future__ import annotations
 
-import matplotlib
+import numpy as np
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")  # before pyplot
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from analysis.lesson import (  # noqa: E402
+from analysis.figio import new_figure
+from analysis.lesson import (
     LESSON,
     CausalExample,
     CostRow,
@@ -28,7 +24,8 @@ SCALED = "#2471a3"  # blue: divided by sqrt(d_k)
 
 def scene_figure(scene: Scene) -> Figure:
     """Left: the 2-D keys and the query as arrows, each word labelled. Right: the weights, unscaled and scaled."""
-    fig, (ax_vec, ax_bar) = plt.subplots(1, 2, figsize=(11, 4.5), gridspec_kw={"width_ratios": (1, 1.3)})
+    fig = new_figure(figsize=(11, 4.5))
+    ax_vec, ax_bar = fig.subplots(1, 2, gridspec_kw={"width_ratios": (1, 1.3)})
     fig.subplots_adjust(left=0.07, right=0.98, bottom=0.16, top=0.92, wspace=0.2)
 
     # Several words share a key; label each distinct key once with all its words.
@@ -69,7 +66,8 @@ def scene_figure(scene: Scene) -> Figure:
 
 def score_spread_figure(spread: ScoreSpread) -> Figure:
     """One histogram of q·k per d, before and after dividing by sqrt(d)."""
-    fig, axes = plt.subplots(1, len(spread.dims), figsize=(13, 3.6))
+    fig = new_figure(figsize=(13, 3.6))
+    axes = fig.subplots(1, len(spread.dims))
     fig.subplots_adjust(left=0.06, right=0.99, bottom=0.15, top=0.91, wspace=0.25)
     for ax, d, scores, su, ss in zip(axes, spread.dims, spread.scores, spread.std_unscaled, spread.std_scaled):
         scaled = scores / np.sqrt(d)
@@ -86,7 +84,8 @@ def score_spread_figure(spread: ScoreSpread) -> Figure:
 
 def saturation_figure(sweep: SaturationSweep, sat: Saturation, jac: JacobianSlope) -> Figure:
     """Left: the mean largest weight against d_k. Right: the softmax's largest slope against the largest weight."""
-    fig, (ax, ax_j) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig = new_figure(figsize=(11, 4.2))
+    ax, ax_j = fig.subplots(1, 2)
     fig.subplots_adjust(left=0.07, right=0.98, bottom=0.13, top=0.92, wspace=0.25)
     dims = np.asarray(sweep.dims)
     ax.fill_between(dims, sweep.p10_unscaled, sweep.p90_unscaled, color=UNSCALED, alpha=0.15, lw=0)
@@ -119,7 +118,8 @@ def saturation_figure(sweep: SaturationSweep, sat: Saturation, jac: JacobianSlop
 
 def positional_figure(pos: Positions) -> Figure:
     """Heatmap of the sinusoidal encoding, positions x dimensions."""
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig = new_figure(figsize=(8, 5))
+    ax = fig.subplots()
     fig.subplots_adjust(left=0.09, right=0.99, bottom=0.11, top=0.93)
     im = ax.imshow(pos.encoding, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest",
                    extent=(-0.5, pos.d - 0.5, pos.positions[-1] + 0.5, pos.positions[0] - 0.5))
@@ -132,7 +132,8 @@ def positional_figure(pos: Positions) -> Figure:
 
 def causal_figure(ex: CausalExample) -> Figure:
     """The weight matrices without and with the causal mask, side by side."""
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.0))
+    fig = new_figure(figsize=(10, 4.0))
+    axes = fig.subplots(1, 2)
     fig.subplots_adjust(left=0.1, right=0.88, bottom=0.2, top=0.92, wspace=0.35)
     n = len(ex.tokens)
     for ax, weights, title in zip(
@@ -155,7 +156,8 @@ def causal_figure(ex: CausalExample) -> Figure:
 
 def cost_figure(rows: tuple[CostRow, ...]) -> Figure:
     """Operation counts of one layer against n: attention n²·d, recurrent n·d²."""
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    fig = new_figure(figsize=(6.5, 4.2))
+    ax = fig.subplots()
     fig.subplots_adjust(left=0.13, right=0.97, bottom=0.13, top=0.92)
     n = np.array([r.n for r in rows])
     d = rows[0].d

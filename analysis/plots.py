@@ -1,7 +1,7 @@
 """The run's figures: word x word heatmaps of the lesson's heads, the overview of all heads, the focus bars.
 
-Matplotlib runs on the Agg backend and figures are saved through analysis.figio, so reruns give the same bytes.
-Figures are built as bare `Figure`s (no pyplot state) with margins computed in inches from the words,
+Figures are bare `Figure`s on their own Agg canvas (analysis.figio: no backend is selected, no pyplot state) and
+are saved through analysis.figio, so reruns give the same bytes. They are laid out with margins computed in inches from the words,
 so their size grows with the sentence and nothing is left to a layout engine.
 """
 from __future__ import annotations
@@ -14,16 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import matplotlib
+import numpy as np
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch, Rectangle
+from matplotlib.ticker import PercentFormatter
 
-matplotlib.use("Agg")  # before anything draws: no display, the same raster everywhere
-
-import numpy as np  # noqa: E402
-from matplotlib.colors import ListedColormap  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.patches import Patch, Rectangle  # noqa: E402
-from matplotlib.ticker import PercentFormatter  # noqa: E402
-
-from analysis.categories import (  # noqa: E402
+from analysis.categories import (
     CATEGORIES,
     CATEGORY_COLOURS,
     DARK_CATEGORIES,
@@ -33,15 +30,15 @@ from analysis.categories import (  # noqa: E402
     category_counts,
     focus_categories,
 )
-from analysis.figio import save_figure  # noqa: E402
-from analysis.models import short_revision  # noqa: E402
+from analysis.figio import DPI, new_figure, save_figure
+from analysis.fonts import missing_glyphs_note, text_families
+from analysis.models import short_revision
 
 if TYPE_CHECKING:
     from analysis.pipeline import RunResult
     from analysis.readback import StoredRun
 
 FORMATS = ("png", "svg", "pdf")
-DPI = 100  # fixed: the same pixel size on every machine
 
 SENSE_COLOUR = CATEGORY_COLOURS["sense"]
 BAR_COLOUR = "#9DB4CC"
@@ -67,11 +64,19 @@ LESSON_HEADS = (
 )
 
 
-def _plain_text(draw):
-    """Draw with mathtext off: a word or sentence with two '$' is text, not a formula."""
+def _figure_text(draw):
+    """Draw with mathtext off (a word with two '$' is text, not a formula) and, when the words need it, a
+    fallback font that has their glyphs (analysis.fonts; Latin-only figures keep the default font)."""
     @functools.wraps(draw)
     def wrapper(*args, **kwargs):
-        with matplotlib.rc_context({"text.parse_math": False}):  # read when each Text is made
+        texts = [value for value in (*args, *kwargs.values()) if isinstance(value, str)]
+        texts += [item for value in (*args, *kwargs.values()) if isinstance(value, (list, tuple))
+                  for item in value if isinstance(item, str)]
+        style = {"text.parse_math": False}  # read when each Text is made, as is font.family
+        families = text_families(texts)
+        if families is not None:
+            style["font.family"] = families
+        with matplotlib.rc_context(style):
             return draw(*args, **kwargs)
 
     return wrapper
@@ -111,10 +116,10 @@ def _frame(left: float, body_w: float, right: float, bottom: float, body_h: floa
     pad = max(0.0, min_width - width) / 2
     width += 2 * pad
     height = bottom + body_h + top
-    return Figure(figsize=(width, height), dpi=DPI), width, height, pad + left
+    return new_figure(figsize=(width, height)), width, height, pad + left
 
 
-@_plain_text
+@_figure_text
 def draw_heatmap(
     weights: np.ndarray,
     words: Sequence[str],
@@ -182,7 +187,7 @@ def draw_heatmap(
     return fig
 
 
-@_plain_text
+@_figure_text
 def draw_focus_bars(
     weights: np.ndarray,
     words: Sequence[str],
@@ -229,7 +234,7 @@ def draw_focus_bars(
     return fig
 
 
-@_plain_text
+@_figure_text
 def draw_overview(
     categories: np.ndarray,
     top_weight: np.ndarray,
@@ -321,6 +326,80 @@ def _save(fig: Figure, folder: Path, stem: str, formats: Sequence[str]) -> list[
     return [save_figure(fig, folder / f"{stem}.{fmt}", dpi=DPI) for fmt in formats]
 
 
+# ---------------------------------------------------------------- many figures: jobs, workers, progress
+
+FIGURE_SENTENCES = 10  # per-sentence figures are drawn for the first 10 sentences unless asked for all
+PARALLEL_FROM = 6  # this many figures or more are drawn by forked worker processes (where fork exists)
+PROGRESS_FROM = 24  # this many figures or more show a progress bar on stderr (unless quiet)
+_DRAW = {"heatmap": draw_heatmap, "focus_bars": draw_focus_bars, "overview": draw_overview}
+
+
+def _draw_job(job: tuple[str, dict, Path, str, tuple[str, ...]]) -> list[Path]:
+    """One figure: (drawer name, its arguments, folder, file stem, formats) -> the saved paths."""
+    name, arguments, folder, stem, formats = job
+    return _save(_DRAW[name](**arguments), folder, stem, formats)
+
+
+def _worker_count(jobs: int, workers: int | None) -> int:
+    import multiprocessing
+    import os
+    import sys
+
+    if workers is not None:
+        return max(1, min(workers, jobs))
+    if jobs < PARALLEL_FROM or not sys.platform.startswith("linux") or multiprocessing.current_process().daemon:
+        return 1  # fork is only safe on Linux (macOS frameworks break after it); a daemon cannot have children
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cpus, 8, jobs // 3))
+
+
+def draw_all(jobs: list[tuple[str, dict, Path, str, tuple[str, ...]]], *, workers: int | None = None,
+             quiet: bool = False, desc: str = "figures") -> list[Path]:
+    """Draw and save every job, in forked worker processes when there are many; returns the paths in job order.
+
+    Each figure is drawn and saved by itself, so its bytes do not depend on the process that drew it. A bar
+    on stderr shows progress from PROGRESS_FROM figures on, unless quiet.
+    """
+    import contextlib
+    import os
+    import sys
+
+    count = _worker_count(len(jobs), workers)
+    bar = contextlib.nullcontext(None)
+    if not quiet and len(jobs) >= PROGRESS_FROM:
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:  # tqdm comes with transformers; without it, no bar
+            pass
+        else:
+            bar = tqdm(total=len(jobs), unit="fig", desc=desc, file=sys.stderr, dynamic_ncols=True, leave=False)
+    paths: list[Path] = []
+    with bar as progress:
+        if count == 1:
+            results = map(_draw_job, jobs)
+            pool = contextlib.nullcontext()
+        else:
+            import multiprocessing
+
+            # A forked child inherits the tokenizers' "parallelism already used" state and would warn; it
+            # tokenizes nothing. Set only while forking: the user's environment is left as it was.
+            quiet_tokenizers = "TOKENIZERS_PARALLELISM" not in os.environ
+            if quiet_tokenizers:
+                os.environ["TOKENIZERS_PARALLELISM"] = "false"
+            try:
+                pool = multiprocessing.get_context("fork").Pool(count)
+            finally:
+                if quiet_tokenizers:
+                    del os.environ["TOKENIZERS_PARALLELISM"]
+            results = pool.imap(_draw_job, jobs)  # in job order, whoever finishes first
+        with pool:
+            for saved in results:
+                paths += saved
+                if progress is not None:
+                    progress.update()
+    return paths
+
+
 def sense_head_note(result: RunResult) -> str | None:
     """A line for the user when there is no sense head, so the sense figures were skipped; else None."""
     if result.report.best_sense_head is not None:
@@ -329,48 +408,72 @@ def sense_head_note(result: RunResult) -> str | None:
             "skipped the sense heatmaps and the focus bars")
 
 
-def write_run_figures(folder: Path, result: RunResult, formats: tuple[str, ...]) -> list[Path]:
-    """Write every figure of a run into `folder` in each format; returns the paths in a fixed order.
+def font_note(words: Sequence[str]) -> str | None:
+    """A line for the user when no installed font has the glyphs of some words (named package to install)."""
+    return missing_glyphs_note(words)
 
-    For each of the lesson's heads and each sentence s (from 1): {sense,prev,next,marker}_L{l}H{h}_s{s};
-    then overview; then focus_bars_s{s}. The sense figures are skipped when there is no sense head.
+
+def run_font_note(result: RunResult) -> str | None:
+    """font_note for every word and sentence of a run."""
+    return font_note([word for s in result.sentences for word in (*s.attention.words, s.attention.text)])
+
+
+def figure_sentences(result: RunResult, max_sentences: int | None = FIGURE_SENTENCES) -> int:
+    """How many sentences get per-sentence figures: the first max_sentences (None: all)."""
+    total = len(result.sentences)
+    return total if max_sentences is None else min(total, max_sentences)
+
+
+def write_run_figures(folder: Path, result: RunResult, formats: tuple[str, ...], *,
+                      max_sentences: int | None = FIGURE_SENTENCES, quiet: bool = False,
+                      workers: int | None = None) -> list[Path]:
+    """Write the figures of a run into `folder` in each format; returns the paths in a fixed order.
+
+    For each of the lesson's heads and each of the first `max_sentences` sentences s (from 1; None: every
+    sentence): {sense,prev,next,marker}_L{l}H{h}_s{s}; then overview (over every sentence); then focus_bars_s{s}.
+    The sense figures are skipped when there is no sense head. The HTML report holds every head and sentence
+    whatever `max_sentences` is. Many figures are drawn by `workers` forked processes (None: one per CPU, when
+    there are enough figures) with a progress bar on stderr unless `quiet`; the bytes are the same either way.
     """
     folder = Path(folder)
     formats = tuple(dict.fromkeys(formats))  # repeated --format: once each, in the order given
     unknown = set(formats) - set(FORMATS)
     if unknown:
         raise ValueError(f"unknown figure format(s) {', '.join(sorted(unknown))}; use {', '.join(FORMATS)}")
+    if max_sentences is not None and max_sentences < 0:
+        raise ValueError(f"max_sentences must be at least 0 or None, not {max_sentences}")
     report, sentences = result.report, result.sentences
+    drawn = sentences[:figure_sentences(result, max_sentences)]
     common = {"model": result.model, "revision": result.revision}
-    paths: list[Path] = []
+    jobs = []
     for prefix, attribute, role in LESSON_HEADS:
         chosen = getattr(report, attribute)
         if chosen is None:
             continue
         layer, head = chosen
-        for number, sentence in enumerate(sentences):
+        for number, sentence in enumerate(drawn):
             attention = sentence.attention
-            fig = draw_heatmap(attention.weights[layer, head], attention.words, focus=sentence.focus,
-                               sense=sentence.sense, layer=layer, head=head, sentence=number,
-                               text=attention.text, role=role, **common)
-            paths += _save(fig, folder, f"{prefix}_L{layer + 1}H{head + 1}_s{number + 1}", formats)
-    fig = draw_overview(focus_categories(report, sentences), report.top_weight.mean(axis=0),
-                        focus_word=result.sentence_set.focus, sentence_count=len(sentences),
-                        best=report.best_sense_head, **common)
-    paths += _save(fig, folder, "overview", formats)
+            arguments = dict(weights=attention.weights[layer, head], words=attention.words, focus=sentence.focus,
+                             sense=sentence.sense, layer=layer, head=head, sentence=number, text=attention.text,
+                             role=role, **common)
+            jobs.append(("heatmap", arguments, folder, f"{prefix}_L{layer + 1}H{head + 1}_s{number + 1}", formats))
+    overview = dict(categories=focus_categories(report, sentences), top_weight=report.top_weight.mean(axis=0),
+                    focus_word=result.sentence_set.focus, sentence_count=len(sentences),
+                    best=report.best_sense_head, **common)
+    jobs.append(("overview", overview, folder, "overview", formats))
     best = report.best_sense_head
     if best is not None:
-        for number, sentence in enumerate(sentences):
+        for number, sentence in enumerate(drawn):
             attention = sentence.attention
-            fig = draw_focus_bars(attention.weights[best[0], best[1], sentence.focus], attention.words,
-                                  focus=sentence.focus, sense=sentence.sense, layer=best[0], head=best[1],
-                                  sentence=number, text=attention.text, **common)
-            paths += _save(fig, folder, f"focus_bars_s{number + 1}", formats)
-    return paths
+            arguments = dict(weights=attention.weights[best[0], best[1], sentence.focus], words=attention.words,
+                             focus=sentence.focus, sense=sentence.sense, layer=best[0], head=best[1],
+                             sentence=number, text=attention.text, **common)
+            jobs.append(("focus_bars", arguments, folder, f"focus_bars_s{number + 1}", formats))
+    return draw_all(jobs, workers=workers, quiet=quiet)
 
 
 def write_head_figures(folder: Path, run: StoredRun, layer: int, head: int, sentence: int | None,
-                       formats: Sequence[str]) -> list[Path]:
+                       formats: Sequence[str], *, quiet: bool = False, workers: int | None = None) -> list[Path]:
     """`show`: the heatmap of one head (layer, head, sentence from 1; sentence None: every sentence) from a
     stored run, as head_L{l}H{h}_s{k}.{fmt} in `folder`. ResultsError names an index out of range."""
     from analysis.atomic import OutputError
@@ -383,10 +486,11 @@ def write_head_figures(folder: Path, run: StoredRun, layer: int, head: int, sent
         Path(folder).mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise OutputError(f"cannot write to {folder}: {error.strerror or error}") from None
-    paths: list[Path] = []
+    formats = tuple(dict.fromkeys(formats))
+    jobs = []
     for item in stored:
-        fig = draw_heatmap(item.weights, item.words, focus=item.focus, sense=item.sense,
-                           model=run.summary["model"], revision=run.summary["revision"], layer=item.layer,
-                           head=item.head, sentence=item.sentence, text=item.text, role=role)
-        paths += _save(fig, Path(folder), f"head_L{layer}H{head}_s{item.sentence + 1}", tuple(dict.fromkeys(formats)))
-    return paths
+        arguments = dict(weights=item.weights, words=item.words, focus=item.focus, sense=item.sense,
+                         model=run.summary["model"], revision=run.summary["revision"], layer=item.layer,
+                         head=item.head, sentence=item.sentence, text=item.text, role=role)
+        jobs.append(("heatmap", arguments, Path(folder), f"head_L{layer}H{head}_s{item.sentence + 1}", formats))
+    return draw_all(jobs, workers=workers, quiet=quiet)

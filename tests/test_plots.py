@@ -335,3 +335,95 @@ def test_minilm_run_end_to_end(needs_minilm, tmp_path):
     assert (figures / f"sense_L{best['layer']}H{best['head']}_s1.png").is_file()
     assert (figures / "overview.png").is_file() and (figures / "focus_bars_s2.png").is_file()
     assert summary["layers"] == 6 and summary["heads_per_layer"] == 12
+
+
+# ---------------------------------------------------------------- no global state
+
+
+def test_drawing_leaves_the_users_backend_rcparams_and_pyplot_alone(tmp_path):
+    # A fresh interpreter whose user picked another backend and has a pyplot figure open.
+    code = (
+        "import matplotlib\nmatplotlib.use('svg')\nimport matplotlib.pyplot as plt\n"
+        "plt.figure()\nbefore = dict(matplotlib.rcParams)\n"
+        "import numpy as np\n"
+        "import analysis.plots, analysis.figio, analysis.lesson_plots, analysis.corpus_plots\n"
+        "from analysis.figio import save_figure\n"
+        "from analysis.corpus_plots import label_grid\n"
+        "fig = analysis.plots.draw_heatmap(np.full((2, 2), 0.5, dtype=np.float32), ['a', 'b'], focus=0, model='m',\n"
+        "                                  revision='r', layer=0, head=0, sentence=0, text='a b')\n"
+        f"save_figure(fig, {str(tmp_path / 'h.png')!r})\n"
+        f"save_figure(label_grid(np.array([['next']]), ('next',), 't'), {str(tmp_path / 'l.png')!r})\n"
+        "assert matplotlib.get_backend() == 'svg', matplotlib.get_backend()\n"
+        "assert plt.get_fignums() == [1], plt.get_fignums()\n"
+        "after = dict(matplotlib.rcParams)\n"
+        "assert after == before, {k for k in before if before[k] != after[k]}\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+    assert (tmp_path / "h.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # drawn with Agg, not svg
+
+
+# ---------------------------------------------------------------- text in any script
+
+
+def _cjk_font_installed() -> bool:
+    from analysis.fonts import text_families
+
+    return text_families(["银行"]) is not None
+
+
+def _font_has(text, char: str) -> bool:
+    """Whether a font of the Text artist's family list (the first, or a fallback) has the glyph of char."""
+    from matplotlib import font_manager
+    from matplotlib.ft2font import FT2Font
+
+    for path in font_manager.fontManager._find_fonts_by_props(text.get_fontproperties()):
+        if ord(char) in FT2Font(str(path), face_index=getattr(path, "face_index", 0)).get_charmap():
+            return True
+    return False
+
+
+def test_chinese_words_render_with_a_font_that_has_their_glyphs(tmp_path, recwarn):
+    import os
+
+    if not _cjk_font_installed():
+        if os.environ.get("CI"):
+            pytest.fail("CI must install fonts-noto-cjk (.ci/run)")
+        pytest.skip("no CJK font installed (apt-get install fonts-noto-cjk)")
+    from analysis.plots import font_note
+
+    words = ["[CLS]", "我", "坐", "在", "银行", "旁边", "。", "[SEP]"]
+    n = len(words)
+    fig = draw_heatmap(np.full((n, n), 1 / n, dtype=np.float32), words, focus=4, model="m", revision="r", layer=0,
+                       head=0, sentence=0, text="我坐在银行旁边。")
+    labels = fig.axes[0].get_xticklabels() + fig.axes[0].get_yticklabels()
+    for label in labels:
+        assert all(_font_has(label, char) for char in label.get_text()), label.get_text()
+    save_figure(fig, tmp_path / "zh.png")
+    assert not [w for w in recwarn if "missing from font" in str(w.message)]
+    assert font_note(words) is None
+
+
+def test_latin_words_keep_the_default_font():
+    from matplotlib import rcParams
+
+    fig = draw_heatmap(np.full((2, 2), 0.5, dtype=np.float32), ["banco", "jardín"], focus=0, model="m",
+                       revision="r", layer=0, head=0, sentence=0, text="banco jardín")
+    assert fig.axes[0].get_xticklabels()[0].get_fontproperties().get_family() == rcParams["font.family"]
+
+
+def test_missing_glyphs_give_one_line_naming_the_package(monkeypatch):
+    from analysis import fonts
+
+    monkeypatch.setattr(fonts, "FALLBACK_FAMILIES", ())  # as if no fallback font were installed
+    fonts._families.cache_clear()
+    try:
+        note = fonts.missing_glyphs_note(["银行", "banco"])
+        assert fonts.text_families(["银行"]) is None
+    finally:
+        fonts._families.cache_clear()
+    assert note is not None and "\n" not in note and "fonts-noto-cjk" in note and "银" in note
+    assert fonts.missing_glyphs_note(["banco", "jardín"]) is None
