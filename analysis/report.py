@@ -23,14 +23,11 @@ from analysis.categories import (
 from analysis.heads import NEXT_OFFSET, PREVIOUS_OFFSET
 from analysis.pipeline import RunResult
 from analysis.tables import describe
-from analysis.words import MARKER_KINDS
+from analysis.words import MARKERS_TEXT
 
 REPORT_NAME = "report.html"
 WEIGHT_SCALE = 10_000  # weights are stored as whole ten-thousandths, i.e. rounded to 4 decimals
 TEMPLATE = "report_template"  # .html, .css and .js in the analysis package
-
-
-MARKER_TEXT = {"special": "special tokens such as [CLS] and [SEP]", "punct": "words made only of punctuation"}
 
 
 def _template(suffix: str) -> str:
@@ -70,7 +67,7 @@ def definitions(focus: str) -> dict[str, str]:
     merge_rule = words_module.__doc__.strip().splitlines()[0]
     return {
         "words": merge_rule + " Each row still sums to 1 (100 %).",
-        "markers": "Markers: " + " and ".join(MARKER_TEXT.get(kind, kind) for kind in MARKER_KINDS) + ".",
+        "markers": "Markers: " + MARKERS_TEXT + ".",
         "categories": (
             f"Each head is coloured by where the focus word \u00ab{focus}\u00bb looks most (its top target), "
             "if that holds in every sentence; the first rule that holds wins: "
@@ -122,7 +119,7 @@ def report_data(result: RunResult, summary: dict) -> dict:
             {
                 "text": sentence.attention.text,
                 "words": list(sentence.attention.words),
-                "kinds": list(sentence.attention.kinds),
+                "kinds": [kind.group for kind in sentence.attention.kinds],  # "special", "punct" or "word"
                 "focus": sentence.focus,
                 "sense": sentence.sense,
                 "top_key": report.top_key[i].reshape(-1).tolist(),  # (layers * heads,)

@@ -21,7 +21,8 @@ import pytest
 from click.testing import CliRunner
 
 from analysis.categories import category_counts, focus_categories
-from analysis.heads import classify, focus_sentences
+from analysis.focus import focus_sentences
+from analysis.heads import classify
 from analysis.pipeline import RunResult
 from analysis.report import REPORT_NAME, WEIGHT_SCALE, report_html, unpack_weights, write_report
 from analysis.sentences import Sentence, SentenceSet, load_sentences
