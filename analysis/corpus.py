@@ -66,7 +66,7 @@ class Thresholds:
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
             if not 0.0 <= value <= 1.0:
-                raise ValueError(f"threshold {name} = {value} is not between 0 and 1")
+                raise CorpusError(f"threshold {name} = {value} is not between 0 and 1")
 
     @classmethod
     def parse(cls, settings: Iterable[str]) -> Thresholds:

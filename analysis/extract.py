@@ -9,7 +9,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from analysis.errors import InputError
+from analysis.errors import InputError, ModelUnavailable
 from analysis.words import PAD, group
 
 
@@ -95,7 +95,8 @@ def attention_modules(model) -> list:
     spec = getattr(model, "_can_record_outputs", {}).get("attentions")
     target = getattr(spec, "target_class", spec)
     if not isinstance(target, type):
-        raise RuntimeError(f"{type(model).__name__} does not say which module gives its attention maps")
+        raise ModelUnavailable(f"{type(model).__name__} does not say which module gives its attention maps; "
+                               "use an encoder that transformers records attentions from (BERT-style)")
     return [module for module in model.modules() if isinstance(module, target)]
 
 
@@ -107,7 +108,8 @@ def forward_layers(loaded, batch: Batch, on_layer: Callable) -> None:
 
     modules = attention_modules(loaded.model)
     if len(modules) != loaded.layers:
-        raise RuntimeError(f"expected {loaded.layers} attention modules, found {len(modules)}")
+        raise ModelUnavailable(f"expected {loaded.layers} attention modules, found {len(modules)}; "
+                               "use an encoder with one self-attention module per layer")
     seen = []
 
     def hook(layer: int):

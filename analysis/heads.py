@@ -40,8 +40,8 @@ def unit_totals(maps, kinds):
         torch.diagonal(maps, PREVIOUS_OFFSET, dim1=2, dim2=3).sum(dim=-1),  # prev: W[i, i-1], (B, H)
         torch.diagonal(maps, NEXT_OFFSET, dim1=2, dim2=3).sum(dim=-1),  # next: W[i, i+1]
         torch.diagonal(maps, 0, dim1=2, dim2=3).sum(dim=-1),  # self: W[i, i]
-        # entropy in nats, 0 log 0 = 0 (the clamp keeps log finite; 0 times it is 0)
-        -(maps * torch.log(maps.clamp(min=torch.finfo(maps.dtype).tiny))).sum(dim=(2, 3)),
+        # entropy in nats, 0 log 0 = 0 (the clamp keeps log finite; 0 times it is 0); in place: one temporary
+        -maps.clamp(min=torch.finfo(maps.dtype).tiny).log_().mul_(maps).sum(dim=(2, 3)),
     ]
     rows = torch.stack(per_row).to(torch.float64).sum(dim=1)  # (4, H): per (b, h) in the maps' dtype, then b in float64
     markers = torch.isin(kinds, torch.tensor(MARKER_KINDS, device=kinds.device))

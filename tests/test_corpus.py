@@ -249,8 +249,12 @@ def test_cli_writes_heads_summary_sums_and_the_label_grid(tmp_path, corpus_file,
     assert lines[0] == "layer,head,label,prev,next,self,cls,sep,punct,markers,entropy,n_sentences,n_words"
     assert len(lines) == 1 + 3 * 4 and lines[1].startswith("1,1,") and lines[-1].startswith("3,4,")
     summary = json.loads((folder / "summary.json").read_text())
-    assert summary["counts"] | {} == {"lines": 12, "blank": 1, "sentences": 10, "skipped": 1, "truncated": 0,
-                                      "words": summary["counts"]["words"], "tokens": summary["counts"]["tokens"]}
+    # words: the tiny sentences are written with spaces around punctuation, so a unit per split plus [CLS], [SEP]
+    from transformers import AutoTokenizer
+
+    pieces = sum(len(ids) for ids in AutoTokenizer.from_pretrained(tiny_model_dir)(SENTENCES)["input_ids"])
+    assert summary["counts"] == {"lines": 12, "blank": 1, "sentences": 10, "skipped": 1, "truncated": 0,
+                                 "words": sum(len(s.split()) + 2 for s in SENTENCES), "tokens": pieces}
     assert summary["shard"] is None and summary["thresholds"] == {"position": 0.5, "marker": 0.5, "broad": 0.8}
     assert "1 line(s) too long skipped, 0 cut, 1 blank" in result.output
     # rerunning gives the same bytes
