@@ -28,10 +28,13 @@ def _normal(word: str) -> str:
     return unicodedata.normalize("NFC", word).casefold()
 
 
-def locate(attention: WordAttention, word: str, occurrence: int | None, role: str, number: int) -> int:
-    """The unit index of `word` in a sentence (case-insensitive); SentenceError if missing or ambiguous."""
+def locate(attention: WordAttention, word: str, occurrence: int | None, role: str, number: int | None) -> int:
+    """The unit index of `word` in a sentence (case-insensitive); SentenceError if missing or ambiguous.
+
+    number: the sentence's number (from 1) for the message, or None for a sentence on its own.
+    """
     matches = np.flatnonzero([_normal(w) == _normal(word) for w in attention.words])
-    where = f"sentence {number} ({attention.text!r})"
+    where = f"sentence {number} ({attention.text!r})" if number is not None else repr(attention.text)
     if len(matches) == 0:
         raise SentenceError(f"the {role} word {word!r} is not in {where}")
     if occurrence is None:
@@ -46,6 +49,11 @@ def locate(attention: WordAttention, word: str, occurrence: int | None, role: st
             f"{role}_occurrence = {occurrence} but {word!r} occurs {len(matches)} time(s) in {where}"
         )
     return int(matches[occurrence - 1])
+
+
+def find_word(attention: WordAttention, word: str, role: str) -> int:
+    """The unit index of a word that occurs once in one sentence (locate, for a sentence on its own)."""
+    return locate(attention, word, None, role, None)
 
 
 def focus_sentences(attentions: list[WordAttention], sentence_set: SentenceSet) -> list[FocusedSentence]:

@@ -67,21 +67,31 @@ def attend_with_sums(loaded, texts: list[str]) -> tuple[list[WordAttention], Hea
     return attentions, HeadSums(totals=totals, **counts)
 
 
-def attend(loaded, texts: list[str]) -> list[WordAttention]:
+def attend_words(loaded, texts: list[str]) -> list[WordAttention]:
     """Word-level attention of every head for each text: (layers, heads, n, n) float32 maps, rows sum to 1."""
     return attend_with_sums(loaded, texts)[0]
+
+
+def classify_words(attentions: list[WordAttention], sentence_set: SentenceSet, model: str = "", revision: str = "",
+                   versions: dict[str, str] | None = None, sums: HeadSums | None = None) -> RunResult:
+    """Locate the focus and sense words in word-level maps and classify every head; no model needed.
+
+    sums: the pooled statistics of these maps if the forward pass already gave them; else computed here.
+    """
+    located = focus_sentences(attentions, sentence_set)
+    return RunResult(
+        sentence_set=sentence_set,
+        sentences=tuple(located),
+        report=classify(located, sums),
+        model=model,
+        revision=revision,
+        versions=versions or {},
+    )
 
 
 def analyse(loaded, sentence_set: SentenceSet) -> RunResult:
     """Run the model on every sentence and classify every head."""
     texts = [sentence.text for sentence in sentence_set.sentences]
     attentions, sums = attend_with_sums(loaded, texts)
-    located = focus_sentences(attentions, sentence_set)
-    return RunResult(
-        sentence_set=sentence_set,
-        sentences=tuple(located),
-        report=classify(located, sums),
-        model=loaded.choice.name,
-        revision=loaded.revision,
-        versions=versions(),
-    )
+    return classify_words(attentions, sentence_set, model=loaded.choice.name, revision=loaded.revision,
+                          versions=versions(), sums=sums)

@@ -14,7 +14,7 @@ from analysis import corpus
 from analysis.corpus import (STATISTICS, CorpusError, CorpusReader, HeadSums, LABELS, Shard, Thresholds, corpus_sums,
                              label_heads, merge_shards)
 from analysis.heads import NEXT_OFFSET, PREVIOUS_OFFSET, kernel, word_sums
-from analysis.pipeline import attend
+from analysis.pipeline import attend_words
 from analysis.words import CLS, PAD, PUNCT, SEP, WORD, merge_maps
 from real_attention import cli
 
@@ -184,7 +184,7 @@ def test_jsonl_reads_the_text_field_and_names_a_bad_line():
 
 def test_corpus_sums_equal_the_sums_of_runs_word_maps(tiny_loaded):
     means = corpus_sums(tiny_loaded, reader(SENTENCES), batch_size=4).means()
-    expected = word_sums(attend(tiny_loaded, SENTENCES)).means()
+    expected = word_sums(attend_words(tiny_loaded, SENTENCES)).means()
     for name in STATISTICS:
         np.testing.assert_allclose(means[name], expected[name], atol=1e-6, err_msg=name)
 

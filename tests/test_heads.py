@@ -141,3 +141,25 @@ def test_repeated_focus_word_needs_an_occurrence():
     assert locate(attention, "banco", 2, "focus", 1) == 3
     with pytest.raises(SentenceError, match="focus_occurrence = 3"):
         locate(attention, "banco", 3, "focus", 1)
+
+
+def test_find_word_names_a_sentence_on_its_own():
+    from analysis.focus import find_word
+
+    attention = sentence([one_hot_rows(N, 0)]).attention
+    assert find_word(attention, "Banco", "focus") == 5
+    with pytest.raises(SentenceError, match=r"the sense word 'dinero' is not in 'Me senté en el banco\.'"):
+        find_word(attention, "dinero", "sense")
+
+
+def test_classify_words_needs_no_model():
+    from analysis.pipeline import classify_words
+    from analysis.sentences import Sentence, SentenceSet
+
+    attention = sentence([previous_head(N), one_hot_rows(N, 2)]).attention
+    sentence_set = SentenceSet(lang="es", focus="banco", sentences=(Sentence(attention.text, "senté"),),
+                               source="test")
+    result = classify_words([attention], sentence_set)
+    assert result.sentences[0].focus == 5 and result.sentences[0].sense == 2
+    assert result.report.sense_head[0].tolist() == [False, True]
+    assert result.report.prev[0, 0] == pytest.approx(1.0)

@@ -114,20 +114,20 @@ def test_a_cased_tokenizer_keeps_case_accents_and_multi_piece_words():
 
 
 def test_tiny_model_keeps_accents_in_labels(tiny_loaded):
-    from analysis.pipeline import attend
+    from analysis.pipeline import attend_words
 
-    (words,) = attend(tiny_loaded, ["Me senté en el banco de mi jardín."])
+    (words,) = attend_words(tiny_loaded, ["Me senté en el banco de mi jardín."])
     assert words.words == ("[CLS]", "Me", "senté", "en", "el", "banco", "de", "mi", "jardín", ".", "[SEP]")
     assert words.weights.shape == (3, 4, 11, 11) and words.weights.dtype == np.float32
     np.testing.assert_allclose(words.weights.sum(axis=-1), 1.0, atol=1e-5)
 
 
 def test_attend_batches_sentences_of_any_length_alike(tiny_loaded):
-    from analysis.pipeline import attend
+    from analysis.pipeline import attend_words
 
     texts = ["fui al banco .", "Me senté en el banco de mi jardín."]
-    together = attend(tiny_loaded, texts)
-    apart = [attend(tiny_loaded, [text])[0] for text in texts]
+    together = attend_words(tiny_loaded, texts)
+    apart = [attend_words(tiny_loaded, [text])[0] for text in texts]
     for a, b in zip(together, apart):
         assert a.words == b.words and a.kinds == b.kinds
         np.testing.assert_allclose(a.weights, b.weights, atol=1e-5)
