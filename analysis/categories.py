@@ -8,7 +8,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from analysis.heads import NEXT_OFFSET, PREVIOUS_OFFSET, FocusedSentence, HeadReport
+from analysis.focus import FocusedSentence
+from analysis.heads import NEXT_OFFSET, PREVIOUS_OFFSET, HeadReport
 
 # In order of precedence: a head takes the first category whose rule holds.
 SENSE, MARKER, PREVIOUS, NEXT, OTHER = "sense", "marker", "previous", "next", "other"

@@ -2,13 +2,12 @@
 
 The data flow of `real-attention heads --corpus`:
 
-    CorpusReader (lines of a shard) -> encode (pieces, units, unit kinds) -> length buckets -> padded batch
-    -> layer_maps (one forward pass) -> batch_totals per layer (word merge and statistics, on the model's device)
-    -> HeadSums (exact float64 running sums; `+` merges shards) -> label_heads -> heads.csv, summary.json
+    CorpusReader (lines of a shard) -> extract.encode (pieces, units, unit kinds) -> length buckets -> padded
+    batch -> extract.forward_layers (one forward pass) -> heads.kernel as each layer ends (word merge and
+    statistics, on the model's device) -> HeadSums (exact float64 running sums; `+` merges shards)
+    -> label_heads -> heads.csv, summary.json
 
-Units and the merge rule are those of `run` (analysis.words): each special token is a unit, each word is a
-unit; a key word's pieces are summed, a query word's pieces are averaged. Every statistic is pooled: its sum
-over every qualifying query unit of every sentence, divided by the number of such units.
+The encoding, the merge and every statistic are those of `run`: the same functions, not copies.
 """
 from __future__ import annotations
 
@@ -18,23 +17,17 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Iterable, Iterator, NamedTuple
+from typing import BinaryIO, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
 
 from analysis.errors import InputError
-from analysis.heads import NEXT_OFFSET, PREVIOUS_OFFSET
+from analysis.extract import Encoded
+from analysis.heads import COUNT_FIELDS, STATISTICS, HeadSums, kernel, sentence_counts  # noqa: F401  (re-exported)
 from analysis.tables import write_csv, write_json
-from analysis.words import is_punctuation, unit_ids
 
-# The per-head statistics, in table order. prev and next are taken at the offsets defined in analysis.heads.
-STATISTICS = ("prev", "next", "self", "cls", "sep", "punct", "markers", "entropy")
-PAIR_STATISTICS = ("prev", "next")  # pooled over query units that have a previous (a next) unit: n - 1 each
 HEADS_COLUMNS = ["layer", "head", "label", *STATISTICS, "n_sentences", "n_words"]
-
-# Kinds of unit, as codes in a (batch, units) tensor; pads are -1.
-PAD, WORD, PUNCT, CLS, SEP, OTHER_SPECIAL = -1, 0, 1, 2, 3, 4
 
 DEFAULT_BATCH_SIZE = 32
 BUCKET_BATCHES = 32  # sentences read ahead and sorted by length: this many batches
@@ -73,7 +66,7 @@ class Thresholds:
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
             if not 0.0 <= value <= 1.0:
-                raise ValueError(f"threshold {name} = {value} is not between 0 and 1")
+                raise CorpusError(f"threshold {name} = {value} is not between 0 and 1")
 
     @classmethod
     def parse(cls, settings: Iterable[str]) -> Thresholds:
@@ -114,77 +107,6 @@ def label_heads(means: dict[str, np.ndarray], uniform_entropy: float, thresholds
     return labels
 
 
-# --- running sums -------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class HeadSums:
-    """Exact running sums over (part of) a corpus. `a + b` is the sums over both parts."""
-
-    totals: np.ndarray  # (len(STATISTICS), layers, heads) float64: each statistic summed over its query units
-    sentences: int = 0  # sentences run through the model
-    units: int = 0  # query units: the denominator of self, cls, sep, punct, markers and entropy
-    pairs: int = 0  # query units with a previous unit (as many have a next one): the denominator of prev, next
-    uniform: float = 0.0  # sum over query units of ln n: the entropy of uniform attention, for "broad"
-    tokens: int = 0  # pieces run through the model, specials included, pads not
-    lines: int = 0  # lines of the file read for this shard, blank ones included
-    blank: int = 0  # blank lines, skipped
-    skipped: int = 0  # lines over the model's maximum length, skipped
-    truncated: int = 0  # lines over the model's maximum length, cut (with --truncate)
-
-    def __post_init__(self) -> None:
-        assert self.totals.ndim == 3 and self.totals.shape[0] == len(STATISTICS), self.totals.shape
-        assert self.totals.dtype == np.float64
-
-    @classmethod
-    def zeros(cls, layers: int, heads: int) -> HeadSums:
-        return cls(totals=np.zeros((len(STATISTICS), layers, heads)))
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return self.totals.shape[1], self.totals.shape[2]
-
-    def __add__(self, other: HeadSums) -> HeadSums:
-        if self.shape != other.shape:
-            raise ValueError(f"cannot add sums of {self.shape} heads to sums of {other.shape} heads")
-        counts = {name: getattr(self, name) + getattr(other, name) for name in COUNT_FIELDS}
-        return HeadSums(totals=self.totals + other.totals, **counts)
-
-    def means(self) -> dict[str, np.ndarray]:
-        """Each statistic's pooled mean, (layers, heads) float64: the total over the count of its units."""
-        result = {}
-        for index, name in enumerate(STATISTICS):
-            count = self.pairs if name in PAIR_STATISTICS else self.units
-            result[name] = self.totals[index] / count if count else np.full(self.shape, np.nan)
-        return result
-
-    @property
-    def uniform_entropy(self) -> float:
-        """The mean row entropy that uniform attention over the same rows would have, in nats."""
-        return self.uniform / self.units if self.units else math.nan
-
-    def to_json(self) -> dict:
-        """Every sum and count; json writes floats with repr, so reading it back is exact."""
-        layers, heads = self.shape
-        data = {name: getattr(self, name) for name in COUNT_FIELDS}
-        data.update(layers=layers, heads=heads, totals={name: self.totals[i].tolist() for i, name in enumerate(STATISTICS)})
-        return data
-
-    @classmethod
-    def from_json(cls, data: dict) -> HeadSums:
-        totals = np.array([data["totals"][name] for name in STATISTICS], dtype=np.float64)
-        if totals.shape != (len(STATISTICS), data["layers"], data["heads"]):
-            raise ValueError(f"totals of shape {totals.shape[1:]}, not ({data['layers']}, {data['heads']})")
-        counts = {name: data[name] for name in COUNT_FIELDS}
-        for name, value in counts.items():
-            if isinstance(value, bool) or not isinstance(value, (float if name == "uniform" else int, int)) or value < 0:
-                raise ValueError(f"{name} is {value!r}, not a count")
-        return cls(totals=totals, **counts)
-
-
-COUNT_FIELDS = ("sentences", "units", "pairs", "uniform", "tokens", "lines", "blank", "skipped", "truncated")
-
-
 # --- reading the corpus -------------------------------------------------------------------------------------
 
 
@@ -206,10 +128,6 @@ class Shard:
         if len(parts) != 2 or not all(part.strip().isdigit() for part in parts):
             raise CorpusError(f"--shard {text!r} is not of the form i/N, e.g. 1/4")
         return cls(int(parts[0]), int(parts[1]))
-
-    @property
-    def whole(self) -> bool:
-        return self.count == 1
 
     def takes(self, line_number: int) -> bool:
         return (line_number - self.index) % self.count == 0
@@ -284,55 +202,7 @@ class CorpusReader:
         return record["text"].strip()
 
 
-# --- encoding: pieces -> units ------------------------------------------------------------------------------
-
-
-class Encoded(NamedTuple):
-    """One sentence, tokenized: its pieces and the units they form."""
-
-    ids: np.ndarray  # (t,) int64 piece ids, specials included
-    units: np.ndarray  # (t,) int64 unit index of each piece (analysis.words.unit_ids)
-    kinds: np.ndarray  # (n,) int64 WORD, PUNCT, CLS, SEP or OTHER_SPECIAL
-
-
-def sentence_units(text: str, encoding, cls_id: int | None, sep_id: int | None) -> Encoded:
-    """A fast tokenizer's Encoding -> the units and kinds that analysis.words.merge would give."""
-    ids = np.array(encoding.ids, dtype=np.int64)
-    word_ids = np.array([-1 if w is None else w for w in encoding.word_ids], dtype=np.int64)
-    word_ids[np.array(encoding.special_tokens_mask, dtype=bool)] = -1
-    units = unit_ids(word_ids)
-    n = int(units[-1]) + 1
-    first = np.searchsorted(units, np.arange(n))  # (n,) first piece of each unit
-    offsets = np.array(encoding.offsets, dtype=np.int64).reshape(-1, 2)
-    starts = np.minimum.reduceat(offsets[:, 0], first)
-    ends = np.maximum.reduceat(offsets[:, 1], first)
-    kinds = np.empty(n, dtype=np.int64)
-    for unit, piece in enumerate(first.tolist()):  # labels only, as in words.merge
-        if word_ids[piece] == -1:
-            kinds[unit] = CLS if ids[piece] == cls_id else SEP if ids[piece] == sep_id else OTHER_SPECIAL
-        else:
-            kinds[unit] = PUNCT if is_punctuation(text[starts[unit]:ends[unit]]) else WORD
-    return Encoded(ids=ids, units=units, kinds=kinds)
-
-
-def encode(loaded, texts: list[str], truncate: bool) -> tuple[list[Encoded], int, int]:
-    """Tokenize texts; lines over loaded.max_tokens are cut (truncate) or dropped. -> (encoded, skipped, cut)."""
-    tokenizer = loaded.tokenizer
-    options = dict(return_offsets_mapping=True, return_special_tokens_mask=True, verbose=False)
-    encodings = tokenizer(texts, **options).encodings
-    too_long = [i for i, encoding in enumerate(encodings) if len(encoding.ids) > loaded.max_tokens]
-    if too_long and truncate:
-        cut = tokenizer([texts[i] for i in too_long], truncation=True, max_length=loaded.max_tokens, **options)
-        for i, encoding in zip(too_long, cut.encodings):
-            encodings[i] = encoding
-    drop = set() if truncate else set(too_long)
-    cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
-    encoded = [
-        sentence_units(text, encoding, cls_id, sep_id)
-        for i, (text, encoding) in enumerate(zip(texts, encodings))
-        if i not in drop
-    ]
-    return encoded, len(drop), len(too_long) if truncate else 0
+# --- batching ----------------------------------------------------------------------------------------------
 
 
 def length_batches(sentences: list[Encoded], batch_size: int) -> list[list[Encoded]]:
@@ -350,104 +220,6 @@ def length_batches(sentences: list[Encoded], batch_size: int) -> list[list[Encod
             batches.append([])
         batches[-1].append(sentence)
     return batches
-
-
-class Batch(NamedTuple):
-    """Padded arrays of a batch of B sentences, t pieces and n units at most."""
-
-    input_ids: np.ndarray  # (B, t) int64, pad id after the end
-    attention_mask: np.ndarray  # (B, t) int64, 1 for real pieces
-    units: np.ndarray  # (B, t) int64 unit index of each piece, -1 for pads
-    kinds: np.ndarray  # (B, n) int64 unit kinds, PAD (-1) after the end
-
-
-def pad_batch(sentences: list[Encoded], pad_id: int) -> Batch:
-    """Right-pad a batch; pads get no unit, so no statistic ever sees them."""
-    size = len(sentences)
-    t = max(len(s.ids) for s in sentences)
-    n = max(len(s.kinds) for s in sentences)
-    input_ids = np.full((size, t), pad_id, dtype=np.int64)
-    attention_mask = np.zeros((size, t), dtype=np.int64)
-    units = np.full((size, t), -1, dtype=np.int64)
-    kinds = np.full((size, n), PAD, dtype=np.int64)
-    for row, sentence in enumerate(sentences):
-        length = len(sentence.ids)
-        input_ids[row, :length] = sentence.ids
-        attention_mask[row, :length] = 1
-        units[row, :length] = sentence.units
-        kinds[row, :len(sentence.kinds)] = sentence.kinds
-    return Batch(input_ids, attention_mask, units, kinds)
-
-
-# --- the statistics of a batch, in torch ---------------------------------------------------------------------
-
-
-def batch_totals(maps, units, kinds):
-    """Merge a batch's piece maps into unit maps and sum every statistic over the real query units.
-
-    maps: (layers, B, heads, t, t) post-softmax weights; units: (B, t) unit of each piece, -1 for pads;
-    kinds: (B, n) kind of each unit, PAD for pads. All on one device.
-    Returns (len(STATISTICS), layers, heads) float64 totals, still on that device.
-    """
-    import torch
-
-    n = kinds.shape[1]
-    assignment = (torch.arange(n, device=units.device)[None, :, None] == units[:, None, :]).to(maps.dtype)  # (B, n, t)
-    mean_rows = assignment / assignment.sum(dim=-1, keepdim=True).clamp(min=1)  # (B, n, t)
-    key_sets = torch.stack([kinds == CLS, kinds == SEP, kinds == PUNCT], dim=-1).to(torch.float64)  # (B, n, 3)
-    # Pad pieces belong to no unit and pad units have zero rows and columns, so pads add exactly 0 to every sum.
-    return torch.stack([_layer_totals(weights, assignment, mean_rows, key_sets) for weights in maps], dim=1)
-
-
-def _layer_totals(weights, assignment, mean_rows, key_sets):
-    """One layer: (B, H, t, t) piece maps -> (len(STATISTICS), H) float64 totals (see batch_totals)."""
-    import torch
-
-    batch, heads, t, _ = weights.shape
-    n = assignment.shape[1]
-    # Keys: a word's pieces summed (right product with A^T); one bmm over all heads, no copy of the maps.
-    keyed = torch.bmm(weights.reshape(batch, heads * t, t), assignment.transpose(1, 2))  # (B, H*t, n)
-    keyed = keyed.view(batch, heads, t, n).transpose(1, 2).reshape(batch, t, heads * n)  # (B, t, H*n)
-    # Queries: a word's pieces averaged (left product with A / piece count).
-    unit_maps = torch.bmm(mean_rows, keyed).view(batch, n, heads, n)  # (B, query n, H, key n)
-    per_head = [
-        torch.diagonal(unit_maps, PREVIOUS_OFFSET, dim1=1, dim2=3).sum(dim=-1),  # prev: W[i, i-1]
-        torch.diagonal(unit_maps, NEXT_OFFSET, dim1=1, dim2=3).sum(dim=-1),  # next: W[i, i+1]
-        torch.diagonal(unit_maps, 0, dim1=1, dim2=3).sum(dim=-1),  # self: W[i, i]
-    ]  # each (B, H)
-    received = unit_maps.sum(dim=1).to(torch.float64)  # (B, H, key n): weight each key gets from all queries
-    on_keys = torch.einsum("bhk,bkc->ch", received, key_sets)  # (3, H): [CLS], [SEP], punctuation
-    # entropy in nats, 0 log 0 = 0 (the clamp keeps log finite; 0 times it is 0)
-    entropy = -(unit_maps * torch.log(unit_maps.clamp(min=torch.finfo(unit_maps.dtype).tiny))).sum(dim=(1, 3))
-    rows = torch.stack([*per_head, entropy]).to(torch.float64).sum(dim=1)  # (4, H): per (b, h) in float32, then b in float64
-    return torch.cat([rows[:3], on_keys, on_keys.sum(dim=0, keepdim=True), rows[3:]])  # (8, H) in STATISTICS order
-
-
-def sentence_counts(sentences: list[Encoded]) -> dict[str, float]:
-    """The counts a batch adds: sentences, query units, pairs, sum of n ln n, pieces."""
-    sizes = np.array([len(s.kinds) for s in sentences], dtype=np.int64)
-    return {
-        "sentences": len(sentences),
-        "units": int(sizes.sum()),
-        "pairs": int((sizes - 1).sum()),
-        "uniform": float((sizes * np.log(sizes)).sum()),
-        "tokens": int(sum(len(s.ids) for s in sentences)),
-    }
-
-
-def layer_maps(loaded, input_ids, attention_mask) -> tuple:
-    """One forward pass -> per layer a (B, heads, t, t) tensor of post-softmax weights.
-
-    As analysis.extract.attention_maps, but without stacking the layers: a stack would copy every map once more.
-    """
-    outputs = loaded.model(
-        input_ids=input_ids.to(loaded.device), attention_mask=attention_mask.to(loaded.device), output_attentions=True
-    )
-    maps = outputs.attentions
-    if maps is None or len(maps) != loaded.layers or any(m is None for m in maps):
-        got = 0 if maps is None else sum(m is not None for m in maps)
-        raise RuntimeError(f"expected {loaded.layers} attention maps, got {got}; load with eager attention")
-    return maps
 
 
 def _advance(progress, shown: int, lines: int) -> int:
@@ -470,6 +242,8 @@ def corpus_sums(
     """
     import torch
 
+    from analysis.extract import encode, forward_layers, pad_batch
+
     if batch_size < 1:
         raise CorpusError(f"--batch-size must be at least 1, not {batch_size}")
     device = torch.device(loaded.device)
@@ -479,27 +253,27 @@ def corpus_sums(
     pad_id = loaded.tokenizer.pad_token_id or 0
     sentences = iter(reader)
     shown = 0  # lines the progress bar has counted
-    with torch.inference_mode():
-        while True:
-            lines_before = reader.lines
-            texts = list(itertools.islice(sentences, batch_size * BUCKET_BATCHES))
-            if not texts:
-                break
-            encoded, skipped, truncated = encode(loaded, texts, truncate)
-            counts["skipped"] += skipped
-            counts["truncated"] += truncated
-            shown = _advance(progress, shown, reader.lines - lines_before - len(encoded))  # blank, skipped
-            for batch_sentences in length_batches(encoded, batch_size):
-                batch = pad_batch(batch_sentences, pad_id)
-                units = torch.from_numpy(batch.units).to(device)
-                kinds = torch.from_numpy(batch.kinds).to(device)
-                maps = layer_maps(loaded, torch.from_numpy(batch.input_ids), torch.from_numpy(batch.attention_mask))
-                for layer, weights in enumerate(maps):  # one layer at a time: a sixth of the temporaries
-                    totals[:, layer:layer + 1] += batch_totals(weights[None], units, kinds)
-                del maps  # no map outlives its batch
-                for name, value in sentence_counts(batch_sentences).items():
-                    counts[name] += value
-                shown = _advance(progress, shown, len(batch_sentences))
+    while True:
+        lines_before = reader.lines
+        texts = list(itertools.islice(sentences, batch_size * BUCKET_BATCHES))
+        if not texts:
+            break
+        encoded, too_long = encode(loaded.tokenizer, texts, loaded.max_tokens, truncate)
+        counts["truncated" if truncate else "skipped"] += len(too_long)
+        shown = _advance(progress, shown, reader.lines - lines_before - len(encoded))  # blank, skipped
+        for batch_sentences in length_batches(encoded, batch_size):
+            batch = pad_batch(batch_sentences, pad_id)
+            units = torch.from_numpy(batch.units).to(device)
+            kinds = torch.from_numpy(batch.kinds).to(device)
+
+            def on_layer(layer: int, weights) -> None:  # as each layer ends: its maps die with it
+                totals[:, layer] += kernel(weights, units, kinds)[1]
+
+            forward_layers(loaded, batch, on_layer)
+            sizes = [len(s.kinds) for s in batch_sentences]
+            for name, value in sentence_counts(sizes, int(batch.attention_mask.sum())).items():
+                counts[name] += value
+            shown = _advance(progress, shown, len(batch_sentences))
     _advance(progress, shown, reader.lines - shown)  # blank lines after the last sentence
     return HeadSums(totals=totals.cpu().numpy(), lines=reader.lines, blank=reader.blank, **counts)
 
@@ -584,7 +358,6 @@ def summary(run: CorpusRun, sums: HeadSums, labels: np.ndarray) -> dict:
     }
 
 
-RESULT_FILES = ("heads.csv", "summary.json", "sums.json")
 LABELS_FIGURE = "labels"  # the label grid
 STATISTICS_FIGURE = "statistics"  # every pooled statistic as a layer x head heatmap
 

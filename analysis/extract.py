@@ -1,12 +1,16 @@
-"""Run the model on a sentence and return every head's post-softmax attention (torch stops here)."""
+"""Text -> pieces -> units, then one forward pass that hands over each layer's post-softmax attention as it ends.
+
+The one encoding step and the one map extraction of both `run` and `heads --corpus`.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, NamedTuple
 
 import numpy as np
 
-from analysis.errors import InputError
-from analysis.models import LoadedModel
+from analysis.errors import InputError, ModelUnavailable
+from analysis.words import PAD, group
 
 
 class SentenceTooLong(InputError):
@@ -14,87 +18,115 @@ class SentenceTooLong(InputError):
 
 
 @dataclass(frozen=True)
-class TokenAttention:
-    """One sentence at the level of the tokenizer's pieces."""
+class Encoded:
+    """One sentence, tokenized and grouped into units."""
 
     text: str
-    tokens: tuple[str, ...]  # (t,) the tokenizer's pieces, specials included
-    word_ids: np.ndarray  # (t,) int64, the word each piece belongs to; -1 for special tokens
-    offsets: np.ndarray  # (t, 2) int64, character span of each piece in `text`
-    weights: np.ndarray  # (layers, heads, t, t) float32, each row sums to 1
+    ids: np.ndarray  # (t,) int64 piece ids, specials included
+    units: np.ndarray  # (t,) int64 unit index of each piece (analysis.words.unit_ids)
+    kinds: np.ndarray  # (n,) int64 Kind code of each unit
+    words: tuple[str, ...]  # (n,) each unit as written; specials keep the tokenizer's text
 
     def __post_init__(self) -> None:
-        t = len(self.tokens)
-        assert self.word_ids.shape == (t,), self.word_ids.shape
-        assert self.offsets.shape == (t, 2), self.offsets.shape
-        assert self.weights.ndim == 4 and self.weights.shape[2:] == (t, t), self.weights.shape
-        assert self.weights.dtype == np.float32
+        assert self.units.shape == self.ids.shape and self.kinds.shape == (len(self.words),)
 
 
-def tokenize(loaded: LoadedModel, texts: list[str], truncate: bool = False) -> dict:
-    """Tokenize with the fast tokenizer, keeping offsets and the special-token mask."""
-    return loaded.tokenizer(
-        texts,
-        return_offsets_mapping=True,
-        return_special_tokens_mask=True,
-        padding=True,
-        truncation=truncate,
-        max_length=loaded.max_tokens if truncate else None,
-        return_tensors="pt",
-    )
+class TooLong(NamedTuple):
+    index: int  # 0-based position in the texts
+    tokens: int  # its piece count, specials included
 
 
-def check_length(loaded: LoadedModel, texts: list[str]) -> None:
-    """Raise SentenceTooLong, naming the sentence and its token count, before running the model."""
-    for number, text in enumerate(texts, start=1):
-        count = len(loaded.tokenizer(text, verbose=False)["input_ids"])  # no warning: the error says it
-        if count > loaded.max_tokens:
-            raise SentenceTooLong(
-                f"sentence {number} has {count} tokens; {loaded.choice.short} takes at most {loaded.max_tokens}"
-            )
+def encode(tokenizer, texts: list[str], max_tokens: int, truncate: bool = False) -> tuple[list[Encoded], list[TooLong]]:
+    """Tokenize with the fast tokenizer and group the pieces into units.
+
+    Texts over max_tokens pieces are cut to max_tokens (truncate) or left out; either way they are listed in
+    the second result.
+    """
+    options = dict(return_offsets_mapping=True, return_special_tokens_mask=True, verbose=False)
+    encodings = tokenizer(texts, **options).encodings
+    too_long = [TooLong(i, len(e.ids)) for i, e in enumerate(encodings) if len(e.ids) > max_tokens]
+    if too_long and truncate:
+        cut = tokenizer([texts[i] for i, _ in too_long], truncation=True, max_length=max_tokens, **options)
+        for (i, _), encoding in zip(too_long, cut.encodings):
+            encodings[i] = encoding
+    drop = set() if truncate else {i for i, _ in too_long}
+    encoded = []
+    for i, (text, encoding) in enumerate(zip(texts, encodings)):
+        if i in drop:
+            continue
+        word_ids = np.array([-1 if w is None else w for w in encoding.word_ids], dtype=np.int64)
+        special = np.array(encoding.special_tokens_mask, dtype=bool)
+        offsets = np.array(encoding.offsets, dtype=np.int64).reshape(-1, 2)
+        units, kinds, words = group(text, encoding.tokens, word_ids, special, offsets,
+                                    tokenizer.cls_token, tokenizer.sep_token)
+        encoded.append(Encoded(text, np.array(encoding.ids, dtype=np.int64), units, kinds, words))
+    return encoded, too_long
 
 
-def attention_maps(loaded: LoadedModel, input_ids, attention_mask):
-    """One forward pass; returns a torch tensor (layers, batch, heads, t, t) of post-softmax weights."""
+class Batch(NamedTuple):
+    """Padded arrays of a batch of B sentences, t pieces and n units at most."""
+
+    input_ids: np.ndarray  # (B, t) int64, pad id after the end
+    attention_mask: np.ndarray  # (B, t) int64, 1 for real pieces
+    units: np.ndarray  # (B, t) int64 unit index of each piece, -1 for pads
+    kinds: np.ndarray  # (B, n) int64 Kind codes, PAD (-1) after the end
+
+
+def pad_batch(sentences: list[Encoded], pad_id: int) -> Batch:
+    """Right-pad a batch; pads get no unit, so no statistic ever sees them."""
+    size = len(sentences)
+    t = max(len(s.ids) for s in sentences)
+    n = max(len(s.kinds) for s in sentences)
+    input_ids = np.full((size, t), pad_id, dtype=np.int64)
+    attention_mask = np.zeros((size, t), dtype=np.int64)
+    units = np.full((size, t), -1, dtype=np.int64)
+    kinds = np.full((size, n), PAD, dtype=np.int64)
+    for row, sentence in enumerate(sentences):
+        length = len(sentence.ids)
+        input_ids[row, :length] = sentence.ids
+        attention_mask[row, :length] = 1
+        units[row, :length] = sentence.units
+        kinds[row, :len(sentence.kinds)] = sentence.kinds
+    return Batch(input_ids, attention_mask, units, kinds)
+
+
+def attention_modules(model) -> list:
+    """The self-attention module of every layer, in order: the class transformers records "attentions" from."""
+    spec = getattr(model, "_can_record_outputs", {}).get("attentions")
+    target = getattr(spec, "target_class", spec)
+    if not isinstance(target, type):
+        raise ModelUnavailable(f"{type(model).__name__} does not say which module gives its attention maps; "
+                               "use an encoder that transformers records attentions from (BERT-style)")
+    return [module for module in model.modules() if isinstance(module, target)]
+
+
+def forward_layers(loaded, batch: Batch, on_layer: Callable) -> None:
+    """One forward pass; on_layer(layer, weights) gets each layer's (B, heads, t, t) post-softmax weights
+    as that layer ends, so no layer's maps outlive the next layer (nothing asks for output_attentions).
+    """
     import torch
 
-    outputs = loaded.model(
-        input_ids=input_ids.to(loaded.device),
-        attention_mask=attention_mask.to(loaded.device),
-        output_attentions=True,
-    )
-    maps = outputs.attentions
-    # With sdpa attention transformers returns None or nothing here; eager gives one map per layer.
-    if maps is None or len(maps) != loaded.layers or any(m is None for m in maps):
-        got = 0 if maps is None else sum(m is not None for m in maps)
-        raise RuntimeError(f"expected {loaded.layers} attention maps, got {got}; load with eager attention")
-    return torch.stack(maps)  # (layers, batch, heads, t, t)
+    modules = attention_modules(loaded.model)
+    if len(modules) != loaded.layers:
+        raise ModelUnavailable(f"expected {loaded.layers} attention modules, found {len(modules)}; "
+                               "use an encoder with one self-attention module per layer")
+    seen = []
 
+    def hook(layer: int):
+        def call(module, args, output):
+            weights = output[1] if isinstance(output, tuple) and len(output) > 1 else None
+            if weights is None:  # sdpa and flash attention give no weights; eager does
+                raise RuntimeError("the attention module returned no weights; load the model with eager attention")
+            seen.append(layer)
+            on_layer(layer, weights)
+        return call
 
-def extract(loaded: LoadedModel, texts: list[str]) -> list[TokenAttention]:
-    """Per-head attention of each sentence, one batched forward pass, pads cut away."""
-    import torch
-
-    check_length(loaded, texts)
-    encoded = tokenize(loaded, texts)
-    with torch.inference_mode():
-        maps = attention_maps(loaded, encoded["input_ids"], encoded["attention_mask"])
-    maps = maps.float().cpu().numpy()  # (layers, batch, heads, t, t)
-    lengths = encoded["attention_mask"].sum(dim=1).tolist()
-    result = []
-    for index, (text, length) in enumerate(zip(texts, lengths)):
-        word_ids = np.array([-1 if w is None else w for w in encoded.word_ids(index)[:length]], dtype=np.int64)
-        special = encoded["special_tokens_mask"][index, :length].numpy().astype(bool)
-        word_ids[special] = -1
-        # Right padding: the real tokens come first; pads get no weight from real queries.
-        weights = np.ascontiguousarray(maps[:, index, :, :length, :length], dtype=np.float32)
-        result.append(
-            TokenAttention(
-                text=text,
-                tokens=tuple(encoded.tokens(index)[:length]),
-                word_ids=word_ids,
-                offsets=encoded["offset_mapping"][index, :length].numpy().astype(np.int64),
-                weights=weights,
-            )
-        )
-    return result
+    handles = [module.register_forward_hook(hook(layer)) for layer, module in enumerate(modules)]
+    try:
+        with torch.inference_mode():
+            loaded.model(input_ids=torch.from_numpy(batch.input_ids).to(loaded.device),
+                         attention_mask=torch.from_numpy(batch.attention_mask).to(loaded.device))
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert seen == list(range(loaded.layers)), seen

@@ -23,9 +23,20 @@ _METADATA: dict[str, dict[str, None]] = {
 }
 
 
+class ShownFigure(Figure):
+    """A Figure that Jupyter shows as a PNG by itself (bare Figures outside pyplot show only their repr)."""
+
+    def _repr_png_(self) -> bytes:
+        import io
+
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
+        return buffer.getvalue()
+
+
 def new_figure(**kwargs) -> Figure:
     """A `Figure(**kwargs)` at DPI drawn by its own Agg canvas: not registered with pyplot, whatever its backend."""
-    fig = Figure(dpi=DPI, **kwargs)
+    fig = ShownFigure(dpi=DPI, **kwargs)
     FigureCanvasAgg(fig)  # attaches itself as fig.canvas; tight/constrained layout and savefig render with Agg
     return fig
 

@@ -1,75 +1,164 @@
-"""Per-head scores and labels: where the focus word looks, and which heads look back, ahead or at markers."""
+"""Per-head statistics, defined once, and labels: where the focus word looks, which heads look back, ahead, at markers.
+
+`kernel` is the one merge-and-statistics kernel of `run` and `heads --corpus`: a batch of piece maps of one
+layer in, unit maps and/or per-head totals out. `unit_totals` is the only definition of every statistic; each
+is pooled: its sum over every qualifying query unit of every sentence, over the number of such units.
+"""
 from __future__ import annotations
 
-import unicodedata
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from analysis.errors import InputError
-from analysis.sentences import SentenceSet
-from analysis.words import WordAttention
+from analysis.words import CLS, MARKER_KINDS, PAD, PUNCT, SEP, WordAttention, merge_maps
 
 # "Previous" and "next" are defined here, once: the key sits at query index + offset.
 PREVIOUS_OFFSET = -1
 NEXT_OFFSET = +1
 
+# The per-head statistics, in table order:
+#   prev / next / self: W[i, i-1] / W[i, i+1] / W[i, i] (prev over query units i >= 1, next over i <= n-2);
+#   cls / sep / punct: the row's weight on [CLS] / [SEP] / punctuation-only words;
+#   markers: the row's weight on every marker (analysis.words.MARKER_KINDS: every special token the
+#   tokenizer added, and punctuation-only words);
+#   entropy: the row's entropy in nats, 0 log 0 = 0.
+STATISTICS = ("prev", "next", "self", "cls", "sep", "punct", "markers", "entropy")
+PAIR_STATISTICS = ("prev", "next")  # pooled over query units that have a previous (a next) unit: n - 1 each
 
-class SentenceError(InputError):
-    """A sentence does not fit the config (a missing or repeated word); the message names it."""
 
+def unit_totals(maps, kinds):
+    """Every statistic of one layer, summed over the real query units of a batch, in torch.
 
-def offset_weights(weights: np.ndarray, offset: int) -> np.ndarray:
-    """(..., n, n) -> (..., n - |offset|): W[i, i + offset] for every query i that has such a key.
-
-    PREVIOUS_OFFSET gives W[i, i-1] for i >= 1; NEXT_OFFSET gives W[i, i+1] for i <= n-2.
+    maps: (B, H, n, n) unit maps (query x key), all-zero rows and columns for pads; kinds: (B, n) Kind codes,
+    PAD for pads. Returns (len(STATISTICS), H) float64 totals on the maps' device. Pads add exactly 0.
     """
-    return np.diagonal(weights, offset=offset, axis1=-2, axis2=-1)
+    import torch
+
+    per_row = [
+        torch.diagonal(maps, PREVIOUS_OFFSET, dim1=2, dim2=3).sum(dim=-1),  # prev: W[i, i-1], (B, H)
+        torch.diagonal(maps, NEXT_OFFSET, dim1=2, dim2=3).sum(dim=-1),  # next: W[i, i+1]
+        torch.diagonal(maps, 0, dim1=2, dim2=3).sum(dim=-1),  # self: W[i, i]
+        # entropy in nats, 0 log 0 = 0 (the clamp keeps log finite; 0 times it is 0); in place: one temporary
+        -maps.clamp(min=torch.finfo(maps.dtype).tiny).log_().mul_(maps).sum(dim=(2, 3)),
+    ]
+    rows = torch.stack(per_row).to(torch.float64).sum(dim=1)  # (4, H): per (b, h) in the maps' dtype, then b in float64
+    markers = torch.isin(kinds, torch.tensor(MARKER_KINDS, device=kinds.device))
+    key_sets = torch.stack([kinds == CLS, kinds == SEP, kinds == PUNCT, markers], dim=-1).to(torch.float64)  # (B, n, 4)
+    received = maps.sum(dim=2).to(torch.float64)  # (B, H, key n): the weight each key gets from all queries
+    on_keys = torch.einsum("bhk,bkc->ch", received, key_sets)  # (4, H): cls, sep, punct, markers
+    return torch.cat([rows[:3], on_keys, rows[3:]])  # (8, H) in STATISTICS order
 
 
-def row_entropy(weights: np.ndarray) -> np.ndarray:
-    """(..., n, n) -> (..., n): the entropy of each row in nats, with 0 log 0 = 0."""
-    w = weights.astype(np.float64)
-    logs = np.log(np.where(w > 0, w, 1.0))
-    return -(w * logs).sum(axis=-1)
+def kernel(weights, units, kinds, keep_maps: bool = False):
+    """The one merge-and-statistics kernel: one layer's piece maps of a batch -> (unit maps or None, totals).
+
+    weights: (B, H, t, t) post-softmax piece weights; units: (B, t) unit of each piece, -1 for pads;
+    kinds: (B, n) Kind codes, PAD for pads; all on one device. Returns the (B, H, n, n) unit maps if
+    keep_maps, and the (len(STATISTICS), H) float64 totals of unit_totals.
+    """
+    maps = merge_maps(weights, units, kinds.shape[1])
+    return (maps if keep_maps else None), unit_totals(maps, kinds)
 
 
-def marker_mass(weights: np.ndarray, markers: np.ndarray) -> np.ndarray:
-    """(..., n, n) and (n,) bool -> (..., n): each row's weight summed over the marker columns."""
-    return weights[..., markers].sum(axis=-1)
-
-
-def _normal(word: str) -> str:
-    return unicodedata.normalize("NFC", word).casefold()
-
-
-def locate(attention: WordAttention, word: str, occurrence: int | None, role: str, number: int) -> int:
-    """The unit index of `word` in a sentence (case-insensitive); SentenceError if missing or ambiguous."""
-    matches = np.flatnonzero([_normal(w) == _normal(word) for w in attention.words])
-    where = f"sentence {number} ({attention.text!r})"
-    if len(matches) == 0:
-        raise SentenceError(f"the {role} word {word!r} is not in {where}")
-    if occurrence is None:
-        if len(matches) > 1:
-            raise SentenceError(
-                f"the {role} word {word!r} occurs {len(matches)} times in {where}; "
-                f"say which one with {role}_occurrence = 1..{len(matches)} in the config"
-            )
-        occurrence = 1
-    if occurrence > len(matches):
-        raise SentenceError(
-            f"{role}_occurrence = {occurrence} but {word!r} occurs {len(matches)} time(s) in {where}"
-        )
-    return int(matches[occurrence - 1])
+def sentence_counts(units: list[int], pieces: int = 0) -> dict[str, float]:
+    """The counts that sentences of `units` units each add to HeadSums; pieces: their pieces, if known."""
+    sizes = np.array(units, dtype=np.int64)
+    return {
+        "sentences": len(sizes),
+        "units": int(sizes.sum()),
+        "pairs": int((sizes - 1).sum()),
+        "uniform": float((sizes * np.log(sizes)).sum()),
+        "tokens": pieces,
+    }
 
 
 @dataclass(frozen=True)
-class FocusedSentence:
-    """A sentence at word level with its focus and sense word located."""
+class HeadSums:
+    """Exact running sums over (part of) a corpus. `a + b` is the sums over both parts."""
 
-    attention: WordAttention
-    focus: int  # unit index of the focus word
-    sense: int  # unit index of the word that decides its sense
+    totals: np.ndarray  # (len(STATISTICS), layers, heads) float64: each statistic summed over its query units
+    sentences: int = 0  # sentences run through the model
+    units: int = 0  # query units: the denominator of self, cls, sep, punct, markers and entropy
+    pairs: int = 0  # query units with a previous unit (as many have a next one): the denominator of prev, next
+    uniform: float = 0.0  # sum over query units of ln n: the entropy of uniform attention, for "broad"
+    tokens: int = 0  # pieces run through the model, specials included, pads not
+    lines: int = 0  # lines of the file read for this shard, blank ones included
+    blank: int = 0  # blank lines, skipped
+    skipped: int = 0  # lines over the model's maximum length, skipped
+    truncated: int = 0  # lines over the model's maximum length, cut (with --truncate)
+
+    def __post_init__(self) -> None:
+        assert self.totals.ndim == 3 and self.totals.shape[0] == len(STATISTICS), self.totals.shape
+        assert self.totals.dtype == np.float64
+
+    @classmethod
+    def zeros(cls, layers: int, heads: int) -> HeadSums:
+        return cls(totals=np.zeros((len(STATISTICS), layers, heads)))
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.totals.shape[1], self.totals.shape[2]
+
+    def __add__(self, other: HeadSums) -> HeadSums:
+        if self.shape != other.shape:
+            raise InputError(f"cannot add sums of {self.shape} heads to sums of {other.shape} heads")
+        counts = {name: getattr(self, name) + getattr(other, name) for name in COUNT_FIELDS}
+        return HeadSums(totals=self.totals + other.totals, **counts)
+
+    def means(self) -> dict[str, np.ndarray]:
+        """Each statistic's pooled mean, (layers, heads) float64: the total over the count of its units."""
+        result = {}
+        for index, name in enumerate(STATISTICS):
+            count = self.pairs if name in PAIR_STATISTICS else self.units
+            result[name] = self.totals[index] / count if count else np.full(self.shape, np.nan)
+        return result
+
+    @property
+    def uniform_entropy(self) -> float:
+        """The mean row entropy that uniform attention over the same rows would have, in nats."""
+        return self.uniform / self.units if self.units else math.nan
+
+    def to_json(self) -> dict:
+        """Every sum and count; json writes floats with repr, so reading it back is exact."""
+        layers, heads = self.shape
+        data = {name: getattr(self, name) for name in COUNT_FIELDS}
+        data.update(layers=layers, heads=heads, totals={name: self.totals[i].tolist() for i, name in enumerate(STATISTICS)})
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> HeadSums:
+        totals = np.array([data["totals"][name] for name in STATISTICS], dtype=np.float64)
+        if totals.shape != (len(STATISTICS), data["layers"], data["heads"]):
+            raise ValueError(f"totals of shape {totals.shape[1:]}, not ({data['layers']}, {data['heads']})")
+        counts = {name: data[name] for name in COUNT_FIELDS}
+        for name, value in counts.items():
+            if isinstance(value, bool) or not isinstance(value, (float if name == "uniform" else int, int)) or value < 0:
+                raise ValueError(f"{name} is {value!r}, not a count")
+        return cls(totals=totals, **counts)
+
+
+COUNT_FIELDS = ("sentences", "units", "pairs", "uniform", "tokens", "lines", "blank", "skipped", "truncated")
+
+
+def word_sums(attentions: list[WordAttention]) -> HeadSums:
+    """Pooled sums of every statistic over word-level maps, without a model (unit_totals on a padded batch)."""
+    import torch
+
+    assert attentions, "at least one sentence"
+    layers, heads = attentions[0].layers, attentions[0].heads
+    n = max(len(a.words) for a in attentions)
+    weights = np.zeros((len(attentions), layers, heads, n, n), dtype=np.float32)  # (B, L, H, n, n), zero pads
+    kinds = np.full((len(attentions), n), PAD, dtype=np.int64)
+    for row, attention in enumerate(attentions):
+        size = len(attention.words)
+        weights[row, :, :, :size, :size] = attention.weights
+        kinds[row, :size] = attention.kinds
+    kinds_t = torch.from_numpy(kinds)
+    totals = np.stack([unit_totals(torch.from_numpy(weights[:, layer]), kinds_t).numpy() for layer in range(layers)],
+                      axis=1)  # (len(STATISTICS), layers, heads)
+    return HeadSums(totals=totals, **sentence_counts([len(a.words) for a in attentions]))
 
 
 @dataclass(frozen=True)
@@ -83,10 +172,15 @@ class HeadReport:
     top_is_marker: np.ndarray  # (S, layers, heads) bool
     sense_head: np.ndarray  # (layers, heads) bool: top key is the sense word in every sentence
     marker_head: np.ndarray  # (layers, heads) bool: top key is a marker in every sentence
-    prev: np.ndarray  # (layers, heads) mean W[i, i-1], averaged over sentences
-    next: np.ndarray  # (layers, heads) mean W[i, i+1], averaged over sentences
-    markers: np.ndarray  # (layers, heads) mean weight on the markers, averaged over sentences
-    entropy: np.ndarray  # (layers, heads) mean row entropy in nats, averaged over sentences
+    # The pooled statistics of unit_totals, each (layers, heads) float64, over every sentence's query units.
+    prev: np.ndarray
+    next: np.ndarray
+    self: np.ndarray
+    cls: np.ndarray
+    sep: np.ndarray
+    punct: np.ndarray
+    markers: np.ndarray
+    entropy: np.ndarray
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -123,30 +217,30 @@ def _first_argmax(scores: np.ndarray) -> tuple[int, int]:
     return int(layer), int(head)
 
 
-def classify(sentences: list[FocusedSentence]) -> HeadReport:
-    """Score and label every head over the sentences."""
+def classify(sentences: list, sums: HeadSums | None = None) -> HeadReport:
+    """Score and label every head over FocusedSentences (analysis.focus).
+
+    sums: the pooled sums of the same sentences if already computed (analysis.pipeline gets them from the
+    forward pass); otherwise word_sums computes them from the word-level maps.
+    """
     assert sentences, "at least one sentence"
     shapes = {(s.attention.layers, s.attention.heads) for s in sentences}
     assert len(shapes) == 1, shapes
     top_key, top_weight, sense_weight, marker_weight, top_is_marker = [], [], [], [], []
-    prev, next_, markers, entropy = [], [], [], []
     for sentence in sentences:
-        weights = sentence.attention.weights  # (layers, heads, n, n)
         is_marker = sentence.attention.markers  # (n,)
-        focus_row = weights[:, :, sentence.focus, :]  # (layers, heads, n)
+        focus_row = sentence.attention.weights[:, :, sentence.focus, :]  # (layers, heads, n)
         top = focus_row.argmax(axis=-1)  # (layers, heads)
         top_key.append(top)
         top_weight.append(focus_row.max(axis=-1))
         sense_weight.append(focus_row[:, :, sentence.sense])
-        marker_weight.append(marker_mass(focus_row, is_marker))
+        marker_weight.append(focus_row[:, :, is_marker].sum(axis=-1))
         top_is_marker.append(is_marker[top])
-        prev.append(offset_weights(weights, PREVIOUS_OFFSET).mean(axis=-1))
-        next_.append(offset_weights(weights, NEXT_OFFSET).mean(axis=-1))
-        markers.append(marker_mass(weights, is_marker).mean(axis=-1))
-        entropy.append(row_entropy(weights).mean(axis=-1))
     top_key = np.stack(top_key)
     senses = np.array([s.sense for s in sentences])[:, None, None]
     top_is_marker = np.stack(top_is_marker)
+    if sums is None:
+        sums = word_sums([s.attention for s in sentences])
     return HeadReport(
         top_key=top_key,
         top_weight=np.stack(top_weight),
@@ -155,20 +249,5 @@ def classify(sentences: list[FocusedSentence]) -> HeadReport:
         top_is_marker=top_is_marker,
         sense_head=(top_key == senses).all(axis=0),
         marker_head=top_is_marker.all(axis=0),
-        prev=np.mean(prev, axis=0),
-        next=np.mean(next_, axis=0),
-        markers=np.mean(markers, axis=0),
-        entropy=np.mean(entropy, axis=0),
+        **sums.means(),
     )
-
-
-def focus_sentences(attentions: list[WordAttention], sentence_set: SentenceSet) -> list[FocusedSentence]:
-    """Locate the focus and sense word of each configured sentence; SentenceError names the sentence."""
-    return [
-        FocusedSentence(
-            attention=attention,
-            focus=locate(attention, sentence_set.focus, sentence.focus_occurrence, "focus", number),
-            sense=locate(attention, sentence.sense, sentence.sense_occurrence, "sense", number),
-        )
-        for number, (attention, sentence) in enumerate(zip(attentions, sentence_set.sentences), start=1)
-    ]

@@ -23,15 +23,12 @@ from analysis.categories import (
 from analysis.heads import NEXT_OFFSET, PREVIOUS_OFFSET
 from analysis.pipeline import RunResult
 from analysis.tables import describe
-from analysis.words import MARKER_KINDS, PUNCT, SPECIAL, WordAttention
+from analysis.words import MARKERS_TEXT, WordAttention
 
 REPORT_NAME = "report.html"
 WEIGHT_SCALE = 10_000  # weights are stored as whole ten-thousandths, i.e. rounded to 4 decimals
 TEMPLATE = "report_template"  # .html, .css and .js in the analysis package
 IFRAME_HEIGHT = 900  # px: the report inside a notebook cell
-
-
-MARKER_TEXT = {SPECIAL: "special tokens such as [CLS] and [SEP]", PUNCT: "words made only of punctuation"}
 
 
 def _template(suffix: str) -> str:
@@ -71,7 +68,7 @@ def definitions(focus: str) -> dict[str, str]:
     merge_rule = words_module.__doc__.strip().splitlines()[0]
     return {
         "words": merge_rule + " Each row still sums to 1 (100 %).",
-        "markers": "Markers: " + " and ".join(MARKER_TEXT.get(kind, kind) for kind in MARKER_KINDS) + ".",
+        "markers": "Markers: " + MARKERS_TEXT + ".",
         "categories": (
             f"Each head is coloured by where the focus word \u00ab{focus}\u00bb looks most (its top target), "
             "if that holds in every sentence; the first rule that holds wins: "
@@ -103,7 +100,7 @@ def sentence_gaps(attention: WordAttention) -> list[str | None]:
     "banco." or "«dinero»"), or None for a special token, which the sentence does not show."""
     gaps, cursor, shown = [], 0, False
     for word, kind in zip(attention.words, attention.kinds):
-        if kind == SPECIAL:
+        if kind.group == "special":
             gaps.append(None)
             continue
         start = attention.text.find(word, cursor)
@@ -169,7 +166,7 @@ def report_data(result: RunResult, summary: dict) -> dict:
             {
                 "text": sentence.attention.text,
                 "words": list(sentence.attention.words),
-                "kinds": list(sentence.attention.kinds),
+                "kinds": [kind.group for kind in sentence.attention.kinds],  # "special", "punct" or "word"
                 "markers": sentence.attention.markers.tolist(),  # (n,) bool
                 "relations": key_relations(sentence).tolist(),  # (n,) category name of each key, any head
                 "gaps": sentence_gaps(sentence.attention),  # (n,) text before each unit, None: not shown

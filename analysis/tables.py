@@ -7,14 +7,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.heads import FocusedSentence, HeadReport
+from analysis.focus import FocusedSentence
+from analysis.heads import STATISTICS, HeadReport
 from analysis.pipeline import RunResult
+from analysis.words import WordAttention
 
 FLOAT_FORMAT = "%.6f"
 ATTENTION_COLUMNS = ["sentence", "layer", "head", "query_index", "query", "key_index", "key", "weight"]
 FOCUS_COLUMNS = ["sentence", "layer", "head", "top_key", "top_weight", "sense_weight", "marker_weight"]
-HEADS_COLUMNS = ["layer", "head", "sense_head", "marker_head", "prev", "next", "markers", "entropy"]
-RESULT_FILES = ("attention.csv", "focus.csv", "heads.csv", "summary.json")
+HEADS_COLUMNS = ["layer", "head", "sense_head", "marker_head", *STATISTICS]
 
 
 def write_csv(frame: pd.DataFrame, path: Path) -> None:
@@ -25,13 +26,13 @@ def write_json(data: dict, path: Path) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def attention_frame(sentences: list[FocusedSentence]) -> pd.DataFrame:
+def attention_frame(attentions: list[WordAttention]) -> pd.DataFrame:
     """Long format: one row per sentence, layer, head, query and key; layer and head from 1."""
     frames = []
-    for number, sentence in enumerate(sentences, start=1):
-        weights = sentence.attention.weights  # (layers, heads, n, n)
+    for number, attention in enumerate(attentions, start=1):
+        weights = attention.weights  # (layers, heads, n, n)
         layer, head, query, key = np.indices(weights.shape).reshape(4, -1)  # C order: already sorted
-        words = np.array(sentence.attention.words, dtype=object)
+        words = np.array(attention.words, dtype=object)
         frames.append(
             pd.DataFrame(
                 {
@@ -70,21 +71,20 @@ def focus_frame(sentences: list[FocusedSentence], report: HeadReport) -> pd.Data
 
 
 def heads_frame(report: HeadReport) -> pd.DataFrame:
-    """One row per head with its two labels and four scores."""
+    """One row per head: its two focus-word labels and the pooled statistics (those of `heads --corpus`)."""
     layer, head = np.indices(report.shape).reshape(2, -1)
     flag = np.array(["false", "true"])
-    return pd.DataFrame(
+    frame = pd.DataFrame(
         {
             "layer": layer + 1,
             "head": head + 1,
             "sense_head": flag[report.sense_head.reshape(-1).astype(int)],
             "marker_head": flag[report.marker_head.reshape(-1).astype(int)],
-            "prev": report.prev.reshape(-1).astype(np.float64),
-            "next": report.next.reshape(-1).astype(np.float64),
-            "markers": report.markers.reshape(-1).astype(np.float64),
-            "entropy": report.entropy.reshape(-1).astype(np.float64),
         }
-    )[HEADS_COLUMNS]
+    )
+    for name in STATISTICS:
+        frame[name] = getattr(report, name).reshape(-1).astype(np.float64)
+    return frame[HEADS_COLUMNS]
 
 
 def _rounded(value: float) -> float:
@@ -124,7 +124,7 @@ def summary(result: RunResult) -> dict:
         "marker_head_count_per_sentence": report.marker_head_count_per_sentence,
         "prev_head": _head(report.prev_head, report.prev[report.prev_head]),
         "next_head": _head(report.next_head, report.next[report.next_head]),
-        "marker_head": _head(report.marker_score_head, report.markers[report.marker_score_head]),
+        "strongest_markers_head": _head(report.marker_score_head, report.markers[report.marker_score_head]),
         "versions": result.versions,
     }
 
@@ -132,7 +132,7 @@ def summary(result: RunResult) -> dict:
 def write_results(folder: Path, result: RunResult) -> dict:
     """Write the four result files into `folder`; returns the summary."""
     sentences, report = list(result.sentences), result.report
-    write_csv(attention_frame(sentences), folder / "attention.csv")
+    write_csv(attention_frame([s.attention for s in sentences]), folder / "attention.csv")
     write_csv(focus_frame(sentences, report), folder / "focus.csv")
     write_csv(heads_frame(report), folder / "heads.csv")
     data = summary(result)
@@ -157,7 +157,7 @@ def describe(data: dict) -> str:
         f"marker heads: {data['marker_head_count']} of {total}",
         "marker heads per sentence: " + ", ".join(str(c) for c in data["marker_head_count_per_sentence"]),
     ]
-    for key, name in (("prev_head", "previous-word"), ("next_head", "next-word"), ("marker_head", "marker")):
+    for key, name in (("prev_head", "previous-word"), ("next_head", "next-word"), ("strongest_markers_head", "marker")):
         head = data[key]
         lines.append(f"{name} head: layer {head['layer']}, head {head['head']} (mean weight {head['score']:.2f})")
     return "\n".join(lines)

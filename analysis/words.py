@@ -1,16 +1,38 @@
-"""Merge word pieces into words: sum over the attended-to pieces, mean over the attending ones."""
+"""Merge word pieces into words: sum over the attended-to pieces, mean over the attending ones.
+
+Units: each special token the tokenizer added is a unit of its own; each word (the pieces of one word id)
+is one unit, labelled by the text as written. `merge_maps` is the only implementation of the merge.
+"""
 from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass
+from enum import IntEnum
 
 import numpy as np
 
-from analysis.extract import TokenAttention
 
-# The kinds of unit. Markers are special tokens and words made only of punctuation.
-SPECIAL, PUNCT, WORD = "special", "punct", "word"
-MARKER_KINDS = (SPECIAL, PUNCT)
+class Kind(IntEnum):
+    """The kinds of unit, one small int code each (numpy and torch arrays hold the codes)."""
+
+    PAD = -1  # padding in a batch: no unit
+    WORD = 0
+    PUNCT = 1  # a word made only of punctuation
+    CLS = 2  # the tokenizer's cls_token
+    SEP = 3  # the tokenizer's sep_token
+    SPECIAL = 4  # any other token the tokenizer added
+
+    @property
+    def group(self) -> str:
+        """'special', 'punct' or 'word': how the report and figures tell units apart."""
+        return "special" if self in SPECIAL_KINDS else self.name.lower()
+
+
+PAD, WORD, PUNCT, CLS, SEP, SPECIAL = Kind.PAD, Kind.WORD, Kind.PUNCT, Kind.CLS, Kind.SEP, Kind.SPECIAL
+SPECIAL_KINDS = (CLS, SEP, SPECIAL)
+# Markers: every special token the tokenizer added, and every punctuation-only word.
+MARKER_KINDS = (*SPECIAL_KINDS, PUNCT)
+MARKERS_TEXT = "special tokens the tokenizer added (every one: [CLS], [SEP], ...) and words made only of punctuation"
 
 
 @dataclass(frozen=True)
@@ -19,12 +41,13 @@ class WordAttention:
 
     text: str
     words: tuple[str, ...]  # (n,) each word as written in the sentence; specials keep the tokenizer's text
-    kinds: tuple[str, ...]  # (n,) SPECIAL, PUNCT or WORD
+    kinds: tuple[Kind, ...]  # (n,) the Kind of each unit
     weights: np.ndarray  # (layers, heads, n, n) float32, query rows x key columns, each row sums to 1
 
     def __post_init__(self) -> None:
         n = len(self.words)
-        assert len(self.kinds) == n
+        object.__setattr__(self, "kinds", tuple(Kind(int(kind)) for kind in self.kinds))
+        assert len(self.kinds) == n and PAD not in self.kinds, self.kinds
         assert self.weights.ndim == 4 and self.weights.shape[2:] == (n, n), self.weights.shape
         assert self.weights.dtype == np.float32
 
@@ -42,6 +65,11 @@ class WordAttention:
         return self.weights.shape[1]
 
 
+def is_punctuation(word: str) -> bool:
+    """True for a word made only of punctuation characters (Unicode category P*)."""
+    return bool(word) and all(unicodedata.category(char).startswith("P") for char in word)
+
+
 def unit_ids(word_ids: np.ndarray) -> np.ndarray:
     """(t,) word ids (-1 for specials) -> (t,) unit index: a special starts a unit, so does a new word."""
     previous = np.concatenate([[-2], word_ids[:-1]])
@@ -49,45 +77,50 @@ def unit_ids(word_ids: np.ndarray) -> np.ndarray:
     return np.cumsum(starts) - 1
 
 
-def assignment_matrix(units: np.ndarray) -> np.ndarray:
-    """(t,) unit index -> (n, t) float64 matrix with a 1 where piece j belongs to unit i."""
-    n = int(units.max()) + 1
-    return (np.arange(n)[:, None] == units[None, :]).astype(np.float64)
+def group(text: str, tokens: list[str], word_ids: np.ndarray, special: np.ndarray, offsets: np.ndarray,
+          cls_token: str | None, sep_token: str | None) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    """Assign pieces to units, and give each unit its Kind and its label as written.
 
-
-def merge_weights(weights: np.ndarray, assignment: np.ndarray) -> np.ndarray:
-    """(..., t, t) piece weights -> (..., n, n) unit weights.
-
-    Keys: the pieces of a word are summed (right product with A^T).
-    Queries: the rows of a word's pieces are averaged (left product with A / piece count).
-    Rows that summed to 1 still sum to 1.
+    tokens (t,), word_ids (t,) int (-1 where the tokenizer has none), special (t,) bool (the tokenizer's
+    special_tokens_mask), offsets (t, 2) character spans in `text`.
+    -> units (t,) int64, kinds (n,) int64 Kind codes, words (n,) labels.
     """
-    mean_rows = assignment / assignment.sum(axis=1, keepdims=True)  # (n, t)
-    merged = mean_rows @ weights.astype(np.float64) @ assignment.T  # (..., n, n)
-    return merged.astype(np.float32)
-
-
-def is_punctuation(word: str) -> bool:
-    """True for a word made only of punctuation characters (Unicode category P*)."""
-    return bool(word) and all(unicodedata.category(char).startswith("P") for char in word)
-
-
-def merge(tokens: TokenAttention) -> WordAttention:
-    """Group the pieces of each word, label units by the text as written, and merge the weights."""
-    units = unit_ids(tokens.word_ids)
+    word_ids = np.where(special, -1, word_ids).astype(np.int64)
+    units = unit_ids(word_ids)
     n = int(units[-1]) + 1
     first = np.searchsorted(units, np.arange(n))  # (n,) first piece of each unit
-    starts = np.minimum.reduceat(tokens.offsets[:, 0], first)
-    ends = np.maximum.reduceat(tokens.offsets[:, 1], first)
-    special = tokens.word_ids[first] == -1
-    words, kinds = [], []
-    for unit in range(n):  # labels only; the weights are merged with matrix products below
-        if special[unit]:
-            words.append(tokens.tokens[first[unit]])
-            kinds.append(SPECIAL)
+    starts = np.minimum.reduceat(offsets[:, 0], first)
+    ends = np.maximum.reduceat(offsets[:, 1], first)
+    kinds = np.empty(n, dtype=np.int64)
+    words = []
+    for unit, piece in enumerate(first.tolist()):  # labels only; the weights are merged by merge_maps
+        if word_ids[piece] == -1:
+            token = tokens[piece]
+            words.append(token)
+            kinds[unit] = CLS if token == cls_token else SEP if token == sep_token else SPECIAL
         else:
-            word = tokens.text[starts[unit]:ends[unit]]
+            word = text[starts[unit]:ends[unit]]
             words.append(word)
-            kinds.append(PUNCT if is_punctuation(word) else WORD)
-    weights = merge_weights(tokens.weights, assignment_matrix(units))
-    return WordAttention(text=tokens.text, words=tuple(words), kinds=tuple(kinds), weights=weights)
+            kinds[unit] = PUNCT if is_punctuation(word) else WORD
+    return units, kinds, tuple(words)
+
+
+def merge_maps(weights, units, n: int):
+    """Piece maps -> unit maps, batched, in torch, in the maps' dtype.
+
+    weights: (B, H, t, t) post-softmax piece weights; units: (B, t) int64 unit of each piece, -1 for pads.
+    Returns (B, H, n, n), query units x key units (a permuted view: no copy of the maps).
+    Keys: the pieces of a word are summed (right product with A^T).
+    Queries: the rows of a word's pieces are averaged (left product with A / piece count).
+    Rows that summed to 1 still sum to 1; pad units get all-zero rows and columns.
+    """
+    import torch
+
+    batch, heads, t, _ = weights.shape
+    assignment = (torch.arange(n, device=units.device)[None, :, None] == units[:, None, :]).to(weights.dtype)  # (B, n, t)
+    mean_rows = assignment / assignment.sum(dim=-1, keepdim=True).clamp(min=1)  # (B, n, t)
+    # One bmm over all heads for the keys, one for the queries; no copy of the piece maps.
+    keyed = torch.bmm(weights.reshape(batch, heads * t, t), assignment.transpose(1, 2))  # (B, H*t, n)
+    keyed = keyed.view(batch, heads, t, n).transpose(1, 2).reshape(batch, t, heads * n)  # (B, t, H*n)
+    merged = torch.bmm(mean_rows, keyed).view(batch, n, heads, n)  # (B, query n, H, key n)
+    return merged.transpose(1, 2)  # (B, H, n, n)

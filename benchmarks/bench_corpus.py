@@ -18,7 +18,10 @@ least 2000 lines. The model: the packaged MiniLM (--model minilm). Reported:
    the forward pass, by a different amount in each process.
 
     python benchmarks/bench_corpus.py [--batch-size 32] [--repeats 5] [--naive-sentences N] [--skip-memory]
-                                      [--memory-repeats 3] [--json OUT.json]
+                                      [--memory-repeats 3] [--sentences 2000] [--skip-naive] [--json OUT.json]
+
+A quick look at ratio 2 alone (a few minutes instead of ~20):
+    python benchmarks/bench_corpus.py --sentences 600 --repeats 3 --skip-memory --skip-naive
 """
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -48,10 +52,10 @@ def seed_lines() -> list[str]:
     return [line for line in SEEDS.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def build_corpus(folder: Path, copies: int = 1) -> tuple[Path, int]:
-    """The seed sentences repeated to >= MIN_SENTENCES lines, that many times `copies`; -> (path, lines)."""
+def build_corpus(folder: Path, copies: int = 1, sentences: int = MIN_SENTENCES) -> tuple[Path, int]:
+    """The seed sentences repeated to >= `sentences` lines, that many times `copies`; -> (path, lines)."""
     seeds = seed_lines()
-    lines = seeds * math.ceil(MIN_SENTENCES / len(seeds)) * copies
+    lines = seeds * math.ceil(sentences / len(seeds)) * copies
     path = folder / f"corpus-{copies}x.txt"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path, len(lines)
@@ -72,6 +76,12 @@ def ours(loaded, path: Path, batch_size: int, progress=None):
         return corpus_sums(loaded, CorpusReader(handle), batch_size=batch_size, progress=progress)
 
 
+class Pieces(NamedTuple):
+    """What length_batches needs of a sentence: its piece ids."""
+
+    ids: list[int]
+
+
 def plain_batches(sentences: list, batch_size: int) -> list[list]:
     """Sorted by length and cut every batch_size sentences, with no cap on query-key pairs."""
     ordered = sorted(sentences, key=lambda s: len(s.ids))
@@ -85,14 +95,14 @@ def bare(loaded, path: Path, batch_size: int, capped: bool = True, progress=None
     """
     import torch
 
-    from analysis.corpus import BUCKET_BATCHES, Encoded, length_batches
+    from analysis.corpus import BUCKET_BATCHES, length_batches
 
     forward = 0.0
     start = time.perf_counter()
     texts = iter(line.strip() for line in path.open(encoding="utf-8") if line.strip())
     with torch.inference_mode():
         while chunk := list(itertools.islice(texts, batch_size * BUCKET_BATCHES)):
-            encoded = [Encoded(ids, None, None) for ids in loaded.tokenizer(chunk, verbose=False)["input_ids"]]
+            encoded = [Pieces(ids) for ids in loaded.tokenizer(chunk, verbose=False)["input_ids"]]
             batches = length_batches(encoded, batch_size) if capped else plain_batches(encoded, batch_size)
             for batch in batches:
                 batch = [sentence.ids for sentence in batch]
@@ -216,6 +226,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="Interleaved timed runs of ours and bare; the fastest "
                         "of each is compared (other processes only ever add time).")
     parser.add_argument("--skip-memory", action="store_true", help="Measure speed only.")
+    parser.add_argument("--sentences", type=int, default=MIN_SENTENCES, help="Corpus size: the seeds repeated to "
+                        "at least this many lines.")
+    parser.add_argument("--skip-naive", action="store_true", help="Skip the naive baseline (ratio 1).")
     parser.add_argument("--memory-repeats", type=int, default=3, help="Fresh processes per memory measurement; "
                         "the median growth is reported.")
     parser.add_argument("--json", type=Path, help="Also write the numbers to this file.")
@@ -228,13 +241,13 @@ def main() -> None:
         return
 
     with tempfile.TemporaryDirectory() as folder:
-        path, count = build_corpus(Path(folder))
+        path, count = build_corpus(Path(folder), sentences=args.sentences)
         # Memory first, while this process is small: a child's ru_maxrss starts at its parent's RSS at fork.
         # A process streams the corpus repeated 10x and notes its peak RSS after each 1x: the first is the
         # peak for 1x, the last for 10x, and the ones between show whether it levels off. The heap's
         # fragmentation differs from process to process: several processes of each, the median growth.
         if not args.skip_memory:
-            ten, _ = build_corpus(Path(folder), copies=10)
+            ten, _ = build_corpus(Path(folder), copies=10, sentences=args.sentences)
             memory = {what: [peak_memory(ten, args.batch_size, what, count) for _ in range(args.memory_repeats)]
                       for what in ("ours", "bare")}
 
@@ -260,9 +273,12 @@ def main() -> None:
             bare_runs.append(bare_s)
             forward_runs.append(forward_s)
             plain_runs.append(bare(loaded, path, args.batch_size, capped=False)[0])
-            start = time.perf_counter()
-            naive_means = naive(loaded, naive_texts)
-            naive_runs.append(time.perf_counter() - start)
+            if not args.skip_naive:
+                start = time.perf_counter()
+                naive_means = naive(loaded, naive_texts)
+                naive_runs.append(time.perf_counter() - start)
+        if args.skip_naive:
+            naive_texts, naive_means, naive_runs = texts[:0], {}, [math.inf]
         ours_s, bare_s, forward_s, plain_s, naive_s = (
             min(runs) for runs in (ours_runs, bare_runs, forward_runs, plain_runs, naive_runs))
 
@@ -270,10 +286,10 @@ def main() -> None:
         from analysis.corpus import CorpusReader, corpus_sums
 
         same = corpus_sums(loaded, CorpusReader(io.BytesIO("\n".join(naive_texts).encode())), args.batch_size)
-        worst = max(float(np.abs(same.means()[name] - naive_means[name]).max()) for name in naive_means)
+        worst = max((float(np.abs(same.means()[name] - naive_means[name]).max()) for name in naive_means), default=0.0)
 
     rate = {"ours": count / ours_s, "bare": count / bare_s, "forward_only": count / forward_s,
-            "bare_plain_batches": count / plain_s, "naive": len(naive_texts) / naive_s}
+            "bare_plain_batches": count / plain_s, "naive": len(naive_texts) / naive_s or math.nan}
     result = {
         "sentences": count,
         "runs_s": {"ours": [round(x, 2) for x in ours_runs], "bare": [round(x, 2) for x in bare_runs],

@@ -11,12 +11,11 @@ import torch
 from click.testing import CliRunner
 
 from analysis import corpus
-from analysis.corpus import (CLS, PAD, PUNCT, SEP, STATISTICS, WORD, CorpusError, CorpusReader, HeadSums, LABELS,
-                             Shard, Thresholds, batch_totals, corpus_sums, label_heads, merge_shards)
-from analysis.extract import extract
-from analysis.heads import NEXT_OFFSET, PREVIOUS_OFFSET, marker_mass, offset_weights, row_entropy
-from analysis.words import PUNCT as PUNCT_KIND
-from analysis.words import assignment_matrix, merge, merge_weights
+from analysis.corpus import (STATISTICS, CorpusError, CorpusReader, HeadSums, LABELS, Shard, Thresholds, corpus_sums,
+                             label_heads, merge_shards)
+from analysis.heads import NEXT_OFFSET, PREVIOUS_OFFSET, kernel, word_sums
+from analysis.pipeline import attend_words
+from analysis.words import CLS, PAD, PUNCT, SEP, WORD, merge_maps
 from real_attention import cli
 
 # Words of the tiny vocabulary; "sentí", "jardín" and "unos" are split into pieces.
@@ -36,8 +35,9 @@ TOO_LONG = " ".join(["the bank"] * 20)  # 40 words: over the tiny model's 24 pos
 
 
 def totals_of(maps: np.ndarray, units: np.ndarray, kinds: np.ndarray) -> np.ndarray:
-    """batch_totals on numpy input: maps (L, B, H, t, t), units (B, t), kinds (B, n)."""
-    return batch_totals(torch.from_numpy(maps), torch.from_numpy(units), torch.from_numpy(kinds)).numpy()
+    """The kernel on numpy input, layer by layer: maps (L, B, H, t, t), units (B, t), kinds (B, n)."""
+    units, kinds = torch.from_numpy(units), torch.from_numpy(kinds)
+    return np.stack([kernel(torch.from_numpy(layer), units, kinds)[1].numpy() for layer in maps], axis=1)
 
 
 def sums_of(maps, units, kinds) -> HeadSums:
@@ -55,28 +55,6 @@ def shifted(n: int, offset: int) -> np.ndarray:
 
 def reader(lines: list[str], **options) -> CorpusReader:
     return CorpusReader(io.BytesIO(("\n".join(lines) + "\n").encode("utf-8")), **options)
-
-
-def reference(loaded, texts: list[str]) -> dict[str, np.ndarray]:
-    """`run`'s per-sentence path (extract, words.merge, heads' functions), pooled over every query unit."""
-    total = dict.fromkeys(STATISTICS, 0.0)
-    units = pairs = 0
-    for attention in (merge(tokens) for tokens in extract(loaded, texts)):
-        weights = attention.weights.astype(np.float64)  # (L, H, n, n)
-        n = weights.shape[-1]
-        words = np.array(attention.words)
-        cls, sep = words == loaded.tokenizer.cls_token, words == loaded.tokenizer.sep_token
-        punct = np.array(attention.kinds) == PUNCT_KIND
-        total["prev"] += offset_weights(weights, PREVIOUS_OFFSET).sum(axis=-1)
-        total["next"] += offset_weights(weights, NEXT_OFFSET).sum(axis=-1)
-        total["self"] += offset_weights(weights, 0).sum(axis=-1)
-        total["cls"] += marker_mass(weights, cls).sum(axis=-1)
-        total["sep"] += marker_mass(weights, sep).sum(axis=-1)
-        total["punct"] += marker_mass(weights, punct).sum(axis=-1)
-        total["markers"] += marker_mass(weights, attention.markers).sum(axis=-1)
-        total["entropy"] += row_entropy(weights).sum(axis=-1)
-        units, pairs = units + n, pairs + n - 1
-    return {name: value / (pairs if name in ("prev", "next") else units) for name, value in total.items()}
 
 
 # --- hand-made arrays ---------------------------------------------------------------------------------------
@@ -101,20 +79,23 @@ def test_a_previous_head_and_a_next_head_have_known_statistics():
     assert labels.tolist() == [["previous", "next", "broad"]]
 
 
-def test_pieces_merge_like_words_merge_weights():
+def test_piece_statistics_are_those_of_the_merged_word_maps():
     rng = np.random.default_rng(0)
-    units = np.array([0, 1, 1, 1, 2, 3, 3, 4])  # [CLS] w(3 pieces) w w(2 pieces) [SEP]
-    t, n = len(units), int(units.max()) + 1
+    units = np.array([0, 1, 1, 1, 2, 3, 3, 4])  # [CLS] w(3 pieces) . w(2 pieces) [SEP]
+    t = len(units)
     maps = rng.dirichlet(np.ones(t), size=(2, 1, 3, t)).astype(np.float32)  # (L, B, H, t, t)
     kinds = np.array([[CLS, WORD, PUNCT, WORD, SEP]])
     got = sums_of(maps, units[None], kinds).means()
-    words = merge_weights(maps[:, 0], assignment_matrix(units)).astype(np.float64)  # (L, H, n, n)
-    np.testing.assert_allclose(got["prev"], offset_weights(words, PREVIOUS_OFFSET).mean(axis=-1), atol=1e-6)
-    np.testing.assert_allclose(got["next"], offset_weights(words, NEXT_OFFSET).mean(axis=-1), atol=1e-6)
-    np.testing.assert_allclose(got["self"], offset_weights(words, 0).mean(axis=-1), atol=1e-6)
+    words = merge_maps(torch.from_numpy(maps[:, 0]), torch.from_numpy(units)[None].expand(2, -1), 5).numpy()  # (L, H, n, n)
+    np.testing.assert_allclose(got["prev"], np.diagonal(words, -1, axis1=-2, axis2=-1).mean(axis=-1), atol=1e-6)
+    np.testing.assert_allclose(got["next"], np.diagonal(words, 1, axis1=-2, axis2=-1).mean(axis=-1), atol=1e-6)
     np.testing.assert_allclose(got["punct"], words[..., 2].mean(axis=-1), atol=1e-6)
-    np.testing.assert_allclose(got["entropy"], row_entropy(words).mean(axis=-1), atol=1e-6)
-    assert n == 5
+    np.testing.assert_allclose(got["markers"], words[..., [0, 2, 4]].sum(axis=-1).mean(axis=-1), atol=1e-6)
+    # the piece-level path and the word-level path (run's word_sums) are one function on the same maps
+    from analysis.words import WordAttention
+
+    attention = WordAttention("x", tuple("abcde"), tuple(kinds[0]), np.ascontiguousarray(words, dtype=np.float32))
+    np.testing.assert_allclose(word_sums([attention]).totals, sums_of(maps, units[None], kinds).totals, atol=1e-6)
 
 
 def test_pads_never_enter_a_statistic():
@@ -201,11 +182,33 @@ def test_jsonl_reads_the_text_field_and_names_a_bad_line():
 # --- the tiny model -----------------------------------------------------------------------------------------
 
 
-def test_batched_sums_equal_runs_per_sentence_path_pooled(tiny_loaded):
+def test_corpus_sums_equal_the_sums_of_runs_word_maps(tiny_loaded):
     means = corpus_sums(tiny_loaded, reader(SENTENCES), batch_size=4).means()
-    expected = reference(tiny_loaded, SENTENCES)
+    expected = word_sums(attend_words(tiny_loaded, SENTENCES)).means()
     for name in STATISTICS:
         np.testing.assert_allclose(means[name], expected[name], atol=1e-6, err_msg=name)
+
+
+def test_run_and_heads_corpus_write_the_same_statistics(tmp_path, tiny_model_dir):
+    sentences = ["me sentí en el banco de mi jardín .", "fui al banco a sacar dinero .", "el banco de mi jardín ."]
+    config = tmp_path / "es.toml"
+    senses = ["jardín", "dinero", "jardín"]
+    config.write_text('[es]\nfocus = "banco"\n' + "".join(
+        f'[[es.sentences]]\ntext = "{text}"\nsense = "{sense}"\n' for text, sense in zip(sentences, senses)
+    ), encoding="utf-8")
+    corpus_path = tmp_path / "same.txt"
+    corpus_path.write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    runner = CliRunner()
+    ran = runner.invoke(cli, ["run", "--config", str(config), "--model", str(tiny_model_dir), "--out", str(tmp_path),
+                              "--no-figures", "--no-report"])
+    assert ran.exit_code == 0, ran.output
+    pooled = runner.invoke(cli, heads_args(corpus_path, tiny_model_dir, tmp_path, "--batch-size", "2"))
+    assert pooled.exit_code == 0, pooled.output
+    run_heads = pd.read_csv(tmp_path / "results" / "es" / "heads.csv")
+    corpus_heads = pd.read_csv(tmp_path / "results" / "corpus" / "same" / "heads.csv")
+    assert run_heads[["layer", "head"]].equals(corpus_heads[["layer", "head"]])
+    for name in STATISTICS:
+        np.testing.assert_allclose(run_heads[name], corpus_heads[name], atol=2e-6, err_msg=name)
 
 
 def test_padding_does_not_change_any_statistic(tiny_loaded):
@@ -247,8 +250,12 @@ def test_cli_writes_heads_summary_sums_and_the_label_grid(tmp_path, corpus_file,
     assert lines[0] == "layer,head,label,prev,next,self,cls,sep,punct,markers,entropy,n_sentences,n_words"
     assert len(lines) == 1 + 3 * 4 and lines[1].startswith("1,1,") and lines[-1].startswith("3,4,")
     summary = json.loads((folder / "summary.json").read_text())
-    assert summary["counts"] | {} == {"lines": 12, "blank": 1, "sentences": 10, "skipped": 1, "truncated": 0,
-                                      "words": summary["counts"]["words"], "tokens": summary["counts"]["tokens"]}
+    # words: the tiny sentences are written with spaces around punctuation, so a unit per split plus [CLS], [SEP]
+    from transformers import AutoTokenizer
+
+    pieces = sum(len(ids) for ids in AutoTokenizer.from_pretrained(tiny_model_dir)(SENTENCES)["input_ids"])
+    assert summary["counts"] == {"lines": 12, "blank": 1, "sentences": 10, "skipped": 1, "truncated": 0,
+                                 "words": sum(len(s.split()) + 2 for s in SENTENCES), "tokens": pieces}
     assert summary["shard"] is None and summary["thresholds"] == {"position": 0.5, "marker": 0.5, "broad": 0.8}
     assert "1 line(s) too long skipped, 0 cut, 1 blank" in result.output
     # rerunning gives the same bytes
@@ -357,15 +364,15 @@ def test_a_missing_or_empty_corpus_is_bad_input(tmp_path, tiny_model_dir):
 @pytest.mark.parametrize("error", [KeyboardInterrupt, RuntimeError])
 def test_an_interrupted_or_failing_run_leaves_nothing(tmp_path, corpus_file, tiny_model_dir, monkeypatch, error):
     calls = []
-    real = corpus.batch_totals
+    real = corpus.kernel
 
-    def fail_on_the_second_batch(*args):
+    def fail_on_the_second_layer(*args):
         calls.append(1)
         if len(calls) == 2:
             raise error("stop")
         return real(*args)
 
-    monkeypatch.setattr(corpus, "batch_totals", fail_on_the_second_batch)
+    monkeypatch.setattr(corpus, "kernel", fail_on_the_second_layer)
     result = CliRunner().invoke(cli, heads_args(corpus_file, tiny_model_dir, tmp_path / "out", "--batch-size", "2"))
     assert result.exit_code != 0 and len(calls) == 2
     assert [p for p in (tmp_path / "out").rglob("*") if p.is_file()] == []
@@ -456,11 +463,13 @@ def test_an_empty_shard_is_written_and_merges(tmp_path, tiny_model_dir):
 
 
 def test_length_batches_sort_by_length_and_cap_long_batches():
-    from analysis.corpus import PAIR_TOKENS, Encoded, length_batches
+    from analysis.corpus import PAIR_TOKENS, length_batches
+    from analysis.extract import Encoded
 
     rng = np.random.default_rng(3)
     lengths = rng.integers(3, 3 * PAIR_TOKENS, size=300)
-    sentences = [Encoded(np.zeros(t, dtype=np.int64), None, None) for t in lengths]
+    sentences = [Encoded("", np.zeros(t, dtype=np.int64), np.zeros(t, dtype=np.int64), np.zeros(1, dtype=np.int64), ("",))
+                 for t in lengths]
     batches = length_batches(sentences, batch_size=16)
     flat = [len(s.ids) for batch in batches for s in batch]
     assert flat == sorted(lengths.tolist())

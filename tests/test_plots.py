@@ -13,7 +13,8 @@ from click.testing import CliRunner
 
 from analysis.categories import CATEGORIES, category_counts, focus_categories
 from analysis.figio import save_figure
-from analysis.heads import FocusedSentence, classify
+from analysis.focus import FocusedSentence
+from analysis.heads import classify
 from analysis.pipeline import RunResult
 from analysis.plots import (
     SENSE_COLOUR,

@@ -27,7 +27,8 @@ from analysis.categories import (
     CATEGORIES, CATEGORY_COLOURS, HEATMAP_CMAP, HEATMAP_LIGHT_TEXT_FROM, category_counts, focus_categories,
     key_relations, key_rules,
 )
-from analysis.heads import classify, focus_sentences
+from analysis.focus import focus_sentences
+from analysis.heads import classify
 from analysis.pipeline import RunResult
 from analysis.report import (
     REPORT_NAME, WEIGHT_SCALE, report_html, report_iframe, sentence_gaps, unpack_weights, write_report,

@@ -1,0 +1,68 @@
+"""Locate the configured focus and sense word of each sentence among its units (not head scoring)."""
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+
+import numpy as np
+
+from analysis.errors import InputError
+from analysis.sentences import SentenceSet
+from analysis.words import WordAttention
+
+
+class SentenceError(InputError):
+    """A sentence does not fit the config (a missing or repeated word); the message names it."""
+
+
+@dataclass(frozen=True)
+class FocusedSentence:
+    """A sentence at word level with its focus and sense word located."""
+
+    attention: WordAttention
+    focus: int  # unit index of the focus word
+    sense: int  # unit index of the word that decides its sense
+
+
+def _normal(word: str) -> str:
+    return unicodedata.normalize("NFC", word).casefold()
+
+
+def locate(attention: WordAttention, word: str, occurrence: int | None, role: str, number: int | None) -> int:
+    """The unit index of `word` in a sentence (case-insensitive); SentenceError if missing or ambiguous.
+
+    number: the sentence's number (from 1) for the message, or None for a sentence on its own.
+    """
+    matches = np.flatnonzero([_normal(w) == _normal(word) for w in attention.words])
+    where = f"sentence {number} ({attention.text!r})" if number is not None else repr(attention.text)
+    if len(matches) == 0:
+        raise SentenceError(f"the {role} word {word!r} is not in {where}")
+    if occurrence is None:
+        if len(matches) > 1:
+            raise SentenceError(
+                f"the {role} word {word!r} occurs {len(matches)} times in {where}; "
+                f"say which one with {role}_occurrence = 1..{len(matches)} in the config"
+            )
+        occurrence = 1
+    if occurrence > len(matches):
+        raise SentenceError(
+            f"{role}_occurrence = {occurrence} but {word!r} occurs {len(matches)} time(s) in {where}"
+        )
+    return int(matches[occurrence - 1])
+
+
+def find_word(attention: WordAttention, word: str, role: str) -> int:
+    """The unit index of a word that occurs once in one sentence (locate, for a sentence on its own)."""
+    return locate(attention, word, None, role, None)
+
+
+def focus_sentences(attentions: list[WordAttention], sentence_set: SentenceSet) -> list[FocusedSentence]:
+    """Locate the focus and sense word of each configured sentence; SentenceError names the sentence."""
+    return [
+        FocusedSentence(
+            attention=attention,
+            focus=locate(attention, sentence_set.focus, sentence.focus_occurrence, "focus", number),
+            sense=locate(attention, sentence.sense, sentence.sense_occurrence, "sense", number),
+        )
+        for number, (attention, sentence) in enumerate(zip(attentions, sentence_set.sentences), start=1)
+    ]
