@@ -187,7 +187,8 @@ def run_command(lang, config_path, model_name, revision, offline, device, out_di
     Writes OUT/results/LANG/ with attention.csv, focus.csv, heads.csv and summary.json,
     and OUT/figures/LANG/report.html, one self-contained page that opens offline.
     Figures in OUT/figures/LANG/: a heatmap per sentence of the best sense-word, previous-word,
-    next-word and marker heads (e.g. sense_L1H4_s1.png), overview.png and focus_bars_s1.png, ...
+    next-word and marker heads (e.g. sense_L1H4_s1.png), overview.png and focus_bars_s1.png, ...,
+    for the first 10 sentences unless --all-figures.
     OUT/figures/LANG/ always holds exactly what this run drew: with --no-figures --no-report it is removed.
     """
     from analysis.atomic import staged_outputs

@@ -428,3 +428,34 @@ def test_missing_glyphs_give_one_line_naming_the_package(monkeypatch):
         fonts._families.cache_clear()
     assert note is not None and "\n" not in note and "fonts-noto-cjk" in note and "银" in note
     assert fonts.missing_glyphs_note(["banco", "jardín"]) is None
+
+
+# ---------------------------------------------------------------- many figures
+
+
+def _many(result: RunResult, copies: int) -> RunResult:
+    sentences = result.sentences * copies
+    return RunResult(sentence_set=result.sentence_set, sentences=sentences, report=classify(list(sentences)),
+                     model=result.model, revision=result.revision, versions={})
+
+
+def test_per_sentence_figures_stop_at_max_sentences_unless_all(hand_result, tmp_path):
+    many = _many(hand_result, 3)  # 6 sentences
+    (tmp_path / "first").mkdir()
+    (tmp_path / "all").mkdir()
+    names = [p.name for p in write_run_figures(tmp_path / "first", many, ("png",), max_sentences=2, workers=1)]
+    assert {n.rsplit("_s", 1)[1] for n in names if "_s" in n} == {"1.png", "2.png"}
+    assert "overview.png" in names
+    every = [p.name for p in write_run_figures(tmp_path / "all", many, ("png",), max_sentences=None, workers=1)]
+    assert "focus_bars_s6.png" in every and len(every) == 5 * 6 + 1
+
+
+def test_workers_draw_the_same_bytes_in_the_same_order(tiny_result, tmp_path, capsys):
+    (tmp_path / "serial").mkdir()
+    (tmp_path / "forked").mkdir()
+    serial = write_run_figures(tmp_path / "serial", tiny_result, ("png", "svg"), workers=1)
+    forked = write_run_figures(tmp_path / "forked", tiny_result, ("png", "svg"), workers=2, quiet=True)
+    assert [p.name for p in serial] == [p.name for p in forked]
+    for a, b in zip(serial, forked):
+        assert a.read_bytes() == b.read_bytes(), a.name
+    assert capsys.readouterr().err == ""  # quiet: no progress bar
