@@ -316,6 +316,7 @@ def heads_command(corpus_specs, more_specs, corpus_format, corpus_name, lang, mo
         shard = Shard.parse(shard_text) if shard_text is not None else None
         thresholds = Thresholds.parse(threshold_settings)
         engine = Engine(workers=workers, scheduler=scheduler, threads=threads, partition_size=partition_size)
+        engine.check()
         if model_name is None and lang is None:
             raise CorpusError("heads needs a model: pass --model ID_OR_PATH (e.g. --model minilm) or --lang es|en "
                               "for that language's pinned model")

@@ -62,6 +62,11 @@ class Engine:
         return SINGLE_PROCESS if self.workers is None and self.scheduler is None else (
             DASK_LOCAL if self.workers is not None else DASK_SCHEDULER)
 
+    def check(self) -> None:
+        """DaskMissing now, before any work, if this engine needs Dask and it is not installed."""
+        if self.kind != SINGLE_PROCESS:
+            require_dask("--workers" if self.kind == DASK_LOCAL else "--scheduler")
+
     @property
     def worker_threads(self) -> int | None:
         return self.threads if self.threads is not None or self.kind == SINGLE_PROCESS else 1
@@ -192,7 +197,7 @@ def run_corpus(engine: Engine, sentences, *, lang: str | None, model: str | None
         record = engine_record(dataclasses.replace(engine, threads=torch.get_num_threads()), 1, count)
         name, pinned = loaded.choice.name, loaded.revision
     else:
-        require_dask("--workers" if engine.kind == DASK_LOCAL else "--scheduler")
+        engine.check()
         from analysis.dask_engine import ModelSpec, connect, dask_sums
 
         pinned = resolved_revision(choice, offline)

@@ -100,7 +100,7 @@ def connect(workers: int | None, scheduler: str | None, threads: int) -> Iterato
             yield client
         return
     # One Dask thread per worker (one partition at a time); torch's threads are the plugin's business.
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
                       silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
         yield client
 
