@@ -106,14 +106,17 @@ def connect(workers: int | None, scheduler: str | None, threads: int) -> Iterato
 
 
 def dask_sums(client: Client, spec: ModelSpec, threads: int, parts: Iterable[Partition], batch_size: int,
-              truncate: bool, progress=None, on_partition: Callable[[int], None] | None = None) -> tuple[HeadSums, int]:
+              truncate: bool, progress=None, on_partition: Callable[[int], None] | None = None,
+              register: bool = True) -> tuple[HeadSums, int]:
     """Run every partition on the client's cluster; -> (their sums added in partition order, the partitions).
 
     At most IN_FLIGHT_PER_WORKER + 1 partitions per worker are in flight, so the client holds a bounded part of
     the corpus. `progress` (tqdm-like) advances by each finished partition's lines; `on_partition(done)` is
-    called after each (the tests use it to kill a worker mid-run).
+    called after each (the tests use it to kill a worker mid-run). register=False: the caller registered
+    ModelPlugin(spec, threads) already (the benchmark times the model loads apart), and keeps it.
     """
-    client.register_plugin(ModelPlugin(spec, threads), name=PLUGIN_NAME)
+    if register:
+        client.register_plugin(ModelPlugin(spec, threads), name=PLUGIN_NAME)
     token = uuid.uuid4().hex[:12]
     limit = (IN_FLIGHT_PER_WORKER + 1) * max(1, len(client.scheduler_info()["workers"]))
     ordered = OrderedSum()
@@ -147,7 +150,8 @@ def dask_sums(client: Client, spec: ModelSpec, threads: int, parts: Iterable[Par
     finally:
         if indexes:  # interrupted or failed: drop what is still queued
             client.cancel(list(indexes))
-        with contextlib.suppress(Exception):
-            client.unregister_worker_plugin(PLUGIN_NAME)
+        if register:
+            with contextlib.suppress(Exception):
+                client.unregister_worker_plugin(PLUGIN_NAME)
     assert ordered.total is not None
     return ordered.total, ordered.added
