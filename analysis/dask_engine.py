@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Iterator
 from distributed import Client, LocalCluster, WorkerPlugin, as_completed, get_worker
 
 from analysis.cluster import OrderedSum, Partition, partition_sums
-from analysis.corpus import HeadSums
+from analysis.corpus import CorpusError, HeadSums
 from analysis.errors import ModelUnavailable, RealAttentionError
 
 PLUGIN_NAME = "real-attention-model"
@@ -93,9 +93,10 @@ def connect(workers: int | None, scheduler: str | None, threads: int) -> Iterato
     """A client of a new local cluster (`workers` processes of one task each) or of the one at `scheduler`."""
     if scheduler is not None:
         try:
-            client = Client(scheduler, timeout="20s")
+            client = Client(scheduler, timeout="10s")
         except (OSError, TimeoutError) as error:
-            raise ModelUnavailable(f"cannot reach the Dask scheduler at {scheduler}: {error}") from None
+            raise CorpusError(f"--scheduler {scheduler}: cannot reach a Dask scheduler there ({error}); start one "
+                              "with `dask scheduler` or check the address") from None
         with client:
             yield client
         return
