@@ -282,3 +282,25 @@ def test_heads_workers_writes_the_single_process_files(tmp_path, tiny_model_dir)
                                "partition_size": 4, "dask": __import__("dask").__version__}
     assert a.pop("engine")["name"] == "single-process"
     assert a == b
+
+
+@pytest.mark.slow
+def test_an_interrupted_cluster_run_writes_nothing(cluster, tmp_path, tiny_model_dir, monkeypatch):
+    from analysis import dask_engine
+
+    corpus = tmp_path / "tiny.txt"
+    corpus.write_text("\n".join(TINY_SENTENCES * 3) + "\n")
+    add = dask_engine.OrderedSum.add
+
+    def interrupt_on_the_second(self, index, sums):
+        if index == 1 or self.added == 1:
+            raise KeyboardInterrupt
+        add(self, index, sums)
+
+    monkeypatch.setattr(dask_engine.OrderedSum, "add", interrupt_on_the_second)
+    result = CliRunner().invoke(cli, ["heads", "--corpus", str(corpus), "--model", str(tiny_model_dir),
+                                      "--partition-size", "4", "--scheduler", cluster[0].scheduler_address,
+                                      "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1 and "Aborted!" in result.output
+    assert [p for p in (tmp_path / "out").rglob("*") if p.is_file()] == []
+    assert not list((tmp_path / "out").rglob(".*staging*"))
