@@ -191,10 +191,14 @@ def run_corpus(engine: Engine, sentences, *, lang: str | None, model: str | None
         from analysis.models import load_model
 
         loaded = load_model(choice, device=device, offline=offline)
-        if engine.threads is not None:
-            torch.set_num_threads(engine.threads)
-        sums, count = single_process_sums(loaded, parts, batch_size, truncate, progress)
-        record = engine_record(dataclasses.replace(engine, threads=torch.get_num_threads()), 1, count)
+        before = torch.get_num_threads()
+        threads = engine.threads or before
+        torch.set_num_threads(threads)
+        try:
+            sums, count = single_process_sums(loaded, parts, batch_size, truncate, progress)
+        finally:
+            torch.set_num_threads(before)  # the caller's setting, as it was
+        record = engine_record(dataclasses.replace(engine, threads=threads), 1, count)
         name, pinned = loaded.choice.name, loaded.revision
     else:
         engine.check()

@@ -194,11 +194,10 @@ def single_process(needs_minilm_module):
     import torch
 
     before = torch.get_num_threads()
-    try:
-        return run_corpus(Engine(threads=1, partition_size=32), seed_text(), lang=None, model="minilm",
-                          revision=None, batch_size=8)
-    finally:
-        torch.set_num_threads(before)
+    result = run_corpus(Engine(threads=1, partition_size=32), seed_text(), lang=None, model="minilm",
+                        revision=None, batch_size=8)
+    assert torch.get_num_threads() == before and result.engine["torch_threads"] == 1
+    return result
 
 
 @pytest.fixture(scope="module")
