@@ -14,6 +14,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
+import dask
 from distributed import Client, LocalCluster, WorkerPlugin, as_completed, get_worker
 
 from analysis.cluster import OrderedSum, Partition, partition_sums
@@ -21,6 +22,10 @@ from analysis.corpus import CorpusError, HeadSums
 from analysis.errors import ModelUnavailable, RealAttentionError
 
 PLUGIN_NAME = "real-attention-model"
+# Dask's nannies start workers with MALLOC_TRIM_THRESHOLD_=65536, so glibc hands every freed attention map
+# back to the system and maps it in again for the next batch: a third of a worker's throughput here
+# (benchmarks/bench_cluster.py). None leaves glibc's own, adaptive threshold.
+NANNY_TRIM = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
 IN_FLIGHT_PER_WORKER = 2  # partitions queued per worker beyond the one it runs: no worker waits for the client
 
 
@@ -101,8 +106,9 @@ def connect(workers: int | None, scheduler: str | None, threads: int) -> Iterato
             yield client
         return
     # One Dask thread per worker (one partition at a time); torch's threads are the plugin's business.
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                      silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+    with dask.config.set({NANNY_TRIM: None}), \
+            LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
+                         silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
         yield client
 
 

@@ -44,6 +44,8 @@ def main() -> None:
     parser.add_argument("--partition-size", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--nanny-trim", action="store_true",
+                        help="keep Dask's MALLOC_TRIM_THRESHOLD_=65536 in the workers (what the tool turns off)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
@@ -53,7 +55,9 @@ def main() -> None:
     from transformers.utils import logging as hf_logging
 
     from analysis.cluster import partitions, resolved_revision, single_process_sums
-    from analysis.dask_engine import PLUGIN_NAME, ModelPlugin, ModelSpec, dask_sums
+    import dask
+
+    from analysis.dask_engine import NANNY_TRIM, PLUGIN_NAME, ModelPlugin, ModelSpec, dask_sums
     from analysis.models import choose_model, load_model
 
     hf_logging.disable_progress_bar()
@@ -67,9 +71,11 @@ def main() -> None:
     load_here = time.perf_counter() - start
 
     start = time.perf_counter()
-    cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                           silence_logs=logging.ERROR)
+    with dask.config.set({NANNY_TRIM: None} if not args.nanny_trim else {}):  # as analysis.dask_engine.connect
+        cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=":0",
+                               silence_logs=logging.ERROR)
     client = Client(cluster)
+    client.wait_for_workers(args.workers)
     start_cluster = time.perf_counter() - start
     revision = resolved_revision(choice, offline=True)
     spec = ModelSpec(lang=None, model="minilm", request=None, expected=revision)
@@ -96,6 +102,7 @@ def main() -> None:
         "partition_size": args.partition_size,
         "single_process_threads": args.threads,
         "workers": args.workers,
+        "nanny_malloc_trim": args.nanny_trim,
         "single_process_sent_per_s": round(len(texts) / min(single), 1),
         "cluster_sent_per_s": round(len(texts) / min(dask), 1),
         "per_worker_sent_per_s": round(len(texts) / min(dask) / args.workers, 1),
