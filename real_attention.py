@@ -290,7 +290,7 @@ def show_command(lang, layer, head, sentence, out_dir, formats, quiet) -> None:
               help="Run on the Dask cluster whose scheduler listens at ADDRESS, e.g. tcp://10.0.0.5:8786.")
 @click.option("--threads", type=click.IntRange(min=1), metavar="N",
               help="Torch threads per process. Default: 1 per Dask worker; torch's default in a single process.")
-@click.option("--partition-size", type=click.IntRange(min=1), default=1024, show_default=True,
+@click.option("--partition-size", type=click.IntRange(min=1), default=1024, show_default=True, metavar="N",
               help="Sentences per partition, the unit of work of a worker (a single process cuts the same "
                    "partitions, so its result is the cluster's).")
 @out_option
