@@ -278,12 +278,15 @@ def show_command(lang, layer, head, sentence, out_dir, formats, quiet) -> None:
 
 
 @cli.command("heads")
-@click.option("--corpus", "corpus_path", required=True, metavar="FILE",
-              help="UTF-8 text with one sentence per line, or .jsonl with a \"text\" field; '-' reads stdin.")
+@click.option("--corpus", "corpus_specs", required=True, multiple=True, metavar="FILE",
+              help="UTF-8 text with one sentence per line, or .jsonl with a \"text\" field; '-' reads stdin. "
+                   "Repeat it, list more files after the options, or give a quoted glob or an fsspec URL "
+                   "(s3://bucket/wiki/*.txt); the inputs are read in order as one corpus.")
+@click.argument("more_specs", nargs=-1, metavar="[FILE]...")
 @click.option("--input-format", "corpus_format", type=click.Choice(["auto", "text", "jsonl"]), default="auto",
               show_default=True, help="How to read FILE; auto: jsonl for a .jsonl name, else text.")
 @click.option("--name", "corpus_name", metavar="NAME",
-              help="Corpus name, the folder under results/corpus/. Default: FILE's stem ('stdin' for -).")
+              help="Corpus name, the folder under results/corpus/. Default: the first FILE's stem ('stdin' for -).")
 @click.option("--lang", help="Use the pinned model of this language (es, en); or pass --model.")
 @model_options
 @click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True,
@@ -293,68 +296,68 @@ def show_command(lang, layer, head, sentence, out_dir, formats, quiet) -> None:
               help="Process lines i, i+N, i+2N, ... (counted from 1) into NAME-shard-i-of-N; see `merge`.")
 @click.option("--threshold", "threshold_settings", metavar="NAME=VALUE", multiple=True,
               help="Change a labelling threshold: position (0.5), marker (0.5) or broad (0.8); repeatable.")
+@click.option("--workers", type=click.IntRange(min=1), metavar="N",
+              help="Start a local Dask cluster of N worker processes (needs the dask extra).")
+@click.option("--scheduler", metavar="ADDRESS",
+              help="Run on the Dask cluster whose scheduler listens at ADDRESS, e.g. tcp://10.0.0.5:8786.")
+@click.option("--threads", type=click.IntRange(min=1), metavar="N",
+              help="Torch threads per process. Default: 1 per Dask worker; torch's default in a single process.")
+@click.option("--partition-size", type=click.IntRange(min=1), default=1024, show_default=True, metavar="N",
+              help="Sentences per partition, the unit of work of a worker (a single process cuts the same "
+                   "partitions, so its result is the cluster's).")
 @out_option
 @format_option
 @quiet_option
-def heads_command(corpus_path, corpus_format, corpus_name, lang, model_name, revision, offline, device,
-                  batch_size, truncate, shard_text, threshold_settings, out_dir, formats, quiet) -> None:
+def heads_command(corpus_specs, more_specs, corpus_format, corpus_name, lang, model_name, revision, offline,
+                  device, batch_size, truncate, shard_text, threshold_settings, workers, scheduler, threads,
+                  partition_size, out_dir, formats, quiet) -> None:
     """Pool every head's attention statistics over a corpus and label each head.
 
     Per head, at word level: the mean weight on the previous, next and same word, on [CLS], [SEP] and
     punctuation, and the mean row entropy, pooled over every word of every sentence. Writes
     OUT/results/corpus/NAME/ (heads.csv, summary.json, sums.json) and OUT/figures/corpus/NAME/ (labels.png,
-    statistics.png).
+    statistics.png). With --workers or --scheduler the partitions run on a Dask cluster.
     """
-    import contextlib
-
     from analysis.atomic import staged_outputs
-    from analysis.corpus import (CorpusError, CorpusReader, CorpusRun, Shard, Thresholds, count_lines,
-                                 corpus_sums, describe, folder_name, write_corpus)
-    from analysis.corpus import corpus_format as resolve_format
-    from analysis.models import choose_model, short_revision
+    from analysis.cluster import Engine, run_corpus
+    from analysis.corpus import CorpusError, CorpusRun, Shard, Thresholds, describe, folder_name, write_corpus
+    from analysis.inputs import CorpusText, expand
+    from analysis.models import short_revision
 
     with friendly_errors():
         shard = Shard.parse(shard_text) if shard_text is not None else None
         thresholds = Thresholds.parse(threshold_settings)
+        engine = Engine(workers=workers, scheduler=scheduler, threads=threads, partition_size=partition_size)
+        engine.check()
         if model_name is None and lang is None:
             raise CorpusError("heads needs a model: pass --model ID_OR_PATH (e.g. --model minilm) or --lang es|en "
                               "for that language's pinned model")
-        stdin = corpus_path == "-"
-        path = None if stdin else Path(corpus_path)
-        if path is not None and path.is_dir():
-            raise CorpusError(f"--corpus {corpus_path} is a folder; pass a text or .jsonl file (or - for stdin)")
-        if path is not None and not path.is_file():
-            raise CorpusError(f"--corpus {corpus_path}: no such file")
-        name = corpus_name or ("stdin" if stdin else path.stem)
+        inputs = expand(tuple(corpus_specs) + tuple(more_specs), corpus_format)
+        name = corpus_name or inputs[0].stem
         folder = folder_name(name, shard)
-        fmt = resolve_format(corpus_path, corpus_format)
-        choice = choose_model(lang, model_name, revision)
         with staged_outputs() as staging:
             results_folder = staging.folder(out_dir / "results" / "corpus" / folder)
             figures_folder = staging.folder(out_dir / "figures" / "corpus" / folder)
             from tqdm.auto import tqdm
 
-            from analysis.models import load_model
             from analysis.pipeline import versions
 
-            loaded = load_model(choice, device=device, offline=offline)
-            total = None if stdin else (shard or Shard()).lines_of(count_lines(path))
-            try:
-                stream = contextlib.nullcontext(click.get_binary_stream("stdin")) if stdin else path.open("rb")
-            except OSError as error:
-                raise CorpusError(f"cannot read --corpus {corpus_path}: {error.strerror or error}") from None
-            with stream as handle, tqdm(total=total, unit="sent", desc=folder, disable=quiet, file=sys.stderr,
-                                        dynamic_ncols=True) as bar:
-                reader = CorpusReader(handle, fmt, shard or Shard(), source=corpus_path)
-                sums = corpus_sums(loaded, reader, batch_size=batch_size, truncate=truncate, progress=bar)
-            run = CorpusRun(model=loaded.choice.name, revision=loaded.revision, name=name, sha256=reader.sha256,
-                            format=fmt, truncate=truncate, versions=versions(), shard=shard, thresholds=thresholds)
-            summary = write_corpus(results_folder, figures_folder, run, sums, tuple(dict.fromkeys(formats)))
+            text = CorpusText(inputs, shard or Shard())
+            with tqdm(total=text.total_lines(), unit="sent", desc=folder, disable=quiet, file=sys.stderr,
+                      dynamic_ncols=True) as bar:
+                result = run_corpus(engine, text, lang=lang, model=model_name, revision=revision, device=device,
+                                    offline=offline, batch_size=batch_size, truncate=truncate, progress=bar)
+            run = CorpusRun(model=result.model, revision=result.revision, name=name, sha256=text.sha256,
+                            format=inputs[0].format, truncate=truncate, versions=versions(), shard=shard,
+                            thresholds=thresholds, engine=result.engine)
+            summary = write_corpus(results_folder, figures_folder, run, result.sums, tuple(dict.fromkeys(formats)))
     report_leftovers(staging)
     if quiet:
         return
+    engine_note = "" if engine.kind == "single-process" else (
+        f", {result.engine['workers']} Dask worker(s), {result.engine['partitions']} partition(s)")
     click.echo(f"{run.model} @ {short_revision(run.revision)}, corpus {name!r} (sha256 {run.sha256[:12]})"
-               + ("" if shard is None else f", shard {shard.index}/{shard.count}"))
+               + ("" if shard is None else f", shard {shard.index}/{shard.count}") + engine_note)
     click.echo(describe(summary))
     click.echo(f"wrote {out_dir / 'results' / 'corpus' / folder} and {out_dir / 'figures' / 'corpus' / folder}")
 

