@@ -192,10 +192,11 @@ def run_command(lang, config_path, model_name, revision, offline, device, out_di
     OUT/figures/LANG/ always holds exactly what this run drew: with --no-figures --no-report it is removed.
     """
     from analysis.atomic import staged_outputs
-    from analysis.models import choose_model, short_revision
+    from analysis.models import choose_model
+    from analysis.naming import short_revision
     from analysis.report import REPORT_NAME, write_report
     from analysis.sentences import load_sentences
-    from analysis.tables import describe, write_results
+    from analysis.tables import describe, sense_head_note, write_results
 
     with friendly_errors():
         lang = lang_folder(lang)
@@ -217,7 +218,7 @@ def run_command(lang, config_path, model_name, revision, offline, device, out_di
             if not no_report:
                 write_report(figures_folder / REPORT_NAME, result, summary)
             if not no_figures:
-                from analysis.plots import FIGURE_SENTENCES, run_font_note, sense_head_note, write_run_figures
+                from analysis.plots import FIGURE_SENTENCES, run_font_note, write_run_figures
 
                 figures = write_run_figures(figures_folder, result, tuple(dict.fromkeys(formats)), quiet=quiet,
                                             max_sentences=None if all_figures else FIGURE_SENTENCES)
@@ -322,7 +323,7 @@ def heads_command(corpus_specs, more_specs, corpus_format, corpus_name, lang, mo
     from analysis.cluster import Engine, run_corpus
     from analysis.corpus import CorpusError, CorpusRun, Shard, Thresholds, describe, folder_name, write_corpus
     from analysis.inputs import CorpusText, expand
-    from analysis.models import short_revision
+    from analysis.naming import short_revision
 
     with friendly_errors():
         shard = Shard.parse(shard_text) if shard_text is not None else None
@@ -376,7 +377,7 @@ def merge_command(shard_dirs, out_dir, formats, quiet) -> None:
     """
     from analysis.atomic import staged_outputs
     from analysis.corpus import describe, merge_shards, write_corpus
-    from analysis.models import short_revision
+    from analysis.naming import short_revision
 
     with friendly_errors():
         run, sums = merge_shards(shard_dirs)

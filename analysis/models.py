@@ -53,12 +53,6 @@ class LoadedModel:
     max_tokens: int  # the most tokens one sentence may have, specials included
 
 
-def short_revision(revision: str) -> str:
-    """For titles: '3f076fdb1ab6...' -> '3f076fdb'; 'sha256:53aa51...' -> 'sha256:53aa5117'."""
-    prefix, _, digest = revision.rpartition(":")
-    return f"{prefix}:{digest[:8]}" if prefix else digest[:8]
-
-
 def minilm_path() -> Path:
     """The directory of the packaged MiniLM, or ModelUnavailable if the package is missing."""
     try:

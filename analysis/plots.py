@@ -21,6 +21,8 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import PercentFormatter
 
 from analysis.categories import (
+    HEATMAP_CMAP,
+    HEATMAP_LIGHT_TEXT_FROM,
     CATEGORIES,
     CATEGORY_COLOURS,
     DARK_CATEGORIES,
@@ -32,7 +34,7 @@ from analysis.categories import (
 )
 from analysis.figio import DPI, new_figure, save_figure
 from analysis.fonts import missing_glyphs_note, text_families
-from analysis.models import short_revision
+from analysis.naming import short_revision
 
 if TYPE_CHECKING:
     from analysis.pipeline import RunResult
@@ -42,7 +44,6 @@ FORMATS = ("png", "svg", "pdf")
 
 SENSE_COLOUR = CATEGORY_COLOURS["sense"]
 BAR_COLOUR = "#9DB4CC"
-HEATMAP_CMAP = "Blues"
 
 # Sizes in inches; text widths are estimated from character counts (DejaVu Sans, ~0.62 em per character).
 CELL = 0.42  # one heatmap cell while the sentence is short
@@ -171,7 +172,7 @@ def draw_heatmap(
         rows, cols = np.indices((n, n)).reshape(2, -1)
         for row, col, weight in zip(rows, cols, weights.reshape(-1)):  # one text artist per cell
             ax.text(col, row, percent(weight), ha="center", va="center", fontsize=text_size,
-                    color=WHITE if weight >= 0.6 else INK, gid="cell")
+                    color=WHITE if weight >= HEATMAP_LIGHT_TEXT_FROM else INK, gid="cell")
 
     if focus is not None:
         ax.add_patch(Rectangle((-0.5, focus - 0.5), n, 1, fill=False, edgecolor=FOCUS_COLOUR, linewidth=2.5,
@@ -398,14 +399,6 @@ def draw_all(jobs: list[tuple[str, dict, Path, str, tuple[str, ...]]], *, worker
                 if progress is not None:
                     progress.update()
     return paths
-
-
-def sense_head_note(result: RunResult) -> str | None:
-    """A line for the user when there is no sense head, so the sense figures were skipped; else None."""
-    if result.report.best_sense_head is not None:
-        return None
-    return ("no sense-word head: the focus word's top key is not the sense word in every sentence in any head; "
-            "skipped the sense heatmaps and the focus bars")
 
 
 def font_note(words: Sequence[str]) -> str | None:

@@ -161,3 +161,11 @@ def describe(data: dict) -> str:
         head = data[key]
         lines.append(f"{name} head: layer {head['layer']}, head {head['head']} (mean weight {head['score']:.2f})")
     return "\n".join(lines)
+
+
+def sense_head_note(result: RunResult) -> str | None:
+    """A line for the user when there is no sense head, so the sense figures were skipped; else None."""
+    if result.report.best_sense_head is not None:
+        return None
+    return ("no sense-word head: the focus word's top key is not the sense word in every sentence in any head; "
+            "skipped the sense heatmaps and the focus bars")

@@ -24,7 +24,7 @@ from analysis.plots import (
     percent,
     write_run_figures,
 )
-from analysis.models import short_revision
+from analysis.naming import short_revision
 from analysis.readback import load_run, stored_head
 from analysis.sentences import Sentence, SentenceSet, load_sentences
 from analysis.tables import write_results

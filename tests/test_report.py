@@ -326,7 +326,7 @@ def heatmap_colour(weight: float) -> str:
 def test_heatmap_ramp_is_matplotlibs_colour_map():
     from analysis import plots
 
-    assert plots.HEATMAP_CMAP == HEATMAP_CMAP  # until plots.py imports it from analysis.categories
+    assert plots.HEATMAP_CMAP is HEATMAP_CMAP  # the PNGs use the same colour map
     heatmap = report_data(report_html(*hand_made_result()))["heatmap"]
     colours = heatmap["colours"]
     assert heatmap["cmap"] == HEATMAP_CMAP and len(colours) == 256
