@@ -110,6 +110,7 @@ def format_option(function):
     return click.option(
         "--format", "formats", type=click.Choice(FIGURE_FORMATS), multiple=True, default=("png",),
         show_default=True, help="Figure format; give it more than once for several.",
+        callback=lambda _ctx, _param, formats: tuple(dict.fromkeys(formats)),  # each once, in the order given
     )(function)
 
 
@@ -160,7 +161,7 @@ def lesson_command(out_dir: Path, formats: tuple[str, ...], quiet: bool) -> None
 
     results = compute_lesson()
     with friendly_errors():
-        results_dir, figures_dir = write_lesson(results, out_dir, tuple(dict.fromkeys(formats)))
+        results_dir, figures_dir = write_lesson(results, out_dir, formats)
     if not quiet:
         click.echo(format_report(results))
         click.echo(f"Wrote {results_dir}/ and {figures_dir}/")
@@ -220,7 +221,7 @@ def run_command(lang, config_path, model_name, revision, offline, device, out_di
             if not no_figures:
                 from analysis.plots import FIGURE_SENTENCES, run_font_note, write_run_figures
 
-                figures = write_run_figures(figures_folder, result, tuple(dict.fromkeys(formats)), quiet=quiet,
+                figures = write_run_figures(figures_folder, result, formats, quiet=quiet,
                                             max_sentences=None if all_figures else FIGURE_SENTENCES)
     report_leftovers(staging)
     if not no_figures:
@@ -351,7 +352,7 @@ def heads_command(corpus_specs, more_specs, corpus_format, corpus_name, lang, mo
             run = CorpusRun(model=result.model, revision=result.revision, name=name, sha256=text.sha256,
                             format=inputs[0].format, truncate=truncate, versions=versions(), shard=shard,
                             thresholds=thresholds, engine=result.engine)
-            summary = write_corpus(results_folder, figures_folder, run, result.sums, tuple(dict.fromkeys(formats)))
+            summary = write_corpus(results_folder, figures_folder, run, result.sums, formats)
     report_leftovers(staging)
     if quiet:
         return
@@ -384,7 +385,7 @@ def merge_command(shard_dirs, out_dir, formats, quiet) -> None:
         with staged_outputs() as staging:
             results_folder = staging.folder(out_dir / "results" / "corpus" / run.folder_name)
             figures_folder = staging.folder(out_dir / "figures" / "corpus" / run.folder_name)
-            summary = write_corpus(results_folder, figures_folder, run, sums, tuple(dict.fromkeys(formats)))
+            summary = write_corpus(results_folder, figures_folder, run, sums, formats)
     report_leftovers(staging)
     if quiet:
         return

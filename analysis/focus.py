@@ -1,13 +1,12 @@
 """Locate the configured focus and sense word of each sentence among its units (not head scoring)."""
 from __future__ import annotations
 
-import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
 
 from analysis.errors import InputError
-from analysis.sentences import SentenceSet
+from analysis.sentences import SentenceSet, same_word
 from analysis.words import WordAttention
 
 
@@ -24,16 +23,12 @@ class FocusedSentence:
     sense: int  # unit index of the word that decides its sense
 
 
-def _normal(word: str) -> str:
-    return unicodedata.normalize("NFC", word).casefold()
-
-
 def locate(attention: WordAttention, word: str, occurrence: int | None, role: str, number: int | None) -> int:
     """The unit index of `word` in a sentence (case-insensitive); SentenceError if missing or ambiguous.
 
     number: the sentence's number (from 1) for the message, or None for a sentence on its own.
     """
-    matches = np.flatnonzero([_normal(w) == _normal(word) for w in attention.words])
+    matches = np.flatnonzero([same_word(w, word) for w in attention.words])
     where = f"sentence {number} ({attention.text!r})" if number is not None else repr(attention.text)
     if len(matches) == 0:
         raise SentenceError(f"the {role} word {word!r} is not in {where}")

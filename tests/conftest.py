@@ -13,6 +13,18 @@ matplotlib.use("Agg")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+# The lesson's Spanish sentences as a config, for the CLI tests (tests import it: from conftest import SPANISH).
+SPANISH = """
+[es]
+focus = "banco"
+[[es.sentences]]
+text = "Me senté en el banco de mi jardín."
+sense = "jardín"
+[[es.sentences]]
+text = "Fui al banco a sacar dinero."
+sense = "dinero"
+"""
+
 TINY_WORDS = [
     "me", "sent", "##é", "en", "el", "banco", "de", "mi", "jard", "##ín", "fui", "al", "a", "sacar",
     "dinero", "i", "sat", "on", "the", "bank", "my", "garden", "money", "in", "went", "to", "get",

@@ -11,21 +11,12 @@ import pytest
 from click.testing import CliRunner
 
 import real_attention as ra
+from conftest import SPANISH
 from real_attention import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 SENTENCES = ["Me senté en el banco de mi jardín.", "Fui al banco a sacar dinero."]
 SENSES = ["jardín", "dinero"]
-CONFIG = """
-[es]
-focus = "banco"
-[[es.sentences]]
-text = "Me senté en el banco de mi jardín."
-sense = "jardín"
-[[es.sentences]]
-text = "Fui al banco a sacar dinero."
-sense = "dinero"
-"""
 EXTERNAL_URL = re.compile(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//|url\(\s*["']?(?:https?:)?//|@import""", re.I)
 
 
@@ -42,7 +33,7 @@ def tiny_att(tiny):
 def run_cli(model_dir, out):
     config = out / "c.toml"
     out.mkdir(parents=True, exist_ok=True)
-    config.write_text(CONFIG, encoding="utf-8")
+    config.write_text(SPANISH, encoding="utf-8")
     result = CliRunner().invoke(cli, ["run", "--model", str(model_dir), "--config", str(config), "--out", str(out),
                                       "--no-figures", "--no-report", "--quiet"], catch_exceptions=False)
     assert result.exit_code == 0, result.output

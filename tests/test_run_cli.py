@@ -9,18 +9,8 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from conftest import SPANISH
 from real_attention import cli
-
-SPANISH = """
-[es]
-focus = "banco"
-[[es.sentences]]
-text = "Me senté en el banco de mi jardín."
-sense = "jardín"
-[[es.sentences]]
-text = "Fui al banco a sacar dinero."
-sense = "dinero"
-"""
 
 
 def invoke(*args: str):
