@@ -315,8 +315,8 @@ def heads_command(corpus_specs, more_specs, corpus_format, corpus_name, lang, mo
                   partition_size, out_dir, formats, quiet) -> None:
     """Pool every head's attention statistics over a corpus and label each head.
 
-    Per head, at word level: the mean weight on the previous, next and same word, on [CLS], [SEP] and
-    punctuation, and the mean row entropy, pooled over every word of every sentence. Writes
+    Per head, at word level: the mean weight on the previous, next and same word, on the first and last
+    special tokens ([CLS], [SEP], <s>, </s>, ...) and punctuation, and the mean row entropy, pooled over every word of every sentence. Writes
     OUT/results/corpus/NAME/ (heads.csv, summary.json, sums.json) and OUT/figures/corpus/NAME/ (labels.png,
     statistics.png). With --workers or --scheduler the partitions run on a Dask cluster.
     """

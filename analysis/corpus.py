@@ -41,7 +41,7 @@ class CorpusError(InputError):
 # --- labels -------------------------------------------------------------------------------------------------
 
 # The labels a head can get, in order of precedence: the first rule a head meets decides its label.
-LABELS = ("previous", "next", "self", "cls", "sep", "punct", "markers", "broad", "mixed")
+LABELS = ("previous", "next", "self", "first_special", "last_special", "punct", "markers", "broad", "mixed")
 
 
 @dataclass(frozen=True)
@@ -55,8 +55,9 @@ class Thresholds:
     # above this. Clark et al. Sec. 3.1 name the heads that put "> 50% of their attention" on the
     # previous or next token.
     position: float = 0.5
-    # cls / sep / punct / markers: mean weight on [CLS] / [SEP] / punctuation-only words / all three above
-    # this. Clark et al. Sec. 3.2: "over half of BERT's attention" in layers 6-10 goes to [SEP].
+    # first_special / last_special / punct / markers: mean weight on the first special token ([CLS], <s>) / the
+    # last one ([SEP], </s>) / punctuation-only words / every marker
+    # above this. Clark et al. Sec. 3.2: "over half of BERT's attention" in layers 6-10 goes to [SEP].
     marker: float = 0.5
     # broad: mean row entropy at least this fraction of the entropy of uniform attention over the same rows
     # (the mean of ln n). Clark et al. Sec. 3.3: broad heads "spend at most 10% of their attention mass on
@@ -94,8 +95,8 @@ def label_heads(means: dict[str, np.ndarray], uniform_entropy: float, thresholds
         ("previous", means["prev"] > thresholds.position),
         ("next", means["next"] > thresholds.position),
         ("self", means["self"] > thresholds.position),
-        ("cls", means["cls"] > thresholds.marker),
-        ("sep", means["sep"] > thresholds.marker),
+        ("first_special", means["first_special"] > thresholds.marker),
+        ("last_special", means["last_special"] > thresholds.marker),
         ("punct", means["punct"] > thresholds.marker),
         ("markers", means["markers"] > thresholds.marker),
         ("broad", means["entropy"] >= thresholds.broad * uniform_entropy),
@@ -504,8 +505,8 @@ def describe(data: dict) -> str:
     ]
     # The strongest head of each kind that some head is labelled with: a "strongest sep" head that is no
     # sep head would mislead.
-    for name, label in (("prev", "previous"), ("next", "next"), ("self", "self"), ("cls", "cls"), ("sep", "sep"),
-                        ("punct", "punct")):
+    for name, label in (("prev", "previous"), ("next", "next"), ("self", "self"), ("first_special", "first_special"),
+                        ("last_special", "last_special"), ("punct", "punct")):
         if data["strongest"] and data["labels"].get(label):
             head = data["strongest"][name]
             lines.append(f"strongest {label}: layer {head['layer']}, head {head['head']} "

@@ -57,8 +57,7 @@ def encode(tokenizer, texts: list[str], max_tokens: int, truncate: bool = False)
         word_ids = np.array([-1 if w is None else w for w in encoding.word_ids], dtype=np.int64)
         special = np.array(encoding.special_tokens_mask, dtype=bool)
         offsets = np.array(encoding.offsets, dtype=np.int64).reshape(-1, 2)
-        units, kinds, words = group(text, encoding.tokens, word_ids, special, offsets,
-                                    tokenizer.cls_token, tokenizer.sep_token)
+        units, kinds, words = group(text, encoding.tokens, word_ids, special, offsets)
         encoded.append(Encoded(text, np.array(encoding.ids, dtype=np.int64), units, kinds, words))
     return encoded, too_long
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from analysis.errors import InputError
-from analysis.words import CLS, MARKER_KINDS, PAD, PUNCT, SEP, WordAttention, merge_maps
+from analysis.words import FIRST_SPECIAL, LAST_SPECIAL, MARKER_KINDS, PAD, PUNCT, WordAttention, merge_maps
 
 # "Previous" and "next" are defined here, once: the key sits at query index + offset.
 PREVIOUS_OFFSET = -1
@@ -20,11 +20,12 @@ NEXT_OFFSET = +1
 
 # The per-head statistics, in table order:
 #   prev / next / self: W[i, i-1] / W[i, i+1] / W[i, i] (prev over query units i >= 1, next over i <= n-2);
-#   cls / sep / punct: the row's weight on [CLS] / [SEP] / punctuation-only words;
+#   first_special / last_special / punct: the row's weight on the special token the tokenizer put first ([CLS],
+#   <s>, ...) / last ([SEP], </s>, ...) / on punctuation-only words;
 #   markers: the row's weight on every marker (analysis.words.MARKER_KINDS: every special token the
 #   tokenizer added, and punctuation-only words);
 #   entropy: the row's entropy in nats, 0 log 0 = 0.
-STATISTICS = ("prev", "next", "self", "cls", "sep", "punct", "markers", "entropy")
+STATISTICS = ("prev", "next", "self", "first_special", "last_special", "punct", "markers", "entropy")
 PAIR_STATISTICS = ("prev", "next")  # pooled over query units that have a previous (a next) unit: n - 1 each
 
 
@@ -45,9 +46,9 @@ def unit_totals(maps, kinds):
     ]
     rows = torch.stack(per_row).to(torch.float64).sum(dim=1)  # (4, H): per (b, h) in the maps' dtype, then b in float64
     markers = torch.isin(kinds, torch.tensor(MARKER_KINDS, device=kinds.device))
-    key_sets = torch.stack([kinds == CLS, kinds == SEP, kinds == PUNCT, markers], dim=-1).to(torch.float64)  # (B, n, 4)
+    key_sets = torch.stack([kinds == FIRST_SPECIAL, kinds == LAST_SPECIAL, kinds == PUNCT, markers], dim=-1).to(torch.float64)  # (B, n, 4)
     received = maps.sum(dim=2).to(torch.float64)  # (B, H, key n): the weight each key gets from all queries
-    on_keys = torch.einsum("bhk,bkc->ch", received, key_sets)  # (4, H): cls, sep, punct, markers
+    on_keys = torch.einsum("bhk,bkc->ch", received, key_sets)  # (4, H): first_special, last_special, punct, markers
     return torch.cat([rows[:3], on_keys, rows[3:]])  # (8, H) in STATISTICS order
 
 
@@ -80,7 +81,7 @@ class HeadSums:
 
     totals: np.ndarray  # (len(STATISTICS), layers, heads) float64: each statistic summed over its query units
     sentences: int = 0  # sentences run through the model
-    units: int = 0  # query units: the denominator of self, cls, sep, punct, markers and entropy
+    units: int = 0  # query units: the denominator of every statistic but prev and next
     pairs: int = 0  # query units with a previous unit (as many have a next one): the denominator of prev, next
     uniform: float = 0.0  # sum over query units of ln n: the entropy of uniform attention, for "broad"
     tokens: int = 0  # pieces run through the model, specials included, pads not
@@ -176,8 +177,8 @@ class HeadReport:
     prev: np.ndarray
     next: np.ndarray
     self: np.ndarray
-    cls: np.ndarray
-    sep: np.ndarray
+    first_special: np.ndarray
+    last_special: np.ndarray
     punct: np.ndarray
     markers: np.ndarray
     entropy: np.ndarray

@@ -18,8 +18,8 @@ class Kind(IntEnum):
     PAD = -1  # padding in a batch: no unit
     WORD = 0
     PUNCT = 1  # a word made only of punctuation
-    CLS = 2  # the tokenizer's cls_token
-    SEP = 3  # the tokenizer's sep_token
+    FIRST_SPECIAL = 2  # a token the tokenizer added at the very start ([CLS], <s>, <bos>, ...)
+    LAST_SPECIAL = 3  # a token the tokenizer added at the very end ([SEP], </s>, <eos>, ...)
     SPECIAL = 4  # any other token the tokenizer added
 
     @property
@@ -28,11 +28,12 @@ class Kind(IntEnum):
         return "special" if self in SPECIAL_KINDS else self.name.lower()
 
 
-PAD, WORD, PUNCT, CLS, SEP, SPECIAL = Kind.PAD, Kind.WORD, Kind.PUNCT, Kind.CLS, Kind.SEP, Kind.SPECIAL
-SPECIAL_KINDS = (CLS, SEP, SPECIAL)
+PAD, WORD, PUNCT, SPECIAL = Kind.PAD, Kind.WORD, Kind.PUNCT, Kind.SPECIAL
+FIRST_SPECIAL, LAST_SPECIAL = Kind.FIRST_SPECIAL, Kind.LAST_SPECIAL
+SPECIAL_KINDS = (FIRST_SPECIAL, LAST_SPECIAL, SPECIAL)
 # Markers: every special token the tokenizer added, and every punctuation-only word.
 MARKER_KINDS = (*SPECIAL_KINDS, PUNCT)
-MARKERS_TEXT = "special tokens the tokenizer added (every one: [CLS], [SEP], ...) and words made only of punctuation"
+MARKERS_TEXT = "special tokens the tokenizer added (every one: [CLS], [SEP], <s>, </s>, ...) and words made only of punctuation"
 
 
 @dataclass(frozen=True)
@@ -77,12 +78,13 @@ def unit_ids(word_ids: np.ndarray) -> np.ndarray:
     return np.cumsum(starts) - 1
 
 
-def group(text: str, tokens: list[str], word_ids: np.ndarray, special: np.ndarray, offsets: np.ndarray,
-          cls_token: str | None, sep_token: str | None) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+def group(text: str, tokens: list[str], word_ids: np.ndarray, special: np.ndarray,
+          offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
     """Assign pieces to units, and give each unit its Kind and its label as written.
 
     tokens (t,), word_ids (t,) int (-1 where the tokenizer has none), special (t,) bool (the tokenizer's
-    special_tokens_mask), offsets (t, 2) character spans in `text`.
+    special_tokens_mask), offsets (t, 2) character spans in `text`. Specials are told apart by position, never
+    by name: the first unit is FIRST_SPECIAL and the last LAST_SPECIAL when the tokenizer added them.
     -> units (t,) int64, kinds (n,) int64 Kind codes, words (n,) labels.
     """
     word_ids = np.where(special, -1, word_ids).astype(np.int64)
@@ -97,7 +99,7 @@ def group(text: str, tokens: list[str], word_ids: np.ndarray, special: np.ndarra
         if word_ids[piece] == -1:
             token = tokens[piece]
             words.append(token)
-            kinds[unit] = CLS if token == cls_token else SEP if token == sep_token else SPECIAL
+            kinds[unit] = FIRST_SPECIAL if unit == 0 else LAST_SPECIAL if unit == n - 1 else SPECIAL
         else:
             word = text[starts[unit]:ends[unit]]
             words.append(word)

@@ -143,7 +143,7 @@ def naive(loaded, texts: list[str]) -> dict[str, np.ndarray]:
     from analysis.words import is_punctuation
 
     layers, heads = loaded.layers, loaded.heads
-    totals = {name: np.zeros((layers, heads)) for name in ("prev", "next", "self", "cls", "sep", "punct", "entropy")}
+    totals = {name: np.zeros((layers, heads)) for name in ("prev", "next", "self", "first_special", "last_special", "punct", "entropy")}
     units = pairs = 0
     tokenizer = loaded.tokenizer
     for text in texts:
@@ -173,8 +173,8 @@ def naive(loaded, texts: list[str]) -> dict[str, np.ndarray]:
                 totals["prev"][layer, head] += np.diagonal(words, -1).sum()
                 totals["next"][layer, head] += np.diagonal(words, 1).sum()
                 totals["self"][layer, head] += np.diagonal(words).sum()
-                totals["cls"][layer, head] += words[:, cls].sum()
-                totals["sep"][layer, head] += words[:, sep].sum()
+                totals["first_special"][layer, head] += words[:, cls].sum()
+                totals["last_special"][layer, head] += words[:, sep].sum()
                 totals["punct"][layer, head] += words[:, punct].sum()
                 totals["entropy"][layer, head] -= (words * np.log(np.where(words > 0, words, 1))).sum()
         units, pairs = units + n, pairs + n - 1

@@ -15,7 +15,7 @@ from analysis.corpus import (STATISTICS, CorpusError, CorpusReader, HeadSums, LA
                              label_heads, merge_shards)
 from analysis.heads import NEXT_OFFSET, PREVIOUS_OFFSET, kernel, word_sums
 from analysis.pipeline import attend_words
-from analysis.words import CLS, PAD, PUNCT, SEP, WORD, merge_maps
+from analysis.words import FIRST_SPECIAL, LAST_SPECIAL, PAD, PUNCT, WORD, merge_maps
 from real_attention import cli
 
 # Words of the tiny vocabulary; "sentí", "jardín" and "unos" are split into pieces.
@@ -64,16 +64,16 @@ def test_a_previous_head_and_a_next_head_have_known_statistics():
     n = 6
     maps = np.stack([shifted(n, PREVIOUS_OFFSET), shifted(n, NEXT_OFFSET), np.full((n, n), 1 / n, np.float32)])
     maps = maps[None, None]  # (L=1, B=1, H=3, n, n)
-    kinds = np.array([[CLS, WORD, WORD, PUNCT, WORD, SEP]])
+    kinds = np.array([[FIRST_SPECIAL, WORD, WORD, PUNCT, WORD, LAST_SPECIAL]])
     means = sums_of(maps, np.arange(n)[None], kinds).means()
     np.testing.assert_allclose(means["prev"], [[1, 0, 1 / n]], atol=1e-7)
     np.testing.assert_allclose(means["next"], [[0, 1, 1 / n]], atol=1e-7)
     np.testing.assert_allclose(means["self"], [[1 / n, 1 / n, 1 / n]], atol=1e-7)
     # previous head: rows 0 and 1 look at [CLS], row 4 at the punctuation; next head: rows 4 and 5 at [SEP]
-    np.testing.assert_allclose(means["cls"], [[2 / n, 0, 1 / n]], atol=1e-7)
-    np.testing.assert_allclose(means["sep"], [[0, 2 / n, 1 / n]], atol=1e-7)
+    np.testing.assert_allclose(means["first_special"], [[2 / n, 0, 1 / n]], atol=1e-7)
+    np.testing.assert_allclose(means["last_special"], [[0, 2 / n, 1 / n]], atol=1e-7)
     np.testing.assert_allclose(means["punct"], [[1 / n, 1 / n, 1 / n]], atol=1e-7)
-    np.testing.assert_allclose(means["markers"], means["cls"] + means["sep"] + means["punct"], atol=1e-7)
+    np.testing.assert_allclose(means["markers"], means["first_special"] + means["last_special"] + means["punct"], atol=1e-7)
     np.testing.assert_allclose(means["entropy"], [[0, 0, np.log(n)]], atol=1e-6)
     labels = label_heads(means, np.log(n), Thresholds())
     assert labels.tolist() == [["previous", "next", "broad"]]
@@ -84,7 +84,7 @@ def test_piece_statistics_are_those_of_the_merged_word_maps():
     units = np.array([0, 1, 1, 1, 2, 3, 3, 4])  # [CLS] w(3 pieces) . w(2 pieces) [SEP]
     t = len(units)
     maps = rng.dirichlet(np.ones(t), size=(2, 1, 3, t)).astype(np.float32)  # (L, B, H, t, t)
-    kinds = np.array([[CLS, WORD, PUNCT, WORD, SEP]])
+    kinds = np.array([[FIRST_SPECIAL, WORD, PUNCT, WORD, LAST_SPECIAL]])
     got = sums_of(maps, units[None], kinds).means()
     words = merge_maps(torch.from_numpy(maps[:, 0]), torch.from_numpy(units)[None].expand(2, -1), 5).numpy()  # (L, H, n, n)
     np.testing.assert_allclose(got["prev"], np.diagonal(words, -1, axis1=-2, axis2=-1).mean(axis=-1), atol=1e-6)
@@ -103,7 +103,7 @@ def test_pads_never_enter_a_statistic():
     long_units, short_units = np.arange(7), np.array([0, 1, 1, 2, 3])
     long_maps = rng.dirichlet(np.ones(7), size=(2, 3, 7)).astype(np.float32)  # (L, H, t, t)
     short_maps = rng.dirichlet(np.ones(5), size=(2, 3, 5)).astype(np.float32)
-    long_kinds, short_kinds = np.array([CLS, WORD, WORD, PUNCT, WORD, WORD, SEP]), np.array([CLS, WORD, WORD, SEP])
+    long_kinds, short_kinds = np.array([FIRST_SPECIAL, WORD, WORD, PUNCT, WORD, WORD, LAST_SPECIAL]), np.array([FIRST_SPECIAL, WORD, WORD, LAST_SPECIAL])
     apart = sums_of(long_maps[:, None], long_units[None], long_kinds[None]) + sums_of(
         short_maps[:, None], short_units[None], short_kinds[None])
     padded_maps = rng.random((2, 2, 3, 7, 7)).astype(np.float32) * 50  # garbage in the pad rows and columns
@@ -121,14 +121,14 @@ def test_labels_follow_the_documented_precedence():
     shape = (1, len(LABELS))
     means = {name: np.zeros(shape) for name in STATISTICS}
     means["entropy"] = np.full(shape, 0.1)
-    for column, name in enumerate(["prev", "next", "self", "cls", "sep", "punct", "markers"]):
+    for column, name in enumerate(["prev", "next", "self", "first_special", "last_special", "punct", "markers"]):
         means[name][0, column] = 0.6
     means["entropy"][0, 7] = 2.0
     # a head over both thresholds takes the earlier label
-    means["sep"][0, 0] = 0.9
+    means["last_special"][0, 0] = 0.9
     labels = label_heads(means, uniform_entropy=2.0, thresholds=Thresholds())
     assert labels.tolist() == [list(LABELS)]
-    assert label_heads(means, 2.0, Thresholds(position=0.7))[0, 0] == "sep"
+    assert label_heads(means, 2.0, Thresholds(position=0.7))[0, 0] == "last_special"
 
 
 def test_thresholds_must_be_fractions():
@@ -247,7 +247,7 @@ def test_cli_writes_heads_summary_sums_and_the_label_grid(tmp_path, corpus_file,
     figures = tmp_path / "out" / "figures" / "corpus" / "tiny"
     assert sorted(p.name for p in figures.iterdir()) == ["labels.png", "statistics.png"]
     lines = (folder / "heads.csv").read_text().splitlines()
-    assert lines[0] == "layer,head,label,prev,next,self,cls,sep,punct,markers,entropy,n_sentences,n_words"
+    assert lines[0] == "layer,head,label,prev,next,self,first_special,last_special,punct,markers,entropy,n_sentences,n_words"
     assert len(lines) == 1 + 3 * 4 and lines[1].startswith("1,1,") and lines[-1].startswith("3,4,")
     summary = json.loads((folder / "summary.json").read_text())
     # words: the tiny sentences are written with spaces around punctuation, so a unit per split plus [CLS], [SEP]
@@ -385,7 +385,7 @@ def test_an_interrupted_or_failing_run_leaves_nothing(tmp_path, corpus_file, tin
 def test_label_grid_shows_every_head(tiny_loaded):
     from analysis.corpus_plots import label_grid
 
-    labels = np.array([["previous", "next", "mixed"], ["sep", "broad", "mixed"]], dtype=object)
+    labels = np.array([["previous", "next", "mixed"], ["last_special", "broad", "mixed"]], dtype=object)
     fig = label_grid(labels, LABELS, "title")
     ax = fig.axes[0]
     np.testing.assert_array_equal(ax.images[0].get_array(), [[0, 1, 8], [4, 7, 8]])

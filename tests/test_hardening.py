@@ -266,7 +266,7 @@ def test_heads_writes_the_asked_figure_format_and_a_short_revision(tiny_model_di
     first = [line for line in result.output.splitlines() if " @ sha256:" in line][0]
     assert first.split(" @ ")[1].split(",")[0] == "sha256:" + first.split("sha256:")[1][:8]
     summary = json.loads((tmp_path / "results" / "corpus" / "c" / "summary.json").read_text())
-    for label in ("previous", "next", "self", "cls", "sep", "punct"):
+    for label in ("previous", "next", "self", "first_special", "last_special", "punct"):
         assert (f"strongest {label}:" in result.output) == bool(summary["labels"][label])
 
 

@@ -4,10 +4,10 @@ import pytest
 
 from analysis.focus import FocusedSentence, SentenceError, locate
 from analysis.heads import STATISTICS, classify, word_sums
-from analysis.words import CLS, PUNCT, SEP, SPECIAL, WORD, WordAttention
+from analysis.words import FIRST_SPECIAL, LAST_SPECIAL, PUNCT, SPECIAL, WORD, WordAttention
 
 WORDS = ("[CLS]", "Me", "senté", "en", "el", "banco", ".", "[SEP]")
-KINDS = (CLS, WORD, WORD, WORD, WORD, WORD, PUNCT, SEP)
+KINDS = (FIRST_SPECIAL, WORD, WORD, WORD, WORD, WORD, PUNCT, LAST_SPECIAL)
 N = len(WORDS)
 
 
@@ -37,7 +37,7 @@ def sentence(heads: list[np.ndarray], focus: int = 5, sense: int = 2) -> Focused
 def words_of(*heads: np.ndarray, kinds=None) -> WordAttention:
     """One sentence with the given (n, n) heads in one layer."""
     n = heads[0].shape[-1]
-    kinds = kinds or (CLS, *[WORD] * (n - 2), SEP)
+    kinds = kinds or (FIRST_SPECIAL, *[WORD] * (n - 2), LAST_SPECIAL)
     return WordAttention("x", tuple(f"w{i}" for i in range(n)), kinds, np.stack(heads)[None].astype(np.float32))
 
 
@@ -65,13 +65,13 @@ def test_entropy_of_uniform_and_one_hot_rows():
 
 def test_markers_are_every_special_token_and_punctuation_words():
     # units: [CLS] word <extra> . word [SEP]: <extra> is a special token that is neither [CLS] nor [SEP]
-    kinds = (CLS, WORD, SPECIAL, PUNCT, WORD, SEP)
+    kinds = (FIRST_SPECIAL, WORD, SPECIAL, PUNCT, WORD, LAST_SPECIAL)
     columns = [np.zeros((6, 6)) for _ in range(6)]
     for column, head in enumerate(columns):
         head[:, column] = 1.0  # every row on one key
     means = means_of(words_of(*columns, kinds=kinds))
-    assert means["cls"].tolist() == [1, 0, 0, 0, 0, 0]
-    assert means["sep"].tolist() == [0, 0, 0, 0, 0, 1]
+    assert means["first_special"].tolist() == [1, 0, 0, 0, 0, 0]
+    assert means["last_special"].tolist() == [0, 0, 0, 0, 0, 1]
     assert means["punct"].tolist() == [0, 0, 0, 1, 0, 0]
     assert means["markers"].tolist() == [1, 0, 1, 1, 0, 1]
 
@@ -134,7 +134,7 @@ def test_locate_words_case_insensitively_and_explains_misses():
 
 def test_repeated_focus_word_needs_an_occurrence():
     words = ("[CLS]", "banco", "y", "banco", "[SEP]")
-    attention = WordAttention("banco y banco", words, (CLS, WORD, WORD, WORD, SEP),
+    attention = WordAttention("banco y banco", words, (FIRST_SPECIAL, WORD, WORD, WORD, LAST_SPECIAL),
                               np.full((1, 1, 5, 5), 0.2, dtype=np.float32))
     with pytest.raises(SentenceError, match="occurs 2 times in sentence 1.*focus_occurrence = 1..2"):
         locate(attention, "banco", None, "focus", 1)

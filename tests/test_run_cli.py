@@ -73,7 +73,7 @@ def test_run_writes_exactly_the_four_tables(tiny_model_dir, tmp_path):
     assert all(len(w.split(".")[1]) == 6 for w in (folder / "attention.csv").read_text().split("\n")[1].split(",")[-1:])
 
     heads = pd.read_csv(folder / "heads.csv")
-    assert list(heads.columns) == ["layer", "head", "sense_head", "marker_head", "prev", "next", "self", "cls", "sep",
+    assert list(heads.columns) == ["layer", "head", "sense_head", "marker_head", "prev", "next", "self", "first_special", "last_special",
                                      "punct", "markers", "entropy"]
     assert len(heads) == 12 and set(heads.sense_head.astype(str).str.lower()) <= {"true", "false"}
     focus = pd.read_csv(folder / "focus.csv", keep_default_na=False)

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from analysis.extract import encode
-from analysis.words import CLS, PUNCT, SEP, SPECIAL, WORD, Kind, WordAttention, group, is_punctuation, merge_maps, unit_ids
+from analysis.words import FIRST_SPECIAL, LAST_SPECIAL, PUNCT, SPECIAL, WORD, Kind, WordAttention, group, is_punctuation, merge_maps, unit_ids
 
 
 def merged(weights: np.ndarray, units: np.ndarray) -> np.ndarray:
@@ -78,13 +78,13 @@ def test_group_labels_units_by_the_text_as_written():
     word_ids = np.array([-1, 0, 1, 1, 2, -1, 3])
     special = np.array([1, 0, 0, 0, 0, 1, 1], dtype=bool)  # the tokenizer's special_tokens_mask wins
     offsets = np.array([[0, 0], [0, 2], [3, 7], [7, 8], [8, 9], [0, 0], [0, 0]])
-    units, kinds, words = group(text, tokens, word_ids, special, offsets, "[CLS]", "[SEP]")
+    units, kinds, words = group(text, tokens, word_ids, special, offsets)
     assert units.tolist() == [0, 1, 2, 2, 3, 4, 5]
     assert words == ("[CLS]", "Me", "senté", ".", "[SEP]", "<extra>")
-    assert kinds.tolist() == [CLS, WORD, WORD, PUNCT, SEP, SPECIAL]
+    assert kinds.tolist() == [FIRST_SPECIAL, WORD, WORD, PUNCT, SPECIAL, LAST_SPECIAL]  # by position, not name
     weights = np.full((1, 1, 6, 6), 1 / 6, dtype=np.float32)
     attention = WordAttention(text, words, kinds, weights)
-    assert attention.kinds[0] is Kind.CLS  # codes become Kinds
+    assert attention.kinds[0] is Kind.FIRST_SPECIAL  # codes become Kinds
     assert attention.markers.tolist() == [True, False, False, True, True, True]
     assert [kind.group for kind in attention.kinds] == ["special", "word", "word", "punct", "special", "special"]
 
@@ -102,7 +102,7 @@ def test_a_cased_tokenizer_keeps_case_accents_and_multi_piece_words():
         "[CLS]", "Él", "vio", "el", "Árbol", ",", "Mü", "##nch", "##en", ".", "[SEP]"]
     assert sentence.units.tolist() == [0, 1, 2, 3, 4, 5, 6, 6, 6, 7, 8]
     assert sentence.words == ("[CLS]", "Él", "vio", "el", "Árbol", ",", "München", ".", "[SEP]")
-    assert sentence.kinds.tolist() == [CLS, WORD, WORD, WORD, WORD, PUNCT, WORD, PUNCT, SEP]
+    assert sentence.kinds.tolist() == [FIRST_SPECIAL, WORD, WORD, WORD, WORD, PUNCT, WORD, PUNCT, LAST_SPECIAL]
     t, n = len(sentence.ids), len(sentence.words)
     pieces = np.random.default_rng(2).dirichlet(np.ones(t), size=(2, 3, t))  # (L, H, t, t)
     words = merged(pieces, sentence.units)
