@@ -10,6 +10,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from analysis.errors import InputError, ModelUnavailable
+from analysis.units import DEFAULT_UNITS, Joined, UnitError
 from analysis.words import PAD, group
 
 
@@ -26,6 +27,7 @@ class Encoded:
     units: np.ndarray  # (t,) int64 unit index of each piece (analysis.words.unit_ids)
     kinds: np.ndarray  # (n,) int64 Kind code of each unit
     words: tuple[str, ...]  # (n,) each unit as written; specials keep the tokenizer's text
+    joined: tuple[Joined, ...] = ()  # units of the text rule that one piece straddles, joined
 
     def __post_init__(self) -> None:
         assert self.units.shape == self.ids.shape and self.kinds.shape == (len(self.words),)
@@ -36,11 +38,14 @@ class TooLong(NamedTuple):
     tokens: int  # its piece count, specials included
 
 
-def encode(tokenizer, texts: list[str], max_tokens: int, truncate: bool = False) -> tuple[list[Encoded], list[TooLong]]:
-    """Tokenize with the fast tokenizer and group the pieces into units.
+def encode(tokenizer, texts: list[str], max_tokens: int, truncate: bool = False, units: str = DEFAULT_UNITS,
+           required: list[tuple[str, ...]] | None = None) -> tuple[list[Encoded], list[TooLong]]:
+    """Tokenize with the fast tokenizer and group the pieces into units by the `units` rule ("text" or
+    "tokenizer", analysis.words.group); required[i]: the words that must be units of text i (its focus and
+    sense words), none if None.
 
     Texts over max_tokens pieces are cut to max_tokens (truncate) or left out; either way they are listed in
-    the second result.
+    the second result. UnitError (naming the sentence) if a piece straddles a required word and its neighbour.
     """
     options = dict(return_offsets_mapping=True, return_special_tokens_mask=True, verbose=False)
     encodings = tokenizer(texts, **options).encodings
@@ -57,8 +62,13 @@ def encode(tokenizer, texts: list[str], max_tokens: int, truncate: bool = False)
         word_ids = np.array([-1 if w is None else w for w in encoding.word_ids], dtype=np.int64)
         special = np.array(encoding.special_tokens_mask, dtype=bool)
         offsets = np.array(encoding.offsets, dtype=np.int64).reshape(-1, 2)
-        units, kinds, words = group(text, encoding.tokens, word_ids, special, offsets)
-        encoded.append(Encoded(text, np.array(encoding.ids, dtype=np.int64), units, kinds, words))
+        try:
+            grouped = group(text, encoding.tokens, word_ids, special, offsets, units,
+                            required[i] if required is not None else ())
+        except UnitError as error:
+            raise UnitError(f"sentence {i + 1}: {error}") from None
+        encoded.append(Encoded(text, np.array(encoding.ids, dtype=np.int64), grouped.units, grouped.kinds,
+                               grouped.words, grouped.joined))
     return encoded, too_long
 
 

@@ -1,15 +1,20 @@
 """Merge word pieces into words: sum over the attended-to pieces, mean over the attending ones.
 
-Units: each special token the tokenizer added is a unit of its own; each word (the pieces of one word id)
-is one unit, labelled by the text as written. `merge_maps` is the only implementation of the merge.
+Units: each special token the tokenizer added is a unit of its own; the words come from the text by the
+rule of analysis.units (or, by the "tokenizer" rule, are the pieces of one word id), labelled as written.
+`merge_maps` is the only implementation of the merge.
 """
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import NamedTuple
 
 import numpy as np
+
+from analysis.units import DEFAULT_UNITS, Joined, assign
 
 
 class Kind(IntEnum):
@@ -78,33 +83,50 @@ def unit_ids(word_ids: np.ndarray) -> np.ndarray:
     return np.cumsum(starts) - 1
 
 
-def group(text: str, tokens: list[str], word_ids: np.ndarray, special: np.ndarray,
-          offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+class Grouping(NamedTuple):
+    """The pieces of one sentence assigned to units, with each unit's Kind and label."""
+
+    units: np.ndarray  # (t,) int64 unit index of each piece
+    kinds: np.ndarray  # (n,) int64 Kind code of each unit
+    words: tuple[str, ...]  # (n,) each unit as written; specials keep the tokenizer's text
+    joined: tuple[Joined, ...]  # units of the text rule that one piece straddles, joined (none by the tokenizer)
+
+
+def group(text: str, tokens: list[str], word_ids: np.ndarray, special: np.ndarray, offsets: np.ndarray,
+          rule: str = DEFAULT_UNITS, required: Sequence[str] = ()) -> Grouping:
     """Assign pieces to units, and give each unit its Kind and its label as written.
 
     tokens (t,), word_ids (t,) int (-1 where the tokenizer has none), special (t,) bool (the tokenizer's
-    special_tokens_mask), offsets (t, 2) character spans in `text`. Specials are told apart by position, never
-    by name: the first unit is FIRST_SPECIAL and the last LAST_SPECIAL when the tokenizer added them.
-    -> units (t,) int64, kinds (n,) int64 Kind codes, words (n,) labels.
+    special_tokens_mask), offsets (t, 2) character spans in `text`. rule "text": the units of analysis.units,
+    with each `required` word (the focus and sense words) one unit; "tokenizer": the tokenizer's own words
+    (its word_ids), as Clark et al.'s code does. Specials are units of their own, told apart by position,
+    never by name: the first unit is FIRST_SPECIAL and the last LAST_SPECIAL when the tokenizer added them.
     """
-    word_ids = np.where(special, -1, word_ids).astype(np.int64)
-    units = unit_ids(word_ids)
+    if rule == "text":
+        pieces, spans, joined = assign(text, tokens, special, offsets, required)
+        key = np.where(special, -1 - np.arange(len(special)), pieces)  # a special: a key of its own
+    else:
+        key = np.where(special, -1, word_ids).astype(np.int64)
+        joined = ()
+    units = unit_ids(key)
     n = int(units[-1]) + 1
     first = np.searchsorted(units, np.arange(n))  # (n,) first piece of each unit
-    starts = np.minimum.reduceat(offsets[:, 0], first)
-    ends = np.maximum.reduceat(offsets[:, 1], first)
+    if rule != "text":  # a tokenizer word spans its pieces' offsets
+        starts = np.minimum.reduceat(offsets[:, 0], first)
+        ends = np.maximum.reduceat(offsets[:, 1], first)
+        spans = list(zip(starts.tolist(), ends.tolist()))
     kinds = np.empty(n, dtype=np.int64)
     words = []
     for unit, piece in enumerate(first.tolist()):  # labels only; the weights are merged by merge_maps
-        if word_ids[piece] == -1:
-            token = tokens[piece]
-            words.append(token)
+        if key[piece] < 0:
+            words.append(tokens[piece])
             kinds[unit] = FIRST_SPECIAL if unit == 0 else LAST_SPECIAL if unit == n - 1 else SPECIAL
         else:
-            word = text[starts[unit]:ends[unit]]
+            start, end = spans[key[piece]] if rule == "text" else spans[unit]
+            word = text[start:end].strip()  # byte-level BPE offsets may hold the space before a word
             words.append(word)
             kinds[unit] = PUNCT if is_punctuation(word) else WORD
-    return units, kinds, tuple(words)
+    return Grouping(units, kinds, tuple(words), joined)
 
 
 def merge_maps(weights, units, n: int):

@@ -78,7 +78,8 @@ def test_group_labels_units_by_the_text_as_written():
     word_ids = np.array([-1, 0, 1, 1, 2, -1, 3])
     special = np.array([1, 0, 0, 0, 0, 1, 1], dtype=bool)  # the tokenizer's special_tokens_mask wins
     offsets = np.array([[0, 0], [0, 2], [3, 7], [7, 8], [8, 9], [0, 0], [0, 0]])
-    units, kinds, words = group(text, tokens, word_ids, special, offsets)
+    units, kinds, words, joined = group(text, tokens, word_ids, special, offsets)
+    assert joined == ()
     assert units.tolist() == [0, 1, 2, 2, 3, 4, 5]
     assert words == ("[CLS]", "Me", "senté", ".", "[SEP]", "<extra>")
     assert kinds.tolist() == [FIRST_SPECIAL, WORD, WORD, PUNCT, SPECIAL, LAST_SPECIAL]  # by position, not name
