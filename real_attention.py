@@ -126,6 +126,15 @@ def lang_folder(lang: str) -> str:
     return plain_folder_name(lang, "--lang")
 
 
+def units_option(function):
+    return click.option(
+        "--units", type=click.Choice(["text", "tokenizer"]), default="text", show_default=True,
+        help="What a word is. text: words as the reader sees them, by one rule for every tokenizer (whitespace "
+             "separates words; punctuation at a word's edge is a unit, inside it stays: don't, 3.14; each CJK "
+             "ideograph is a unit; the focus and sense words always are). tokenizer: the tokenizer's own words.",
+    )(function)
+
+
 def model_options(function):
     """--model, --revision, --offline and --device, shared by the commands that load a model."""
     options = [
@@ -173,6 +182,7 @@ def lesson_command(out_dir: Path, formats: tuple[str, ...], quiet: bool) -> None
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
               help="TOML file of sentences; replaces the lesson's packaged config.")
 @model_options
+@units_option
 @out_option
 @click.option("--no-report", is_flag=True, help="Skip the interactive HTML report.")
 @click.option("--no-figures", is_flag=True, help="Skip the figures.")
@@ -181,7 +191,7 @@ def lesson_command(out_dir: Path, formats: tuple[str, ...], quiet: bool) -> None
                    "(the report always holds every sentence).")
 @format_option
 @quiet_option
-def run_command(lang, config_path, model_name, revision, offline, device, out_dir, no_report, no_figures,
+def run_command(lang, config_path, model_name, revision, offline, device, units, out_dir, no_report, no_figures,
                 formats, all_figures, quiet) -> None:
     """Extract every head's word-level attention and classify all heads.
 
@@ -210,7 +220,7 @@ def run_command(lang, config_path, model_name, revision, offline, device, out_di
 
             loaded = load_model(choice, device=device, offline=offline)
             check_encodes(loaded, [sentence.text for sentence in sentence_set.sentences])
-            result = analyse(loaded, sentence_set)
+            result = analyse(loaded, sentence_set, units)
             summary = write_results(results_folder, result)
             if no_report and no_figures:  # the folder holds what this run drew: nothing
                 staging.remove(out_dir / "figures" / lang)
@@ -291,6 +301,7 @@ def show_command(lang, layer, head, sentence, out_dir, formats, quiet) -> None:
               help="Corpus name, the folder under results/corpus/. Default: the first FILE's stem ('stdin' for -).")
 @click.option("--lang", help="Use the pinned model of this language (es, en); or pass --model.")
 @model_options
+@units_option
 @click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True,
               help="Sentences per forward pass, fewer for long ones; sorted by length first, so little padding is run.")
 @click.option("--truncate", is_flag=True, help="Cut lines over the model's maximum length instead of skipping them.")
@@ -311,7 +322,7 @@ def show_command(lang, layer, head, sentence, out_dir, formats, quiet) -> None:
 @format_option
 @quiet_option
 def heads_command(corpus_specs, more_specs, corpus_format, corpus_name, lang, model_name, revision, offline,
-                  device, batch_size, truncate, shard_text, threshold_settings, workers, scheduler, threads,
+                  device, units, batch_size, truncate, shard_text, threshold_settings, workers, scheduler, threads,
                   partition_size, out_dir, formats, quiet) -> None:
     """Pool every head's attention statistics over a corpus and label each head.
 
@@ -348,10 +359,11 @@ def heads_command(corpus_specs, more_specs, corpus_format, corpus_name, lang, mo
             with tqdm(total=text.total_lines(), unit="sent", desc=folder, disable=quiet, file=sys.stderr,
                       dynamic_ncols=True) as bar:
                 result = run_corpus(engine, text, lang=lang, model=model_name, revision=revision, device=device,
-                                    offline=offline, batch_size=batch_size, truncate=truncate, progress=bar)
+                                    offline=offline, batch_size=batch_size, truncate=truncate, progress=bar,
+                                    units=units)
             run = CorpusRun(model=result.model, revision=result.revision, name=name, sha256=text.sha256,
                             format=inputs[0].format, truncate=truncate, versions=versions(), shard=shard,
-                            thresholds=thresholds, engine=result.engine)
+                            thresholds=thresholds, engine=result.engine, units=units)
             summary = write_corpus(results_folder, figures_folder, run, result.sums, formats)
     report_leftovers(staging)
     if quiet:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, overload
 
 from analysis.errors import InputError
+from analysis.units import check_rule
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -55,6 +56,7 @@ class Attention(Sequence):
     revision: str  # resolved commit, or sha256 of a folder's weights
     versions: dict[str, str]  # python, torch, transformers
     result: RunResult | None = None  # with focus and sense: located words and head labels
+    units: str = "text"  # the unit rule the sentences were cut by: "text" or "tokenizer"
 
     def __post_init__(self) -> None:
         shapes = {(s.layers, s.heads) for s in self.sentences}
@@ -136,11 +138,14 @@ def _texts(texts: str | Iterable[str]) -> list[str]:
 
 
 def attend(model: LoadedModel, texts: str | Iterable[str], *, focus: str | None = None,
-           sense: str | Sequence[str] | None = None, lang: str = "") -> Attention:
+           sense: str | Sequence[str] | None = None, lang: str = "", units: str = "text") -> Attention:
     """Every head's word-level attention for each sentence, in one batched forward pass.
 
     texts: one sentence or several. With `focus` (the ambiguous word) and `sense` (one word per sentence that
     decides its sense) the words are located and every head is classified, as `real-attention run` does.
+    units: "text" (words as the reader sees them, the same for every tokenizer; the focus and sense words are
+    always units) or "tokenizer" (the tokenizer's own words, as Clark et al.'s code has them).
+    Raises UnitError (an InputError) if a piece straddles a focus or sense word and its neighbour.
     Raises InputError (a sentence too long, a word not found) or ModelUnavailable (a tokenizer that knows
     none of the words).
     """
@@ -148,18 +153,19 @@ def attend(model: LoadedModel, texts: str | Iterable[str], *, focus: str | None 
     from analysis.pipeline import analyse, attend_words, versions
 
     items = _texts(texts)
+    check_rule(units)
     check_encodes(model, items)
     if focus is None and sense is None:
-        return Attention(sentences=tuple(attend_words(model, items)), model=model.choice.name,
-                         revision=model.revision, versions=versions())
-    result = analyse(model, sentence_set(items, focus, sense, lang))
+        return Attention(sentences=tuple(attend_words(model, items, units)), model=model.choice.name,
+                         revision=model.revision, versions=versions(), units=units)
+    result = analyse(model, sentence_set(items, focus, sense, lang), units)
     return from_result(result)
 
 
 def from_result(result: RunResult) -> Attention:
     """An Attention around a finished run (what `run` computed)."""
     return Attention(sentences=tuple(s.attention for s in result.sentences), model=result.model,
-                     revision=result.revision, versions=result.versions, result=result)
+                     revision=result.revision, versions=result.versions, result=result, units=result.units)
 
 
 def sentence_set(texts: list[str], focus: str | None, sense: str | Sequence[str] | None, lang: str = ""):
@@ -189,7 +195,7 @@ def classify(att: Attention, focus: str | None = None, sense: str | Sequence[str
 
     texts = [s.text for s in att.sentences]
     result = classify_words(list(att.sentences), sentence_set(texts, focus, sense),
-                            model=att.model, revision=att.revision, versions=att.versions)
+                            model=att.model, revision=att.revision, versions=att.versions, units=att.units)
     return heads_frame(result.report)
 
 
@@ -214,16 +220,18 @@ def heatmap(sentence: WordAttention, layer: int, head: int, *, focus: str | None
 
 
 def corpus_stats(model: LoadedModel, lines: Iterable[str], *, batch_size: int = 32, truncate: bool = False,
-                 thresholds: Thresholds | None = None, progress=None) -> pd.DataFrame:
+                 thresholds: Thresholds | None = None, progress=None, units: str = "text") -> pd.DataFrame:
     """The corpus heads.csv table: per head (layer, head from 1), its label and the pooled statistics over
     every word of every line, plus n_sentences and n_words. Blank lines are skipped; lines longer than the
-    model takes are skipped (or cut, with truncate=True). Memory does not grow with the number of lines."""
+    model takes are skipped (or cut, with truncate=True). Memory does not grow with the number of lines.
+    units: the unit rule, as in `attend`."""
     from analysis.corpus import CorpusReader, Thresholds, corpus_sums, heads_frame, label_heads
 
     # The reader takes the bytes of a file: one line each, so a text with a newline stays one sentence.
     stream = ((" ".join(str(line).splitlines()) + "\n").encode("utf-8") for line in lines)
     reader = CorpusReader(stream, "text", source="lines")
-    sums = corpus_sums(model, reader, batch_size=batch_size, truncate=truncate, progress=progress)
+    sums = corpus_sums(model, reader, batch_size=batch_size, truncate=truncate, progress=progress,
+                       units=check_rule(units))
     if sums.sentences == 0:
         raise InputError(f"no sentences to analyse: {sums.lines} line(s), {sums.blank} blank, "
                          f"{sums.skipped} too long")

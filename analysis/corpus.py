@@ -26,6 +26,7 @@ from analysis.errors import InputError
 from analysis.extract import Encoded
 from analysis.heads import COUNT_FIELDS, STATISTICS, HeadSums, kernel, sentence_counts  # noqa: F401  (re-exported)
 from analysis.tables import write_csv, write_json
+from analysis.units import DEFAULT_UNITS
 
 HEADS_COLUMNS = ["layer", "head", "label", *STATISTICS, "n_sentences", "n_words"]
 
@@ -235,11 +236,13 @@ def corpus_sums(
     batch_size: int = DEFAULT_BATCH_SIZE,
     truncate: bool = False,
     progress=None,
+    units: str = DEFAULT_UNITS,
 ) -> HeadSums:
     """Stream the reader's sentences through the model in length-sorted batches; return the pooled sums.
 
     Memory holds one bucket of encoded sentences and one batch of maps, whatever the corpus size.
-    `progress`, if given, has tqdm's `update(n)` and advances by one per line read.
+    `progress`, if given, has tqdm's `update(n)` and advances by one per line read. `units`: the unit rule
+    ("text" or "tokenizer", analysis.words.group); a corpus names no required words.
     """
     import torch
 
@@ -259,7 +262,7 @@ def corpus_sums(
         texts = list(itertools.islice(sentences, batch_size * BUCKET_BATCHES))
         if not texts:
             break
-        encoded, too_long = encode(loaded.tokenizer, texts, loaded.max_tokens, truncate)
+        encoded, too_long = encode(loaded.tokenizer, texts, loaded.max_tokens, truncate, units)
         counts["truncated" if truncate else "skipped"] += len(too_long)
         shown = _advance(progress, shown, reader.lines - lines_before - len(encoded))  # blank, skipped
         for batch_sentences in length_batches(encoded, batch_size):
@@ -296,6 +299,7 @@ class CorpusRun:
     shard: Shard | None = None  # None for a whole corpus
     thresholds: Thresholds = field(default_factory=Thresholds)
     engine: dict | None = None  # how it was computed (analysis.cluster.engine_record, or merge_shards)
+    units: str = DEFAULT_UNITS  # the unit rule: "text" or "tokenizer"
 
     @property
     def folder_name(self) -> str:
@@ -338,6 +342,7 @@ def summary(run: CorpusRun, sums: HeadSums, labels: np.ndarray) -> dict:
         "corpus": {"name": run.name, "sha256": run.sha256, "format": run.format},
         "shard": None if run.shard is None else {"index": run.shard.index, "count": run.shard.count},
         "truncate": run.truncate,
+        "units": run.units,
         "counts": {
             "lines": sums.lines,
             "blank": sums.blank,
@@ -450,7 +455,7 @@ def check_summary(folder: Path, data) -> None:
             raise CorpusError(f"{folder}/summary.json: field {name!r} is {data[name]!r}, expected {expected}")
 
 
-SAME_IN_EVERY_SHARD = ("model", "revision", "corpus", "truncate", "thresholds", "layers", "heads_per_layer")
+SAME_IN_EVERY_SHARD = ("model", "revision", "corpus", "truncate", "units", "thresholds", "layers", "heads_per_layer")
 
 
 def merge_shards(folders: Iterable[Path]) -> tuple[CorpusRun, HeadSums]:
@@ -490,6 +495,7 @@ def merge_shards(folders: Iterable[Path]) -> tuple[CorpusRun, HeadSums]:
         versions=first["versions"],
         thresholds=Thresholds(**first["thresholds"]),
         engine={"name": "merge", "shards": count},
+        units=first.get("units", "tokenizer"),  # results from before the text rule used the tokenizer's words
     )
     return run, total
 

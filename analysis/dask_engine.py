@@ -20,6 +20,7 @@ from distributed import Client, LocalCluster, WorkerPlugin, as_completed, get_wo
 from analysis.cluster import OrderedSum, Partition, partition_sums
 from analysis.corpus import CorpusError, HeadSums
 from analysis.errors import ModelUnavailable, RealAttentionError
+from analysis.units import DEFAULT_UNITS
 
 PLUGIN_NAME = "real-attention-model"
 # Dask's nannies start workers with MALLOC_TRIM_THRESHOLD_=65536, so glibc hands every freed attention map
@@ -87,10 +88,10 @@ class ModelPlugin(WorkerPlugin):
         return self.loaded
 
 
-def worker_partition_sums(texts: tuple[str, ...], batch_size: int, truncate: bool) -> HeadSums:
+def worker_partition_sums(texts: tuple[str, ...], batch_size: int, truncate: bool, units: str) -> HeadSums:
     """The task: one partition through the model that this worker's plugin loaded."""
     plugin = get_worker().plugins[PLUGIN_NAME]
-    return partition_sums(plugin.model(), texts, batch_size, truncate)
+    return partition_sums(plugin.model(), texts, batch_size, truncate, units=units)
 
 
 @contextlib.contextmanager
@@ -114,7 +115,7 @@ def connect(workers: int | None, scheduler: str | None, threads: int) -> Iterato
 
 def dask_sums(client: Client, spec: ModelSpec, threads: int, parts: Iterable[Partition], batch_size: int,
               truncate: bool, progress=None, on_partition: Callable[[int], None] | None = None,
-              register: bool = True) -> tuple[HeadSums, int]:
+              register: bool = True, units: str = DEFAULT_UNITS) -> tuple[HeadSums, int]:
     """Run every partition on the client's cluster; -> (their sums added in partition order, the partitions).
 
     At most IN_FLIGHT_PER_WORKER + 1 partitions per worker are in flight, so the client holds a bounded part of
@@ -146,7 +147,7 @@ def dask_sums(client: Client, spec: ModelSpec, threads: int, parts: Iterable[Par
 
     try:
         for part in parts:
-            future = client.submit(worker_partition_sums, part.texts, batch_size, truncate,
+            future = client.submit(worker_partition_sums, part.texts, batch_size, truncate, units,
                                    key=f"real-attention-{token}-{part.index}", pure=False)
             indexes[future] = (part.index, part.lines)
             waiting.add(future)

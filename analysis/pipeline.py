@@ -9,6 +9,7 @@ import numpy as np
 from analysis.focus import FocusedSentence, focus_sentences
 from analysis.heads import STATISTICS, HeadReport, HeadSums, classify, kernel, sentence_counts
 from analysis.sentences import SentenceSet
+from analysis.units import DEFAULT_UNITS
 from analysis.words import WordAttention
 
 
@@ -22,6 +23,7 @@ class RunResult:
     model: str  # the model as the user named it
     revision: str  # resolved commit, or sha256 of local weights
     versions: dict[str, str]  # python, torch, transformers
+    units: str = DEFAULT_UNITS  # the unit rule: "text" or "tokenizer"
 
 
 def versions() -> dict[str, str]:
@@ -31,9 +33,11 @@ def versions() -> dict[str, str]:
     return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__}
 
 
-def attend_with_sums(loaded, texts: list[str]) -> tuple[list[WordAttention], HeadSums]:
+def attend_with_sums(loaded, texts: list[str], units: str = DEFAULT_UNITS,
+                     required: list[tuple[str, ...]] | None = None) -> tuple[list[WordAttention], HeadSums]:
     """One batched forward pass over the texts; each layer is merged into word maps, and its statistics
     summed, by the kernel as the layer ends. -> (one WordAttention per text, pooled sums over all of them).
+    units: the unit rule; required[i]: the words that must be units of text i (analysis.extract.encode).
 
     SentenceTooLong names the first text over the model's maximum length.
     """
@@ -41,7 +45,7 @@ def attend_with_sums(loaded, texts: list[str]) -> tuple[list[WordAttention], Hea
 
     from analysis.extract import SentenceTooLong, encode, forward_layers, pad_batch
 
-    encoded, too_long = encode(loaded.tokenizer, texts, loaded.max_tokens)
+    encoded, too_long = encode(loaded.tokenizer, texts, loaded.max_tokens, units=units, required=required)
     if too_long:
         index, count = too_long[0]
         raise SentenceTooLong(
@@ -62,18 +66,19 @@ def attend_with_sums(loaded, texts: list[str]) -> tuple[list[WordAttention], Hea
         totals[:, layer] = layer_totals.cpu().numpy()
 
     forward_layers(loaded, batch, on_layer)
-    attentions = [WordAttention(s.text, s.words, tuple(s.kinds), w) for s, w in zip(encoded, weights)]
+    attentions = [WordAttention(s.text, s.words, tuple(s.kinds), w, s.joined) for s, w in zip(encoded, weights)]
     counts = sentence_counts(sizes, pieces=int(batch.attention_mask.sum()))
     return attentions, HeadSums(totals=totals, **counts)
 
 
-def attend_words(loaded, texts: list[str]) -> list[WordAttention]:
+def attend_words(loaded, texts: list[str], units: str = DEFAULT_UNITS) -> list[WordAttention]:
     """Word-level attention of every head for each text: (layers, heads, n, n) float32 maps, rows sum to 1."""
-    return attend_with_sums(loaded, texts)[0]
+    return attend_with_sums(loaded, texts, units)[0]
 
 
 def classify_words(attentions: list[WordAttention], sentence_set: SentenceSet, model: str = "", revision: str = "",
-                   versions: dict[str, str] | None = None, sums: HeadSums | None = None) -> RunResult:
+                   versions: dict[str, str] | None = None, sums: HeadSums | None = None,
+                   units: str = DEFAULT_UNITS) -> RunResult:
     """Locate the focus and sense words in word-level maps and classify every head; no model needed.
 
     sums: the pooled statistics of these maps if the forward pass already gave them; else computed here.
@@ -86,12 +91,14 @@ def classify_words(attentions: list[WordAttention], sentence_set: SentenceSet, m
         model=model,
         revision=revision,
         versions=versions or {},
+        units=units,
     )
 
 
-def analyse(loaded, sentence_set: SentenceSet) -> RunResult:
-    """Run the model on every sentence and classify every head."""
+def analyse(loaded, sentence_set: SentenceSet, units: str = DEFAULT_UNITS) -> RunResult:
+    """Run the model on every sentence and classify every head; the focus and sense words are units."""
     texts = [sentence.text for sentence in sentence_set.sentences]
-    attentions, sums = attend_with_sums(loaded, texts)
+    required = [(sentence_set.focus, sentence.sense) for sentence in sentence_set.sentences]
+    attentions, sums = attend_with_sums(loaded, texts, units, required)
     return classify_words(attentions, sentence_set, model=loaded.choice.name, revision=loaded.revision,
-                          versions=versions(), sums=sums)
+                          versions=versions(), sums=sums, units=units)

@@ -126,6 +126,10 @@ def summary(result: RunResult) -> dict:
         "next_head": _head(report.next_head, report.next[report.next_head]),
         "strongest_markers_head": _head(report.marker_score_head, report.markers[report.marker_score_head]),
         "versions": result.versions,
+        "units": result.units,
+        # pieces that straddle units of the text rule join them: sentence (from 1), the units, the piece
+        "joined_units": [{"sentence": number, "units": list(join.units), "piece": join.piece}
+                         for number, s in enumerate(result.sentences, start=1) for join in s.attention.joined],
     }
 
 

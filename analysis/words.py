@@ -49,6 +49,7 @@ class WordAttention:
     words: tuple[str, ...]  # (n,) each word as written in the sentence; specials keep the tokenizer's text
     kinds: tuple[Kind, ...]  # (n,) the Kind of each unit
     weights: np.ndarray  # (layers, heads, n, n) float32, query rows x key columns, each row sums to 1
+    joined: tuple[Joined, ...] = ()  # units of the text rule that one piece straddles, joined into one
 
     def __post_init__(self) -> None:
         n = len(self.words)
