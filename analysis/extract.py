@@ -105,7 +105,7 @@ def attention_modules(model) -> list:
     target = getattr(spec, "target_class", spec)
     if not isinstance(target, type):
         raise ModelUnavailable(f"{type(model).__name__} does not say which module gives its attention maps; "
-                               "use an encoder that transformers records attentions from (BERT-style)")
+                               "use an encoder that transformers records attentions from (BERT, RoBERTa, XLM-R, ...)")
     return [module for module in model.modules() if isinstance(module, target)]
 
 

@@ -45,7 +45,7 @@ class LoadedModel:
 
     choice: ModelChoice
     revision: str  # the resolved commit, or the sha256 of a local weights file
-    tokenizer: Any  # a fast (Rust) tokenizer: word_ids() and offsets are needed
+    tokenizer: Any  # a fast (Rust) tokenizer: its offsets and special-tokens mask are needed
     model: Any  # a torch module loaded with eager attention, in eval mode
     device: str
     layers: int
@@ -262,7 +262,11 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False) 
             "or broken, so every word would become the unknown token"
         )
     if not getattr(tokenizer, "is_fast", False):
-        raise ModelUnavailable(f"{choice.name} has no fast tokenizer; word offsets need one")
+        raise ModelUnavailable(
+            f"the tokenizer of {choice.name} is a slow (Python) one, which gives no character offsets, and the "
+            "pieces are assigned to words by their offsets; use a model whose folder has a tokenizer.json "
+            "(a fast tokenizer)"
+        )
     tokenizer.padding_side = "right"  # extract cuts pads off the end
     try:
         model = model.to(torch.device(device)).eval()
@@ -270,7 +274,9 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False) 
         raise ModelUnavailable(f"cannot use device {device!r}: {_first_line(error)}") from None
     config = model.config
     revision = weights_sha256(choice.path) if choice.path is not None else resolved_commit(choice, options)
-    limits = [config.max_position_embeddings]
+    # RoBERTa-style embeddings (RoBERTa, XLM-R, MPNet) number positions from padding_idx + 1
+    offset = getattr(getattr(model, "embeddings", None), "padding_idx", None)
+    limits = [config.max_position_embeddings - (offset + 1 if isinstance(offset, int) else 0)]
     if 0 < getattr(tokenizer, "model_max_length", 0) < 1_000_000:
         limits.append(tokenizer.model_max_length)
     return LoadedModel(
