@@ -31,7 +31,7 @@ def locate(attention: WordAttention, word: str, occurrence: int | None, role: st
     matches = np.flatnonzero([same_word(w, word) for w in attention.words])
     where = f"sentence {number} ({attention.text!r})" if number is not None else repr(attention.text)
     if len(matches) == 0:
-        raise SentenceError(f"the {role} word {word!r} is not in {where}")
+        raise SentenceError(f"the {role} word {word!r} is not in {where}{_absent_hint(attention, word)}")
     if occurrence is None:
         if len(matches) > 1:
             raise SentenceError(
@@ -44,6 +44,17 @@ def locate(attention: WordAttention, word: str, occurrence: int | None, role: st
             f"{role}_occurrence = {occurrence} but {word!r} occurs {len(matches)} time(s) in {where}"
         )
     return int(matches[occurrence - 1])
+
+
+def _absent_hint(attention: WordAttention, word: str) -> str:
+    """Why a word that is in the text is no unit: it sits inside a longer word, or the units cut it."""
+    folded = word.casefold()
+    if folded not in attention.text.casefold():
+        return ""
+    longer = [w for w in attention.words if folded in w.casefold()]
+    if longer:
+        return f"; it is only part of the word {longer[0]!r}: name the whole word"
+    return "; these units cut it (the tokenizer's words?): --units text keeps it one unit"
 
 
 def find_word(attention: WordAttention, word: str, role: str) -> int:

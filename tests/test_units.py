@@ -330,3 +330,34 @@ def test_a_slow_tokenizer_is_refused(tiny_model_dir, monkeypatch):
     monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *args, **kwargs: Slow())
     with pytest.raises(ModelUnavailable, match="slow .* gives no character offsets"):
         load_model(choose_model("es", str(tiny_model_dir), None))
+
+
+def test_the_api_takes_the_rule_and_says_why_a_word_is_missing(tiny_loaded):
+    import real_attention as ra
+
+    text = "I don't get some money."
+    assert ra.attend(tiny_loaded, text)[0].words[2] == "don't"
+    att = ra.attend(tiny_loaded, text, units="tokenizer")
+    assert att.units == "tokenizer" and att[0].words[2:5] == ("don", "'", "t")
+    with pytest.raises(InputError, match=r"the focus word \"don't\" is not in .*--units text keeps it one unit"):
+        ra.classify(att, focus="don't", sense="money")
+    with pytest.raises(InputError, match=r"the focus word 'mone' is not in .*part of the word 'money'"):
+        ra.attend(tiny_loaded, text, focus="mone", sense="get")
+    with pytest.raises(InputError, match="unknown units 'words': use one of text, tokenizer"):
+        ra.attend(tiny_loaded, text, units="words")
+    result = ra.attend(tiny_loaded, text, focus="don't", sense="money")
+    assert result.summary()["units"] == "text" and result.summary()["joined_units"] == []
+
+
+def test_heads_corpus_records_the_rule(tiny_model_dir, tmp_path):
+    corpus = tmp_path / "lines.txt"
+    corpus.write_text("I don't get some money.\nfui al banco.\n", encoding="utf-8")
+    words = {}
+    for units in ("text", "tokenizer"):
+        result = CliRunner().invoke(cli, ["heads", "--corpus", str(corpus), "--model", str(tiny_model_dir),
+                                          "--units", units, "--name", units, "--out", str(tmp_path), "-q"])
+        assert result.exit_code == 0, result.output
+        summary = json.loads((tmp_path / "results" / "corpus" / units / "summary.json").read_text(encoding="utf-8"))
+        assert summary["units"] == units
+        words[units] = summary["counts"]["words"]
+    assert words == {"text": 14, "tokenizer": 16}
