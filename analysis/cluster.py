@@ -180,8 +180,9 @@ def run_corpus(engine: Engine, sentences, *, lang: str | None, model: str | None
                units: str = DEFAULT_UNITS) -> CorpusResult:
     """Pool a corpus's per-head sums where `engine` says; `sentences` is a CorpusText (or a CorpusReader).
 
-    The model is chosen as analysis.models.choose_model(lang, model, revision); `units` is the unit rule. In a single process it is
-    loaded here; on a cluster every worker loads it once and checks the revision this process resolved.
+    The model is chosen as analysis.models.choose_model(lang, model, revision); `units` is the unit rule. In a
+    single process it is loaded here; on a cluster every worker loads it once and checks the revision this
+    process resolved.
     Library errors only: CorpusError, ModelUnavailable, DaskMissing.
     """
     from analysis.models import choose_model

@@ -94,7 +94,8 @@ def _occurrences(text: str, word: str) -> list[tuple[int, int]]:
     return [match.span() for match in re.finditer(pattern, text, re.IGNORECASE)]
 
 
-def required_spans(text: str, spans: list[tuple[int, int]], words: Sequence[str]) -> tuple[list[tuple[int, int]], set]:
+def required_spans(text: str, spans: list[tuple[int, int]],
+                   words: Sequence[str]) -> tuple[list[tuple[int, int]], set[tuple[int, int]]]:
     """Make each occurrence of each required word one unit: cut the units it starts or ends inside, join the
     units it covers. An occurrence counts where it starts and ends at a unit's edge or next to punctuation
     (`bank` in `bank's`, `eau` in `l'eau`), not inside letters (`bank` in `banker`).
@@ -106,7 +107,9 @@ def required_spans(text: str, spans: list[tuple[int, int]], words: Sequence[str]
         for s, e in _occurrences(text, word.strip()):
             if s >= e:
                 continue
-            if (s in starts or is_punct_char(text[s - 1])) and (e in ends or is_punct_char(text[e])):
+            after_edge = s in starts or (s > 0 and is_punct_char(text[s - 1]))
+            before_edge = e in ends or (e < len(text) and is_punct_char(text[e]))
+            if after_edge and before_edge:
                 found.add((s, e))
     if not found:
         return spans, set()
@@ -155,9 +158,10 @@ def assign(text: str, tokens: Sequence[str], special: np.ndarray, offsets: np.nd
     for index, (s, e) in enumerate(spans):
         char_unit[s:e] = index
     stripped = _stripped(text, offsets)
-    empty = special | (stripped[:, 0] >= stripped[:, 1])
-    first = np.where(empty, -1, char_unit[np.clip(stripped[:, 0], 0, len(text))])
-    last = np.where(empty, -1, char_unit[np.clip(stripped[:, 1] - 1, 0, len(text))])
+    first = char_unit[np.clip(stripped[:, 0], 0, len(text))]
+    last = char_unit[np.clip(stripped[:, 1] - 1, 0, len(text))]
+    empty = special | (stripped[:, 0] >= stripped[:, 1]) | (first < 0) | (last < 0)  # no character of a unit
+    first, last = np.where(empty, -1, first), np.where(empty, -1, last)
     # joins: a piece that touches units a..b links a to a+1, ..., b-1 to b
     linked = np.zeros(len(spans), dtype=bool)  # linked[k]: unit k is joined to unit k + 1
     joins: dict[tuple[int, int], Joined] = {}  # by the units joined: one record per join
