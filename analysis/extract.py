@@ -99,23 +99,46 @@ def pad_batch(sentences: list[Encoded], pad_id: int) -> Batch:
     return Batch(input_ids, attention_mask, units, kinds)
 
 
-def attention_modules(model) -> list:
-    """The self-attention module of every layer, in order: the class transformers records "attentions" from."""
-    spec = getattr(model, "_can_record_outputs", {}).get("attentions")
+def attention_modules(model) -> list | None:
+    """The self-attention module of every layer, in order: the class transformers records "attentions" from;
+    None for a model that says none (MPNet, DeBERTa: their maps come only through output_attentions)."""
+    spec = (getattr(model, "_can_record_outputs", None) or {}).get("attentions")
     target = getattr(spec, "target_class", spec)
     if not isinstance(target, type):
-        raise ModelUnavailable(f"{type(model).__name__} does not say which module gives its attention maps; "
-                               "use an encoder that transformers records attentions from (BERT, RoBERTa, XLM-R, ...)")
+        return None
     return [module for module in model.modules() if isinstance(module, target)]
+
+
+def inputs(loaded, batch: Batch) -> dict:
+    import torch
+
+    return {"input_ids": torch.from_numpy(batch.input_ids).to(loaded.device),
+            "attention_mask": torch.from_numpy(batch.attention_mask).to(loaded.device)}
+
+
+def all_layers_at_once(loaded, batch: Batch, on_layer: Callable) -> None:
+    """forward_layers for a model that hands its maps over only at the end, through output_attentions."""
+    import torch
+
+    with torch.inference_mode():
+        maps = loaded.model(**inputs(loaded, batch), output_attentions=True).attentions
+    if maps is None or len(maps) != loaded.layers or any(weights is None for weights in maps):
+        raise ModelUnavailable(f"{type(loaded.model).__name__} gives no attention map for every layer; use an "
+                               "encoder that returns them with output_attentions (BERT, RoBERTa, XLM-R, ...)")
+    for layer, weights in enumerate(maps):
+        on_layer(layer, weights)
 
 
 def forward_layers(loaded, batch: Batch, on_layer: Callable) -> None:
     """One forward pass; on_layer(layer, weights) gets each layer's (B, heads, t, t) post-softmax weights
     as that layer ends, so no layer's maps outlive the next layer (nothing asks for output_attentions).
+    A model that names no attention module (MPNet, DeBERTa) gets one pass with output_attentions instead.
     """
     import torch
 
     modules = attention_modules(loaded.model)
+    if modules is None:
+        return all_layers_at_once(loaded, batch, on_layer)
     if len(modules) != loaded.layers:
         raise ModelUnavailable(f"expected {loaded.layers} attention modules, found {len(modules)}; "
                                "use an encoder with one self-attention module per layer")
@@ -133,8 +156,7 @@ def forward_layers(loaded, batch: Batch, on_layer: Callable) -> None:
     handles = [module.register_forward_hook(hook(layer)) for layer, module in enumerate(modules)]
     try:
         with torch.inference_mode():
-            loaded.model(input_ids=torch.from_numpy(batch.input_ids).to(loaded.device),
-                         attention_mask=torch.from_numpy(batch.attention_mask).to(loaded.device))
+            loaded.model(**inputs(loaded, batch))
     finally:
         for handle in handles:
             handle.remove()

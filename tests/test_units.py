@@ -222,6 +222,23 @@ def tiny_roberta_dir(tmp_path_factory, bpe_tokenizer):
     return save_tiny(tmp_path_factory.mktemp("tiny-roberta"), bpe_tokenizer, RobertaConfig, RobertaModel)
 
 
+@pytest.mark.parametrize("family", ["MPNet", "DebertaV2"])
+def test_encoders_that_give_maps_only_through_output_attentions(family, xlmr_tokenizer, tmp_path):
+    import transformers
+
+    import real_attention as ra
+
+    folder = save_tiny(tmp_path, xlmr_tokenizer, getattr(transformers, f"{family}Config"),
+                       getattr(transformers, f"{family}Model"))
+    att = ra.attend(ra.load(folder), ["Il boit de l'eau.", "Dell'attenzione, l'eau: 3.14!"], focus="l'eau",
+                    sense=["boit", "3.14"])
+    assert att[0].words == ("<s>", "Il", "boit", "de", "l'eau", ".", "</s>")
+    assert att[1].words == ("<s>", "Dell'attenzione", ",", "l'eau", ":", "3.14", "!", "</s>")
+    for sentence in att:
+        assert sentence.weights.shape[:2] == (2, 2)
+        np.testing.assert_allclose(sentence.weights.sum(axis=-1), 1.0, atol=1e-5)
+
+
 FRENCH = """
 [fr]
 focus = "l'eau"
