@@ -378,3 +378,15 @@ def test_heads_corpus_records_the_rule(tiny_model_dir, tmp_path):
         assert summary["units"] == units
         words[units] = summary["counts"]["words"]
     assert words == {"text": 14, "tokenizer": 16}
+
+
+def test_merge_takes_shards_of_one_rule(tiny_model_dir, tmp_path):
+    corpus = tmp_path / "lines.txt"
+    corpus.write_text("I don't get some money.\nfui al banco.\n", encoding="utf-8")
+    for index, units in ((1, "text"), (2, "tokenizer")):
+        result = CliRunner().invoke(cli, ["heads", "--corpus", str(corpus), "--model", str(tiny_model_dir),
+                                          "--units", units, "--shard", f"{index}/2", "--out", str(tmp_path), "-q"])
+        assert result.exit_code == 0, result.output
+    shards = [str(tmp_path / "results" / "corpus" / f"lines-shard-{i}-of-2") for i in (1, 2)]
+    result = CliRunner().invoke(cli, ["merge", *shards, "--out", str(tmp_path / "merged"), "-q"])
+    assert result.exit_code != 0 and "differ in units" in result.output
