@@ -134,12 +134,11 @@ def required_spans(text: str, spans: list[tuple[int, int]],
 def _stripped(text: str, offsets: np.ndarray) -> np.ndarray:
     """(t, 2) piece spans without the whitespace at their ends (byte-level BPE and SentencePiece offsets may
     include the space before a word); a piece of only whitespace becomes empty (start >= end)."""
-    ends_before = np.array([not char.isspace() for char in text] + [True], dtype=bool)  # (len + 1,)
+    visible = np.array([not char.isspace() for char in text] + [True], dtype=bool)  # (len + 1,) not a space
     # next_word[i]: the first non-space index >= i; last_word[i]: one past the last non-space index < i
     positions = np.arange(len(text) + 1)
-    next_word = np.minimum.accumulate(np.where(ends_before, positions, len(text))[::-1])[::-1]
-    shifted = np.concatenate([[0], np.where(ends_before[:-1], positions[1:], 0)])
-    last_word = np.maximum.accumulate(shifted)
+    next_word = np.minimum.accumulate(np.where(visible, positions, len(text))[::-1])[::-1]
+    last_word = np.maximum.accumulate(np.concatenate([[0], np.where(visible[:-1], positions[1:], 0)]))
     starts = next_word[np.clip(offsets[:, 0], 0, len(text))]
     ends = last_word[np.clip(offsets[:, 1], 0, len(text))]
     return np.stack([starts, ends], axis=1)
@@ -181,15 +180,14 @@ def assign(text: str, tokens: Sequence[str], special: np.ndarray, offsets: np.nd
     if not spans:  # no unit in the text (only whitespace): all its pieces make one
         return np.where(special, -1, 0).astype(np.int64), [(0, len(text))], ()
     merged = np.concatenate([[0], np.cumsum(~linked[:-1])])  # (units,) the joined unit of each rule unit
-    group = np.where(first < 0, -1, merged[np.maximum(first, 0)])
     # a piece of only whitespace (SentencePiece's lone "▁") belongs to the next piece's unit, else the previous
-    text_pieces = ~special
-    filled = np.where(text_pieces & empty, -1, group)
-    for piece in reversed(np.flatnonzero(text_pieces & empty).tolist()):
-        later = filled[piece + 1:][text_pieces[piece + 1:] & (filled[piece + 1:] >= 0)]
-        earlier = filled[:piece][text_pieces[:piece] & (filled[:piece] >= 0)]
-        filled[piece] = later[0] if len(later) else earlier[-1] if len(earlier) else 0
-    group = np.where(special, -1, filled).astype(np.int64)
+    t = len(special)
+    index = np.arange(t)
+    following = np.minimum.accumulate(np.where(empty, t, index)[::-1])[::-1]  # (t,) next non-empty piece, or t
+    preceding = np.maximum.accumulate(np.where(empty, -1, index))  # (t,) last non-empty piece so far, or -1
+    source = np.where(following < t, following, preceding)  # (t,) the piece whose unit each piece takes
+    group = np.where(source < 0, 0, merged[np.maximum(first[np.clip(source, 0, t - 1)], 0)])
+    group = np.where(special, -1, group).astype(np.int64)
     # the span of each merged unit, from its first to its last rule unit
     count = int(merged[-1]) + 1
     unit_spans = [(len(text), 0)] * count

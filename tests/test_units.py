@@ -80,6 +80,16 @@ def test_a_piece_over_two_units_joins_them_and_is_recorded():
         group(text, tokens, np.array([-1, 0, 1, 2, 2, -1]), special, offsets, required=("l'eau",))
 
 
+def test_pieces_of_only_whitespace_go_with_the_next_piece_else_the_previous():
+    text = "a  b"
+    tokens = ["<s>", "▁a", "▁", "▁b", "▁", "</s>"]  # offsets with the space before a word, and bare spaces
+    offsets = np.array([[0, 0], [0, 1], [1, 2], [2, 4], [4, 4], [0, 0]])
+    special = np.array([1, 0, 0, 0, 0, 1], dtype=bool)
+    grouped = group(text, tokens, np.array([-1, 0, 1, 1, 1, -1]), special, offsets)
+    assert grouped.units.tolist() == [0, 1, 2, 2, 2, 3]
+    assert grouped.words == ("<s>", "a", "b", "</s>")
+
+
 def test_tokenizer_rule_keeps_the_tokenizers_words(tiny_loaded):
     text = "I don't get some money."
     (by_text,), _ = encode(tiny_loaded.tokenizer, [text], 24)
