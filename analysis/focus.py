@@ -54,7 +54,7 @@ def _absent_hint(attention: WordAttention, word: str) -> str:
     longer = [w for w in attention.words if folded in w.casefold()]
     if longer:
         return f"; it is only part of the word {longer[0]!r}: name the whole word"
-    return "; these units cut it (the tokenizer's words?): --units text keeps it one unit"
+    return "; the units cut it (the tokenizer's own words, --units tokenizer); the text rule, --units text, keeps it whole"
 
 
 def find_word(attention: WordAttention, word: str, role: str) -> int:

@@ -366,7 +366,7 @@ def test_the_api_takes_the_rule_and_says_why_a_word_is_missing(tiny_loaded):
     assert ra.attend(tiny_loaded, text)[0].words[2] == "don't"
     att = ra.attend(tiny_loaded, text, units="tokenizer")
     assert att.units == "tokenizer" and att[0].words[2:5] == ("don", "'", "t")
-    with pytest.raises(InputError, match=r"the focus word \"don't\" is not in .*--units text keeps it one unit"):
+    with pytest.raises(InputError, match=r"the focus word \"don't\" is not in .*--units text, keeps it whole"):
         ra.classify(att, focus="don't", sense="money")
     with pytest.raises(InputError, match=r"the focus word 'mone' is not in .*part of the word 'money'"):
         ra.attend(tiny_loaded, text, focus="mone", sense="get")
