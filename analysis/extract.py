@@ -132,16 +132,14 @@ def all_layers_at_once(loaded, batch: Batch, on_layer: Callable) -> None:
 def forward_layers(loaded, batch: Batch, on_layer: Callable) -> None:
     """One forward pass; on_layer(layer, weights) gets each layer's (B, heads, t, t) post-softmax weights
     as that layer ends, so no layer's maps outlive the next layer (nothing asks for output_attentions).
-    A model that names no attention module (MPNet, DeBERTa) gets one pass with output_attentions instead.
+    A model that names no attention module (MPNet, DeBERTa), or not one per layer (ALBERT shares one), gets
+    one pass with output_attentions instead.
     """
     import torch
 
     modules = attention_modules(loaded.model)
-    if modules is None:
+    if modules is None or len(modules) != loaded.layers:
         return all_layers_at_once(loaded, batch, on_layer)
-    if len(modules) != loaded.layers:
-        raise ModelUnavailable(f"expected {loaded.layers} attention modules, found {len(modules)}; "
-                               "use an encoder with one self-attention module per layer")
     seen = []
 
     def hook(layer: int):

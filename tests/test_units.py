@@ -232,7 +232,7 @@ def tiny_roberta_dir(tmp_path_factory, bpe_tokenizer):
     return save_tiny(tmp_path_factory.mktemp("tiny-roberta"), bpe_tokenizer, RobertaConfig, RobertaModel)
 
 
-@pytest.mark.parametrize("family", ["MPNet", "DebertaV2"])
+@pytest.mark.parametrize("family", ["MPNet", "DebertaV2", "Albert"])
 def test_encoders_that_give_maps_only_through_output_attentions(family, xlmr_tokenizer, tmp_path):
     import transformers
 
