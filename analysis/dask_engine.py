@@ -23,6 +23,7 @@ from analysis.errors import ModelUnavailable, RealAttentionError
 from analysis.units import DEFAULT_UNITS
 
 PLUGIN_NAME = "real-attention-model"
+CONNECT_TIMEOUT = "10s"  # how long --scheduler waits for the scheduler to answer
 # Dask's nannies start workers with MALLOC_TRIM_THRESHOLD_=65536, so glibc hands every freed attention map
 # back to the system and maps it in again for the next batch: a third of a worker's throughput here
 # (benchmarks/bench_cluster.py). None leaves glibc's own, adaptive threshold.
@@ -99,7 +100,7 @@ def connect(workers: int | None, scheduler: str | None, threads: int) -> Iterato
     """A client of a new local cluster (`workers` processes of one task each) or of the one at `scheduler`."""
     if scheduler is not None:
         try:
-            client = Client(scheduler, timeout="10s")
+            client = Client(scheduler, timeout=CONNECT_TIMEOUT)
         except (OSError, TimeoutError) as error:
             raise CorpusError(f"--scheduler {scheduler}: cannot reach a Dask scheduler there ({error}); start one "
                               "with `dask scheduler` or check the address") from None

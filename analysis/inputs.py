@@ -5,12 +5,18 @@ sha256 in summary.json, is the digest of the inputs' bytes joined in that order,
 input that does not end with one (unless it is the last): for one file, the sha256 of the file. `--shard i/N`
 takes lines i, i+N, ... of each input, so every input is split the same way. Each input keeps its own format
 (`auto`: jsonl for a .jsonl name) and its own line numbers in error messages.
+
+A name ending in .gz, .bz2 or .xz is decompressed as it is read (local files and URLs alike); the identity is
+that of the decompressed text, so `corpus.txt.gz` and `corpus.txt` are the same corpus.
 """
 from __future__ import annotations
 
+import bz2
 import contextlib
 import glob
+import gzip
 import hashlib
+import lzma
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +26,20 @@ from analysis.corpus import CorpusError, CorpusReader, Shard, corpus_format, cou
 
 STDIN = "-"
 GLOB_CHARACTERS = "*?["
+# Compressed inputs, by suffix: the standard library's reader of each, and fsspec's name for it.
+COMPRESSIONS = {".gz": (gzip.open, "gzip"), ".bz2": (bz2.open, "bz2"), ".xz": (lzma.open, "xz")}
+
+
+def compression(name: str) -> str | None:
+    """The compressed suffix of a name (.gz, .bz2, .xz), or None."""
+    suffix = Path(name.rstrip("/").split("/")[-1]).suffix.lower()
+    return suffix if suffix in COMPRESSIONS else None
+
+
+def plain_name(name: str) -> str:
+    """The name without its compressed suffix: `corpus.jsonl.gz` -> `corpus.jsonl`."""
+    suffix = compression(name)
+    return name[:-len(suffix)] if suffix else name
 
 
 @dataclass(frozen=True)
@@ -36,11 +56,14 @@ class Input:
     @property
     def stem(self) -> str:
         """The default corpus name: the file's name without its suffix ('stdin' for -)."""
-        return "stdin" if self.name == STDIN else Path(self.name.rstrip("/").split("/")[-1]).stem
+        return "stdin" if self.name == STDIN else Path(plain_name(self.name).rstrip("/").split("/")[-1]).stem
 
     def lines(self) -> int | None:
-        """The number of lines of a local file (for the progress bar); None for stdin and URLs."""
-        return None if self.name == STDIN or self.is_url else count_lines(Path(self.name))
+        """The number of lines of a local file (for the progress bar); None for stdin, URLs and compressed files
+        (counting those would mean decompressing them twice)."""
+        if self.name == STDIN or self.is_url or compression(self.name):
+            return None
+        return count_lines(Path(self.name))
 
     def open(self) -> contextlib.AbstractContextManager[BinaryIO]:
         """The input's bytes; CorpusError if it cannot be read."""
@@ -50,8 +73,10 @@ class Input:
             if self.is_url:
                 import fsspec
 
-                return fsspec.open(self.name, "rb").open()
-            return Path(self.name).open("rb")
+                suffix = compression(self.name)
+                return fsspec.open(self.name, "rb", compression=suffix and COMPRESSIONS[suffix][1]).open()
+            suffix = compression(self.name)
+            return COMPRESSIONS[suffix][0](self.name, "rb") if suffix else Path(self.name).open("rb")
         except (OSError, ValueError) as error:
             raise CorpusError(f"cannot read --corpus {self.name}: {getattr(error, 'strerror', None) or error}") from None
 
@@ -99,7 +124,7 @@ def expand(specs: list[str] | tuple[str, ...], fmt: str = "auto") -> list[Input]
             if not path.is_file():
                 raise CorpusError(f"--corpus {spec}: no such file")
             names.append(spec)
-    return [Input(name, corpus_format(name, fmt)) for name in names]
+    return [Input(name, corpus_format(plain_name(name), fmt)) for name in names]
 
 
 class CorpusText:
@@ -127,18 +152,21 @@ class CorpusText:
     def blank(self) -> int:
         return sum(reader.blank for reader in self._readers)
 
-    def _hashed(self, handle: BinaryIO, last: bool) -> Iterator[bytes]:
+    def _hashed(self, handle: BinaryIO, last: bool, name: str) -> Iterator[bytes]:
         raw = b"\n"
-        for raw in handle:
-            self._digest.update(raw)
-            yield raw
+        try:
+            for raw in handle:
+                self._digest.update(raw)
+                yield raw
+        except (OSError, EOFError, lzma.LZMAError) as error:  # a damaged or cut compressed file shows only now
+            raise CorpusError(f"cannot read --corpus {name}: {error or type(error).__name__}") from None
         if not last and not raw.endswith(b"\n"):  # the next input starts on a line of its own
             self._digest.update(b"\n")
 
     def __iter__(self) -> Iterator[str]:
         for number, item in enumerate(self.inputs, start=1):
             with item.open() as handle:
-                reader = CorpusReader(self._hashed(handle, number == len(self.inputs)), item.format, self.shard,
+                reader = CorpusReader(self._hashed(handle, number == len(self.inputs), item.name), item.format, self.shard,
                                       source="stdin" if item.name == STDIN else item.name)
                 self._readers.append(reader)
                 yield from reader

@@ -60,6 +60,45 @@ def test_fsspec_urls_are_read(tmp_path):
         memory.rm("/corpus", recursive=True)
 
 
+@pytest.mark.parametrize("suffix, opener", [(".gz", "gzip"), (".bz2", "bz2"), (".xz", "lzma")])
+def test_compressed_inputs_are_read_as_their_text(tmp_path, suffix, opener):
+    import importlib
+
+    plain = b'{"text": "one"}\n\n{"text": "two"}\n'
+    with importlib.import_module(opener).open(tmp_path / f"corpus.jsonl{suffix}", "wb") as handle:
+        handle.write(plain)
+    inputs = expand([str(tmp_path / f"corpus.jsonl{suffix}")])
+    assert (inputs[0].format, inputs[0].stem) == ("jsonl", "corpus")  # the format and name under the suffix
+    text = CorpusText(inputs)
+    assert list(text) == ["one", "two"]
+    assert text.sha256 == hashlib.sha256(plain).hexdigest()  # the same corpus as the plain file
+    assert text.total_lines() is None  # not counted: that would decompress it twice
+
+
+def test_compressed_urls_are_read(tmp_path):
+    import gzip
+
+    fsspec = pytest.importorskip("fsspec")
+    memory = fsspec.filesystem("memory")
+    memory.pipe({"/packed/part-1.txt.gz": gzip.compress(b"one\ntwo\n")})
+    try:
+        assert list(CorpusText(expand(["memory://packed/*.txt.gz"]))) == ["one", "two"]
+    finally:
+        memory.rm("/packed", recursive=True)
+
+
+def test_a_damaged_compressed_input_is_one_line(tmp_path, tiny_model_dir):
+    import gzip
+
+    (tmp_path / "cut.txt.gz").write_bytes(gzip.compress(b"Fui al banco.\n" * 50)[:-20])  # cut short
+    result = CliRunner().invoke(cli, ["heads", "--corpus", str(tmp_path / "cut.txt.gz"), "--model",
+                                      str(tiny_model_dir), "--out", str(tmp_path / "out"), "--quiet"])
+    assert result.exit_code == 2, result.output  # bad input
+    assert result.output.startswith(f"Error: cannot read --corpus {tmp_path / 'cut.txt.gz'}: ")
+    assert len(result.output.strip().splitlines()) == 1
+    assert [path for path in (tmp_path / "out").rglob("*") if path.is_file()] == []
+
+
 @pytest.mark.parametrize("specs, message", [
     (["missing.txt"], "--corpus missing.txt: no such file"),
     (["nothing-*.txt"], "--corpus nothing-*.txt matches no file"),
@@ -116,6 +155,27 @@ def test_engine_options_are_checked():
     with pytest.raises(CorpusError, match="^--workers starts a local cluster and --scheduler connects to one"):
         Engine(workers=2, scheduler="tcp://127.0.0.1:8786")
     assert Engine().kind == "single-process" and Engine(workers=2).worker_threads == 1
+
+
+def test_an_unreachable_scheduler_is_one_line_that_says_what_to_do(tmp_path, tiny_model_dir, monkeypatch):
+    import socket
+
+    pytest.importorskip("distributed")
+    from analysis import dask_engine
+
+    monkeypatch.setattr(dask_engine, "CONNECT_TIMEOUT", "1s")
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{probe.getsockname()[1]}"
+    corpus_file = tmp_path / "corpus.txt"
+    corpus_file.write_text("\n".join(TINY_SENTENCES))
+    result = CliRunner().invoke(cli, ["heads", "--corpus", str(corpus_file), "--model", str(tiny_model_dir),
+                                      "--scheduler", address, "--out", str(tmp_path / "out"), "--quiet"])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"Error: --scheduler {address}: cannot reach a Dask scheduler")
+    assert "dask scheduler" in lines[0]
+    assert [path for path in (tmp_path / "out").rglob("*") if path.is_file()] == []
 
 
 def test_workers_and_scheduler_together_are_bad_input(tmp_path):
