@@ -363,3 +363,57 @@ def test_an_interrupted_cluster_run_writes_nothing(cluster, tmp_path, tiny_model
     assert result.exit_code == 1 and "Aborted!" in result.output
     assert [p for p in (tmp_path / "out").rglob("*") if p.is_file()] == []
     assert not list((tmp_path / "out").rglob(".*staging*"))
+
+
+@pytest.mark.slow
+def test_the_readme_cluster_commands_give_the_single_process_result(single_process, tmp_path):
+    """`dask scheduler` and `dask worker` started from the command line, as the README's "On a cluster" says
+    (here both on this machine), and `heads --scheduler` pointed at them."""
+    import shutil
+    import socket
+    import subprocess
+    import time
+
+    pytest.importorskip("distributed")
+    dask_command = shutil.which("dask", path=str(Path(sys.executable).parent)) or shutil.which("dask")
+    if dask_command is None:
+        pytest.skip("no `dask` command next to this Python")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    checkout = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": checkout + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    started = []
+    try:
+        started.append(subprocess.Popen([dask_command, "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                                         "--no-dashboard"], env=env, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL))
+        started.append(subprocess.Popen([dask_command, "worker", address, "--nworkers", "2", "--nthreads", "1",
+                                         "--no-dashboard"], env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL))
+        from distributed import Client
+
+        with Client(address, timeout="30s") as client:  # waits for the scheduler to listen
+            client.wait_for_workers(2, timeout=60)
+        (tmp_path / "seeds.txt").write_bytes(SEEDS.read_bytes())
+        result = CliRunner().invoke(cli, ["heads", "--corpus", str(tmp_path / "seeds.txt"), "--model", "minilm",
+                                          "--scheduler", address, "--partition-size", "32", "--batch-size", "8",
+                                          "--out", str(tmp_path / "out"), "--quiet"])
+        assert result.exit_code == 0, result.output
+    finally:
+        for process in reversed(started):
+            process.terminate()
+        deadline = time.monotonic() + 30
+        for process in reversed(started):
+            try:
+                process.wait(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+    folder = tmp_path / "out" / "results" / "corpus" / "seeds"
+    got = HeadSums.from_json(json.loads((folder / "sums.json").read_text()))
+    np.testing.assert_allclose(got.totals, single_process.sums.totals, rtol=0, atol=1e-9)
+    assert (got.units, got.sentences) == (single_process.sums.units, single_process.sums.sentences)
+    assert (folder / "heads.csv").read_text() == heads_csv(single_process.sums, tmp_path / "expected.csv")
+    engine = json.loads((folder / "summary.json").read_text())["engine"]
+    assert (engine["name"], engine["workers"], engine["partitions"]) == ("dask-scheduler", 2, 6)
