@@ -9,6 +9,7 @@ import pandas as pd
 
 from analysis.focus import FocusedSentence
 from analysis.heads import STATISTICS, HeadReport
+from analysis.measures import MEASURE_TEXT
 from analysis.pipeline import RunResult
 from analysis.words import WordAttention
 
@@ -16,6 +17,7 @@ FLOAT_FORMAT = "%.6f"
 ATTENTION_COLUMNS = ["sentence", "layer", "head", "query_index", "query", "key_index", "key", "weight"]
 FOCUS_COLUMNS = ["sentence", "layer", "head", "top_key", "top_weight", "sense_weight", "marker_weight"]
 HEADS_COLUMNS = ["layer", "head", "sense_head", "marker_head", *STATISTICS]
+ROLLOUT_COLUMNS = ["sentence", "layer", "query_index", "query", "key_index", "key", "weight"]
 
 
 def write_csv(frame: pd.DataFrame, path: Path) -> None:
@@ -48,6 +50,13 @@ def attention_frame(attentions: list[WordAttention]) -> pd.DataFrame:
             )
         )
     return pd.concat(frames, ignore_index=True)[ATTENTION_COLUMNS]
+
+
+def rollout_frame(result: RunResult) -> pd.DataFrame:
+    """Long format of the word-level rollout (analysis.rollout): one row per sentence, layer, query and key."""
+    as_one_head = [WordAttention(s.attention.text, s.attention.words, s.attention.kinds, rolled[:, None])
+                   for s, rolled in zip(result.sentences, result.rollout)]  # (layers, 1, n, n) each
+    return attention_frame(as_one_head)[ROLLOUT_COLUMNS]
 
 
 def focus_frame(sentences: list[FocusedSentence], report: HeadReport) -> pd.DataFrame:
@@ -125,14 +134,18 @@ def summary(result: RunResult) -> dict:
         "prev_head": _head(report.prev_head, report.prev[report.prev_head]),
         "next_head": _head(report.next_head, report.next[report.next_head]),
         "strongest_markers_head": _head(report.marker_score_head, report.markers[report.marker_score_head]),
+        "measure": result.measure,
+        "measure_text": MEASURE_TEXT[result.measure],
         "versions": result.versions,
     }
 
 
 def write_results(folder: Path, result: RunResult) -> dict:
-    """Write the four result files into `folder`; returns the summary."""
+    """Write the result files into `folder` (rollout.csv when the rollout was computed); returns the summary."""
     sentences, report = list(result.sentences), result.report
     write_csv(attention_frame([s.attention for s in sentences]), folder / "attention.csv")
+    if result.rollout:
+        write_csv(rollout_frame(result), folder / "rollout.csv")
     write_csv(focus_frame(sentences, report), folder / "focus.csv")
     write_csv(heads_frame(report), folder / "heads.csv")
     data = summary(result)
