@@ -349,18 +349,20 @@ def show_command(lang, layer, head, sentence, out_dir, measure, formats, quiet) 
 @click.option("--partition-size", type=click.IntRange(min=1), default=1024, show_default=True, metavar="N",
               help="Sentences per partition, the unit of work of a worker (a single process cuts the same "
                    "partitions, so its result is the cluster's).")
+@measure_option
 @out_option
 @format_option
 @quiet_option
 def heads_command(corpus_specs, more_specs, corpus_format, corpus_name, lang, model_name, revision, offline,
                   device, batch_size, truncate, shard_text, threshold_settings, workers, scheduler, threads,
-                  partition_size, out_dir, formats, quiet) -> None:
+                  partition_size, measure, out_dir, formats, quiet) -> None:
     """Pool every head's attention statistics over a corpus and label each head.
 
     Per head, at word level: the mean weight on the previous, next and same word, on [CLS], [SEP] and
     punctuation, and the mean row entropy, pooled over every word of every sentence. Writes
     OUT/results/corpus/NAME/ (heads.csv, summary.json, sums.json) and OUT/figures/corpus/NAME/ (labels.png,
-    statistics.png). With --workers or --scheduler the partitions run on a Dask cluster.
+    statistics.png). With --workers or --scheduler the partitions run on a Dask cluster. With --measure norm
+    the statistics pool the norm-based maps, into NAME-norm/ folders.
     """
     from analysis.atomic import staged_outputs
     from analysis.cluster import Engine, run_corpus
@@ -378,7 +380,7 @@ def heads_command(corpus_specs, more_specs, corpus_format, corpus_name, lang, mo
                               "for that language's pinned model")
         inputs = expand(tuple(corpus_specs) + tuple(more_specs), corpus_format)
         name = corpus_name or inputs[0].stem
-        folder = folder_name(name, shard)
+        folder = folder_name(name, shard, measure)
         with staged_outputs() as staging:
             results_folder = staging.folder(out_dir / "results" / "corpus" / folder)
             figures_folder = staging.folder(out_dir / "figures" / "corpus" / folder)
@@ -390,10 +392,11 @@ def heads_command(corpus_specs, more_specs, corpus_format, corpus_name, lang, mo
             with tqdm(total=text.total_lines(), unit="sent", desc=folder, disable=quiet, file=sys.stderr,
                       dynamic_ncols=True) as bar:
                 result = run_corpus(engine, text, lang=lang, model=model_name, revision=revision, device=device,
-                                    offline=offline, batch_size=batch_size, truncate=truncate, progress=bar)
+                                    offline=offline, batch_size=batch_size, truncate=truncate, progress=bar,
+                                    measure=measure)
             run = CorpusRun(model=result.model, revision=result.revision, name=name, sha256=text.sha256,
                             format=inputs[0].format, truncate=truncate, versions=versions(), shard=shard,
-                            thresholds=thresholds, engine=result.engine)
+                            thresholds=thresholds, engine=result.engine, measure=measure)
             summary = write_corpus(results_folder, figures_folder, run, result.sums, formats)
     report_leftovers(staging)
     if quiet:

@@ -55,6 +55,7 @@ class Attention(Sequence):
     revision: str  # resolved commit, or sha256 of a folder's weights
     versions: dict[str, str]  # python, torch, transformers
     result: RunResult | None = None  # with focus and sense: located words and head labels
+    measure: str = "weights"  # what the maps measure: "weights" or "norm" (analysis.measures)
 
     def __post_init__(self) -> None:
         shapes = {(s.layers, s.heads) for s in self.sentences}
@@ -107,8 +108,9 @@ class Attention(Sequence):
 
     def __repr__(self) -> str:
         focus = "" if self.result is None else f", focus {self.result.sentence_set.focus!r}"
+        measure = "" if self.measure == "weights" else f", measure {self.measure}"
         return (f"<Attention: {len(self)} sentence(s), {self.layers} layers x {self.heads} heads of "
-                f"{self.model}{focus}>")
+                f"{self.model}{focus}{measure}>")
 
     def _repr_html_(self) -> str:
         if self.result is not None:
@@ -136,30 +138,34 @@ def _texts(texts: str | Iterable[str]) -> list[str]:
 
 
 def attend(model: LoadedModel, texts: str | Iterable[str], *, focus: str | None = None,
-           sense: str | Sequence[str] | None = None, lang: str = "") -> Attention:
+           sense: str | Sequence[str] | None = None, lang: str = "", measure: str = "weights") -> Attention:
     """Every head's word-level attention for each sentence, in one batched forward pass.
 
     texts: one sentence or several. With `focus` (the ambiguous word) and `sense` (one word per sentence that
     decides its sense) the words are located and every head is classified, as `real-attention run` does.
-    Raises InputError (a sentence too long, a word not found) or ModelUnavailable (a tokenizer that knows
-    none of the words).
+    measure: "weights" (post-softmax attention) or "norm" (||alpha f(x)||, Kobayashi et al. 2020, rows
+    rescaled to sum to 1); see analysis.measures.
+    Raises InputError (a sentence too long, a word not found, an unknown measure) or ModelUnavailable (a
+    tokenizer that knows none of the words).
     """
+    from analysis.measures import check_measure
     from analysis.models import check_encodes
     from analysis.pipeline import analyse, attend_words, versions
 
+    check_measure(measure)
     items = _texts(texts)
     check_encodes(model, items)
     if focus is None and sense is None:
-        return Attention(sentences=tuple(attend_words(model, items)), model=model.choice.name,
-                         revision=model.revision, versions=versions())
-    result = analyse(model, sentence_set(items, focus, sense, lang))
+        return Attention(sentences=tuple(attend_words(model, items, measure)), model=model.choice.name,
+                         revision=model.revision, versions=versions(), measure=measure)
+    result = analyse(model, sentence_set(items, focus, sense, lang), measure)
     return from_result(result)
 
 
 def from_result(result: RunResult) -> Attention:
     """An Attention around a finished run (what `run` computed)."""
     return Attention(sentences=tuple(s.attention for s in result.sentences), model=result.model,
-                     revision=result.revision, versions=result.versions, result=result)
+                     revision=result.revision, versions=result.versions, result=result, measure=result.measure)
 
 
 def sentence_set(texts: list[str], focus: str | None, sense: str | Sequence[str] | None, lang: str = ""):
@@ -189,7 +195,7 @@ def classify(att: Attention, focus: str | None = None, sense: str | Sequence[str
 
     texts = [s.text for s in att.sentences]
     result = classify_words(list(att.sentences), sentence_set(texts, focus, sense),
-                            model=att.model, revision=att.revision, versions=att.versions)
+                            model=att.model, revision=att.revision, versions=att.versions, measure=att.measure)
     return heads_frame(result.report)
 
 
@@ -214,16 +220,19 @@ def heatmap(sentence: WordAttention, layer: int, head: int, *, focus: str | None
 
 
 def corpus_stats(model: LoadedModel, lines: Iterable[str], *, batch_size: int = 32, truncate: bool = False,
-                 thresholds: Thresholds | None = None, progress=None) -> pd.DataFrame:
+                 thresholds: Thresholds | None = None, progress=None, measure: str = "weights") -> pd.DataFrame:
     """The corpus heads.csv table: per head (layer, head from 1), its label and the pooled statistics over
     every word of every line, plus n_sentences and n_words. Blank lines are skipped; lines longer than the
-    model takes are skipped (or cut, with truncate=True). Memory does not grow with the number of lines."""
+    model takes are skipped (or cut, with truncate=True). Memory does not grow with the number of lines.
+    measure: "weights" or "norm", as in `attend`."""
     from analysis.corpus import CorpusReader, Thresholds, corpus_sums, heads_frame, label_heads
+    from analysis.measures import check_measure
 
+    check_measure(measure)
     # The reader takes the bytes of a file: one line each, so a text with a newline stays one sentence.
     stream = ((" ".join(str(line).splitlines()) + "\n").encode("utf-8") for line in lines)
     reader = CorpusReader(stream, "text", source="lines")
-    sums = corpus_sums(model, reader, batch_size=batch_size, truncate=truncate, progress=progress)
+    sums = corpus_sums(model, reader, batch_size=batch_size, truncate=truncate, progress=progress, measure=measure)
     if sums.sentences == 0:
         raise InputError(f"no sentences to analyse: {sums.lines} line(s), {sums.blank} blank, "
                          f"{sums.skipped} too long")

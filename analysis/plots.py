@@ -270,7 +270,7 @@ def draw_rollout(
     left, right = 0.3 + 0.45 + _text_width("layer 00", LABEL_SIZE), 0.15 + 0.18 + 0.75
     bottom = 0.3 + 0.45 + longest * math.sin(math.radians(45))
     focus_word = words[focus]
-    source = "" if measure == WEIGHTS else f" of the {MEASURE_TITLE[measure]}s"
+    source = "" if measure == WEIGHTS else f" of the {measure}-based maps"
     lines = [f"{model} @ {short_revision(revision)} · rollout{source} (Abnar & Zuidema, 2020)",
              f"sentence {sentence + 1}: how much of each word reaches «{focus_word}» after each layer", text]
     chars = max(30, int((max(6.5, left + body_w + right) - 0.3) / (TITLE_SIZE * EM)))
