@@ -9,7 +9,7 @@ import pandas as pd
 
 from analysis.focus import FocusedSentence
 from analysis.heads import STATISTICS, HeadReport
-from analysis.measures import MEASURE_TEXT
+from analysis.measures import MEASURE_TEXT, WEIGHTS
 from analysis.pipeline import RunResult
 from analysis.words import WordAttention
 
@@ -165,7 +165,9 @@ def describe(data: dict) -> str:
     best_text = (
         f" (best: layer {best['layer']}, head {best['head']}: {_percentages(best['weights'])})" if best else ""
     )
-    lines = [
+    measure = data.get("measure", WEIGHTS)
+    lines = [] if measure == WEIGHTS else [f"measure: {measure} ({MEASURE_TEXT[measure]})"]
+    lines += [
         f"sense-word heads: {data['sense_head_count']} of {total}{best_text}; "
         f"marker heads: {data['marker_head_count']} of {total}",
         "marker heads per sentence: " + ", ".join(str(c) for c in data["marker_head_count_per_sentence"]),
