@@ -25,10 +25,14 @@ def marker_share(result: RunResult) -> np.ndarray:
     return result.report.marker_weight.mean(axis=0)
 
 
-def compare_frame(by_weight: RunResult, by_norm: RunResult) -> pd.DataFrame:
-    """One row per head (layer and head from 1): its category, marker-head flag and marker share per measure."""
+def _check_pair(by_weight: RunResult, by_norm: RunResult) -> None:
     assert by_weight.measure == WEIGHTS and by_norm.measure == NORM, (by_weight.measure, by_norm.measure)
     assert by_weight.report.shape == by_norm.report.shape
+
+
+def compare_frame(by_weight: RunResult, by_norm: RunResult) -> pd.DataFrame:
+    """One row per head (layer and head from 1): its category, marker-head flag and marker share per measure."""
+    _check_pair(by_weight, by_norm)
     layer, head = np.indices(by_weight.report.shape).reshape(2, -1)
     flag = np.array(["false", "true"])
     frame = pd.DataFrame({"layer": layer + 1, "head": head + 1})
@@ -59,6 +63,7 @@ def draw_compare(by_weight: RunResult, by_norm: RunResult):
     from analysis.naming import short_revision
     from analysis.plots import HEATMAP_CMAP, HEATMAP_LIGHT_TEXT_FROM, INK, WHITE, percent
 
+    _check_pair(by_weight, by_norm)
     layers, heads = by_weight.report.shape
     cell = 0.42
     panel_w, panel_h = cell * heads, cell * layers
