@@ -61,7 +61,7 @@ def draw_compare(by_weight: RunResult, by_norm: RunResult):
     from analysis.figio import new_figure
     from analysis.measures import MEASURE_TITLE
     from analysis.naming import short_revision
-    from analysis.plots import HEATMAP_CMAP, HEATMAP_LIGHT_TEXT_FROM, INK, WHITE, percent
+    from analysis.plots import HEATMAP_CMAP, annotate_cells
 
     _check_pair(by_weight, by_norm)
     layers, heads = by_weight.report.shape
@@ -76,13 +76,10 @@ def draw_compare(by_weight: RunResult, by_norm: RunResult):
         x0 = left + index * (panel_w + gap)
         ax = fig.add_axes((x0 / width, bottom / height, panel_w / width, panel_h / height))
         ax.imshow(share, cmap=HEATMAP_CMAP, vmin=0.0, vmax=1.0, interpolation="nearest", aspect="equal")
-        for layer, head in np.ndindex(layers, heads):
-            value = share[layer, head]
-            ax.text(head, layer, percent(value), ha="center", va="center", fontsize=7, gid="cell",
-                    color=WHITE if value >= HEATMAP_LIGHT_TEXT_FROM else INK)
-            if result.report.marker_head[layer, head]:
-                ax.add_patch(Rectangle((head - 0.5, layer - 0.5), 1, 1, fill=False, edgecolor="black",
-                                       linewidth=1.5, gid="marker-head"))
+        annotate_cells(ax, share, 7)
+        for layer, head in np.argwhere(result.report.marker_head):
+            ax.add_patch(Rectangle((head - 0.5, layer - 0.5), 1, 1, fill=False, edgecolor="black", linewidth=1.5,
+                                   gid="marker-head"))
         ax.set_xticks(np.arange(heads), [str(h + 1) for h in range(heads)], fontsize=8)
         ax.set_yticks(np.arange(layers), [str(l + 1) for l in range(layers)], fontsize=8)
         ax.tick_params(length=0)

@@ -55,7 +55,7 @@ class Projections:
     """One layer's value projection (hooked) and its output projection's per-head slices."""
 
     value: object  # the torch module whose output is x W_V + b_V, (B, t, kv_heads * d)
-    output: object  # (heads, d, hidden) tensor: W_O^h, the rows of W_O that head h's output meets
+    gram: object  # (heads, d, d) float32 tensor W_O^h W_O^h^T, so that ||v W_O^h||^2 = v W_O^h W_O^h^T v^T
     group: int  # query heads per key/value head (grouped-query attention; 1 otherwise)
 
 
@@ -80,21 +80,25 @@ def projections(model, heads: int) -> list[Projections]:
         d = weight.shape[1] // heads
         kv_heads = value.weight.shape[0] // d
         assert d * heads == weight.shape[1] and kv_heads * d == value.weight.shape[0] and heads % kv_heads == 0
-        per_head = weight.T.reshape(heads, d, weight.shape[0])  # (heads, d, hidden)
-        found.append(Projections(value=value, output=per_head, group=heads // kv_heads))
+        per_head = weight.detach().T.reshape(heads, d, weight.shape[0]).double()  # (heads, d, hidden): W_O^h
+        gram = (per_head @ per_head.transpose(1, 2)).float()  # (heads, d, d), in float64 then rounded once
+        found.append(Projections(value=value, gram=gram, group=heads // kv_heads))
     return found
 
 
 def value_norms(values, layer: Projections):
-    """(B, t, kv_heads * d) values x W_V + b_V -> (B, heads, t) ||f_h(x_j)|| = ||v_j^h W_O^h||."""
+    """(B, t, kv_heads * d) values x W_V + b_V -> (B, heads, t) ||f_h(x_j)|| = ||v_j^h W_O^h||.
+
+    Through the Gram matrix: ||v W_O^h||^2 = v (W_O^h W_O^h^T) v^T, a d x d product instead of d x hidden.
+    """
     import torch
 
-    heads, d, _ = layer.output.shape
+    heads, d, _ = layer.gram.shape
     batch, t, _ = values.shape
     per_head = values.view(batch, t, heads // layer.group, d).transpose(1, 2)  # (B, kv_heads, t, d)
     per_head = per_head.repeat_interleave(layer.group, dim=1)  # (B, heads, t, d): query heads share kv heads
-    f = torch.matmul(per_head, layer.output.to(values.dtype)[None])  # (B, heads, t, hidden)
-    return torch.linalg.vector_norm(f, dim=-1)  # (B, heads, t)
+    squared = (torch.matmul(per_head, layer.gram.to(values.device)) * per_head).sum(dim=-1)  # (B, heads, t)
+    return squared.clamp(min=0).sqrt()
 
 
 def norm_maps(weights, norms):

@@ -89,6 +89,20 @@ def percent(weight: float) -> str:
     return str(int(round(100 * float(weight))))
 
 
+def annotate_cells(ax, values: np.ndarray, size: float) -> None:
+    """One text artist per cell of a (rows, cols) image: whole percentages, white on the dark cells."""
+    rows, cols = np.indices(values.shape).reshape(2, -1)
+    for row, col, value in zip(rows, cols, values.reshape(-1)):
+        ax.text(col, row, percent(value), ha="center", va="center", fontsize=size,
+                color=WHITE if value >= HEATMAP_LIGHT_TEXT_FROM else INK, gid="cell")
+
+
+def _highlight(label, colour: str) -> None:
+    """A tick label in bold, in the focus or sense word's colour."""
+    label.set_fontweight("bold")
+    label.set_color(colour)
+
+
 def _text_width(text: str, size: float) -> float:
     return len(text) * size * EM
 
@@ -177,21 +191,14 @@ def draw_heatmap(
 
     text_size = CELL_TEXT_SIZE * cell / CELL
     if text_size >= MIN_CELL_TEXT_SIZE:
-        rows, cols = np.indices((n, n)).reshape(2, -1)
-        for row, col, weight in zip(rows, cols, weights.reshape(-1)):  # one text artist per cell
-            ax.text(col, row, percent(weight), ha="center", va="center", fontsize=text_size,
-                    color=WHITE if weight >= HEATMAP_LIGHT_TEXT_FROM else INK, gid="cell")
+        annotate_cells(ax, weights, text_size)
 
     if focus is not None:
         ax.add_patch(Rectangle((-0.5, focus - 0.5), n, 1, fill=False, edgecolor=FOCUS_COLOUR, linewidth=2.5,
                                clip_on=False, gid="focus"))
-        label = ax.get_yticklabels()[focus]
-        label.set_fontweight("bold")
-        label.set_color(FOCUS_COLOUR)
+        _highlight(ax.get_yticklabels()[focus], FOCUS_COLOUR)
     if sense is not None:
-        label = ax.get_xticklabels()[sense]
-        label.set_fontweight("bold")
-        label.set_color(SENSE_COLOUR)
+        _highlight(ax.get_xticklabels()[sense], SENSE_COLOUR)
     ax.set_title(title, fontsize=TITLE_SIZE, pad=8)
     return fig
 
@@ -282,21 +289,14 @@ def draw_rollout(
     colourbar = fig.colorbar(image, cax=cax)
     colourbar.ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
     colourbar.set_label("rollout weight", fontsize=LABEL_SIZE)
-    for layer, key in np.ndindex(layers, n):
-        value = rows[layer, key]
-        ax.text(key, layer, percent(value), ha="center", va="center", fontsize=CELL_TEXT_SIZE * cell / CELL,
-                color=WHITE if value >= HEATMAP_LIGHT_TEXT_FROM else INK, gid="cell")
+    annotate_cells(ax, rows, CELL_TEXT_SIZE * cell / CELL)
     ax.set_xticks(np.arange(n), list(words), rotation=45, ha="right", rotation_mode="anchor", fontsize=LABEL_SIZE)
     ax.set_yticks(np.arange(layers), [f"layer {l + 1}" for l in range(layers)], fontsize=LABEL_SIZE)
     ax.tick_params(length=0)
     ax.set_xlabel("input word (key)", fontsize=LABEL_SIZE)
-    label = ax.get_xticklabels()[focus]
-    label.set_fontweight("bold")
-    label.set_color(FOCUS_COLOUR)
+    _highlight(ax.get_xticklabels()[focus], FOCUS_COLOUR)
     if sense is not None:
-        label = ax.get_xticklabels()[sense]
-        label.set_fontweight("bold")
-        label.set_color(SENSE_COLOUR)
+        _highlight(ax.get_xticklabels()[sense], SENSE_COLOUR)
     ax.set_title(title, fontsize=TITLE_SIZE, pad=8)
     return fig
 
