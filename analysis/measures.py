@@ -105,9 +105,9 @@ def norm_maps(weights, norms):
     """(B, H, t, t) alpha and (B, H, t) ||f|| of each key -> (B, H, t, t) N = alpha ||f||, rows summing to 1.
 
     A row whose every key adds nothing (all N = 0) stays all zero."""
-    norm = weights * norms[:, :, None, :]  # (B, H, t, t)
+    norm = weights * norms[:, :, None, :]  # (B, H, t, t), the one new map
     total = norm.sum(dim=-1, keepdim=True)  # (B, H, t, 1)
-    return norm / total.clamp(min=1e-30)
+    return norm.div_(total.clamp_(min=1e-30))
 
 
 class Measurer:
