@@ -46,6 +46,7 @@ class Attention(Sequence):
 
     Each `att[i].weights` is float32 numpy `(layers, heads, n_i, n_i)`, query rows by key columns, every row
     summing to 1; `att[i].words` are the n_i units as written (special tokens keep the tokenizer's text).
+    `att.rollout[i]` is sentence i's rollout of the same maps after each layer, `(layers, n_i, n_i)`.
     With `focus` and `sense` given to `attend`, `result` holds the located words and the head labels, and
     in Jupyter the object shows the interactive report inline (offline, in an iframe).
     """
@@ -56,6 +57,7 @@ class Attention(Sequence):
     versions: dict[str, str]  # python, torch, transformers
     result: RunResult | None = None  # with focus and sense: located words and head labels
     measure: str = "weights"  # what the maps measure: "weights" or "norm" (analysis.measures)
+    rollout: tuple = ()  # (S,) each (layers, n_i, n_i) float32: the attention rollout (analysis.rollout)
 
     def __post_init__(self) -> None:
         shapes = {(s.layers, s.heads) for s in self.sentences}
@@ -150,14 +152,15 @@ def attend(model: LoadedModel, texts: str | Iterable[str], *, focus: str | None 
     """
     from analysis.measures import check_measure
     from analysis.models import check_encodes
-    from analysis.pipeline import analyse, attend_words, versions
+    from analysis.pipeline import analyse, attend_with_sums, versions
 
     check_measure(measure)
     items = _texts(texts)
     check_encodes(model, items)
     if focus is None and sense is None:
-        return Attention(sentences=tuple(attend_words(model, items, measure)), model=model.choice.name,
-                         revision=model.revision, versions=versions(), measure=measure)
+        attentions, _, rollouts = attend_with_sums(model, items, measure)
+        return Attention(sentences=tuple(attentions), model=model.choice.name, revision=model.revision,
+                         versions=versions(), measure=measure, rollout=tuple(rollouts))
     result = analyse(model, sentence_set(items, focus, sense, lang), measure)
     return from_result(result)
 
@@ -165,7 +168,8 @@ def attend(model: LoadedModel, texts: str | Iterable[str], *, focus: str | None 
 def from_result(result: RunResult) -> Attention:
     """An Attention around a finished run (what `run` computed)."""
     return Attention(sentences=tuple(s.attention for s in result.sentences), model=result.model,
-                     revision=result.revision, versions=result.versions, result=result, measure=result.measure)
+                     revision=result.revision, versions=result.versions, result=result, measure=result.measure,
+                     rollout=result.rollout)
 
 
 def sentence_set(texts: list[str], focus: str | None, sense: str | Sequence[str] | None, lang: str = ""):

@@ -122,12 +122,14 @@ def test_api_attend_takes_the_measure(tiny_loaded):
     weights = ra.attend(tiny_loaded, TEXTS)
     norm = ra.attend(tiny_loaded, TEXTS, measure="norm")
     assert norm.measure == "norm" and weights.measure == "weights" and "measure norm" in repr(norm)
-    for a, b in zip(weights, norm):
+    for a, b, rolled in zip(weights, norm, norm.rollout):
         assert a.words == b.words and not np.allclose(a.weights, b.weights, atol=1e-3)
         np.testing.assert_allclose(b.weights.sum(axis=-1), 1.0, atol=1e-5)
+        assert rolled.shape == (3, len(b.words), len(b.words))
+        np.testing.assert_allclose(rolled.sum(axis=-1), 1.0, atol=1e-5)
     focused = ra.attend(tiny_loaded, TEXTS, focus="banco", sense=["jardín", "dinero"], measure="norm")
     assert focused.summary()["measure"] == "norm" and len(focused.result.rollout) == 2
-    assert focused.result.measure == "norm"
+    assert focused.result.measure == "norm" and focused.rollout == focused.result.rollout
     with pytest.raises(ra.InputError, match="unknown measure 'size'"):
         ra.attend(tiny_loaded, TEXTS, measure="size")
 
