@@ -509,7 +509,9 @@ def merge_shards(folders: Iterable[Path]) -> tuple[CorpusRun, HeadSums]:
 def describe(data: dict) -> str:
     """The human summary: counts, labels and the strongest heads."""
     counts = data["counts"]
-    lines = [
+    measure = data.get("measure", "weights")
+    lines = [] if measure == "weights" else [f"measure: {measure} (the statistics pool the norm-based maps)"]
+    lines += [
         f"{counts['sentences']} sentence(s), {counts['words']} words; "
         f"{counts['skipped']} line(s) too long skipped, {counts['truncated']} cut, {counts['blank']} blank",
         "labels: " + ", ".join(f"{label} {n}" for label, n in data["labels"].items() if n)

@@ -1,7 +1,6 @@
 """Norm-based attention (Kobayashi et al., 2020) and attention rollout (Abnar & Zuidema, 2020)."""
 from __future__ import annotations
 
-import dataclasses
 
 import numpy as np
 import pytest
@@ -125,7 +124,8 @@ def reference_llama_norm(loaded, text: str) -> np.ndarray:
     result = []
     for layer in range(loaded.layers):
         h = out.hidden_states[layer][0]  # (t, hidden); the attention's input is its RMS norm
-        x = h * torch.rsqrt(h.pow(2).mean(dim=-1, keepdim=True) + eps) * state[f"{prefix}layers.{layer}.input_layernorm.weight"]
+        scale = state[f"{prefix}layers.{layer}.input_layernorm.weight"]
+        x = h * torch.rsqrt(h.pow(2).mean(dim=-1, keepdim=True) + eps) * scale
         v = x @ state[f"{prefix}layers.{layer}.self_attn.v_proj.weight"].T  # (t, kv * d), no bias in Llama
         w_o = state[f"{prefix}layers.{layer}.self_attn.o_proj.weight"]  # (hidden, heads * d)
         d = w_o.shape[1] // loaded.heads
