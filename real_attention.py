@@ -176,6 +176,16 @@ def lesson_command(out_dir: Path, formats: tuple[str, ...], quiet: bool) -> None
         click.echo(f"Wrote {results_dir}/ and {figures_dir}/")
 
 
+def measure_option(function):
+    from analysis.measures import MEASURES, WEIGHTS
+
+    return click.option(
+        "--measure", type=click.Choice(MEASURES), default=WEIGHTS, show_default=True,
+        help="What each head's map shows: weights (post-softmax attention) or norm (||alpha f(x)||, Kobayashi et "
+             "al. 2020, rows rescaled to sum to 1); norm results go to folders named LANG-norm.",
+    )(function)
+
+
 @cli.command("run")
 @click.option("--lang", default=DEFAULT_LANG, show_default=True,
               help="Language table of the config (es, en, ...); also the results folder's name.")
@@ -184,6 +194,10 @@ def lesson_command(out_dir: Path, formats: tuple[str, ...], quiet: bool) -> None
 @model_options
 @units_option
 @out_option
+@measure_option
+@click.option("--compare-measures", is_flag=True,
+              help="Run both measures (results/LANG/ and results/LANG-norm/) and put them side by side per head: "
+                   "results/LANG/measures.csv and figures/LANG/measures.png.")
 @click.option("--no-report", is_flag=True, help="Skip the interactive HTML report.")
 @click.option("--no-figures", is_flag=True, help="Skip the figures.")
 @click.option("--all-figures", is_flag=True,
@@ -191,66 +205,91 @@ def lesson_command(out_dir: Path, formats: tuple[str, ...], quiet: bool) -> None
                    "(the report always holds every sentence).")
 @format_option
 @quiet_option
-def run_command(lang, config_path, model_name, revision, offline, device, units, out_dir, no_report, no_figures,
-                formats, all_figures, quiet) -> None:
+def run_command(lang, config_path, model_name, revision, offline, device, units, out_dir, measure, compare_measures,
+                no_report, no_figures, formats, all_figures, quiet) -> None:
     """Extract every head's word-level attention and classify all heads.
 
-    Writes OUT/results/LANG/ with attention.csv, focus.csv, heads.csv and summary.json,
+    Writes OUT/results/LANG/ with attention.csv, focus.csv, heads.csv, rollout.csv and summary.json,
     and OUT/figures/LANG/report.html, one self-contained page that opens offline.
     Figures in OUT/figures/LANG/: a heatmap per sentence of the best sense-word, previous-word,
-    next-word and marker heads (e.g. sense_L1H4_s1.png), overview.png and focus_bars_s1.png, ...,
-    for the first 10 sentences unless --all-figures.
+    next-word and marker heads (e.g. sense_L1H4_s1.png), overview.png, focus_bars_s1.png, ... and
+    rollout_s1.png, ..., for the first 10 sentences unless --all-figures.
+    With --measure norm the folders are LANG-norm instead of LANG.
     OUT/figures/LANG/ always holds exactly what this run drew: with --no-figures --no-report it is removed.
     """
     from analysis.atomic import staged_outputs
+    from analysis.measures import MEASURES, folder_suffix
     from analysis.models import choose_model
     from analysis.naming import short_revision
     from analysis.report import REPORT_NAME, write_report
     from analysis.sentences import load_sentences
     from analysis.tables import describe, sense_head_note, write_results
 
+    measures = MEASURES if compare_measures else (measure,)
     with friendly_errors():
         lang = lang_folder(lang)
         sentence_set = load_sentences(config_path, lang)
         choice = choose_model(lang, model_name, revision)
+        runs = {}  # measure -> (folder name, result, summary, figures drawn)
         with staged_outputs() as staging:
-            results_folder = staging.folder(out_dir / "results" / lang)
+            results_folders = {m: staging.folder(out_dir / "results" / (lang + folder_suffix(m))) for m in measures}
             from analysis.models import check_encodes, load_model
             from analysis.pipeline import analyse
 
             loaded = load_model(choice, device=device, offline=offline)
             check_encodes(loaded, [sentence.text for sentence in sentence_set.sentences])
-            result = analyse(loaded, sentence_set, units)
-            summary = write_results(results_folder, result)
-            if no_report and no_figures:  # the folder holds what this run drew: nothing
-                staging.remove(out_dir / "figures" / lang)
-            else:  # one staged folder per target, shared by figures and report
-                figures_folder = staging.folder(out_dir / "figures" / lang)
-            if not no_report:
-                write_report(figures_folder / REPORT_NAME, result, summary)
-            if not no_figures:
-                from analysis.plots import FIGURE_SENTENCES, run_font_note, write_run_figures
+            for m in measures:
+                folder = lang + folder_suffix(m)
+                result = analyse(loaded, sentence_set, units=units, measure=m)
+                summary = write_results(results_folders[m], result)
+                figures, figures_folder = [], None
+                if no_report and no_figures:  # the folder holds what this run drew: nothing
+                    staging.remove(out_dir / "figures" / folder)
+                else:  # one staged folder per target, shared by figures and report
+                    figures_folder = staging.folder(out_dir / "figures" / folder)
+                if not no_report:
+                    write_report(figures_folder / REPORT_NAME, result, summary)
+                if not no_figures:
+                    from analysis.plots import FIGURE_SENTENCES, write_run_figures
 
-                figures = write_run_figures(figures_folder, result, formats, quiet=quiet,
-                                            max_sentences=None if all_figures else FIGURE_SENTENCES)
+                    figures = write_run_figures(figures_folder, result, formats, quiet=quiet,
+                                                max_sentences=None if all_figures else FIGURE_SENTENCES)
+                runs[m] = (folder, result, summary, figures, figures_folder)
+            if compare_measures:
+                from analysis.compare import compare_line, write_compare
+
+                weights_run, norm_run = (runs[m] for m in MEASURES)
+                write_compare(results_folders[MEASURES[0]], None if no_figures else weights_run[4],
+                              weights_run[1], norm_run[1], formats)
     report_leftovers(staging)
     if not no_figures:
+        from analysis.plots import run_font_note
+
         note = run_font_note(result)
         if note:
             warn(note)
     if quiet:
         return
-    click.echo(f"{result.model} @ {short_revision(result.revision)}, {len(sentence_set.sentences)} sentence(s), "
-               f"focus {sentence_set.focus!r}")
-    click.echo(describe(summary))
-    click.echo(f"wrote {out_dir / 'results' / lang}")
-    if not no_figures:
-        click.echo(f"wrote {len(figures)} figure(s) to {out_dir / 'figures' / lang}")
-        note = sense_head_note(result)
-        if note:
-            click.echo(note)
-    if not no_report:
-        click.echo(f"wrote {out_dir / 'figures' / lang / REPORT_NAME}")
+    for m, (folder, result, summary, figures, _) in runs.items():
+        measured = "" if len(runs) == 1 and m == MEASURES[0] else f", measure {m}"
+        click.echo(f"{result.model} @ {short_revision(result.revision)}, {len(sentence_set.sentences)} sentence(s), "
+                   f"focus {sentence_set.focus!r}{measured}")
+        click.echo(describe(summary))
+        click.echo(f"wrote {out_dir / 'results' / folder}")
+        if not no_figures:
+            click.echo(f"wrote {len(figures)} figure(s) to {out_dir / 'figures' / folder}")
+            note = sense_head_note(result)
+            if note:
+                click.echo(note)
+        if not no_report:
+            click.echo(f"wrote {out_dir / 'figures' / folder / REPORT_NAME}")
+    if compare_measures:
+        click.echo(compare_line(runs[MEASURES[0]][1], runs[MEASURES[1]][1]))
+        from analysis.compare import COMPARE_NAME
+
+        folder = runs[MEASURES[0]][0]
+        click.echo(f"wrote {out_dir / 'results' / folder / COMPARE_NAME}.csv"
+                   + ("" if no_figures else f" and {out_dir / 'figures' / folder / COMPARE_NAME}.{formats[0]}"))
 
 
 @cli.command("show")
@@ -260,13 +299,14 @@ def run_command(lang, config_path, model_name, revision, offline, device, units,
 @click.option("--sentence", type=int, help="Sentence number, counted from 1. Default: every sentence.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
               show_default=True, help="The --out folder of `real-attention run`; figures go to OUT/figures/LANG/.")
+@measure_option
 @format_option
 @quiet_option
-def show_command(lang, layer, head, sentence, out_dir, formats, quiet) -> None:
+def show_command(lang, layer, head, sentence, out_dir, measure, formats, quiet) -> None:
     """Draw the word x word heatmap of any one head from a finished run (no model is loaded).
 
     Reads OUT/results/LANG/attention.csv and summary.json, writes OUT/figures/LANG/head_L<l>H<h>_s<k>.png
-    and prints its path.
+    and prints its path. With --measure norm: the LANG-norm folders of `run --measure norm`.
     """
     from analysis.errors import OutputError
     from analysis.plots import font_note, write_head_figures
@@ -274,8 +314,10 @@ def show_command(lang, layer, head, sentence, out_dir, formats, quiet) -> None:
 
     with friendly_errors():
         lang = lang_folder(lang)
-        run = load_run(out_dir, lang)
-        folder = out_dir / "figures" / lang
+        from analysis.measures import folder_suffix
+
+        run = load_run(out_dir, lang, measure)
+        folder = out_dir / "figures" / (lang + folder_suffix(measure))
         try:
             paths = write_head_figures(folder, run, layer, head, sentence, formats, quiet=quiet)
         except OSError as error:  # the figures folder exists but cannot be written
@@ -318,18 +360,21 @@ def show_command(lang, layer, head, sentence, out_dir, formats, quiet) -> None:
 @click.option("--partition-size", type=click.IntRange(min=1), default=1024, show_default=True, metavar="N",
               help="Sentences per partition, the unit of work of a worker (a single process cuts the same "
                    "partitions, so its result is the cluster's).")
+@measure_option
 @out_option
 @format_option
 @quiet_option
 def heads_command(corpus_specs, more_specs, corpus_format, corpus_name, lang, model_name, revision, offline,
                   device, units, batch_size, truncate, shard_text, threshold_settings, workers, scheduler, threads,
-                  partition_size, out_dir, formats, quiet) -> None:
+                  partition_size, measure, out_dir, formats, quiet) -> None:
     """Pool every head's attention statistics over a corpus and label each head.
 
     Per head, at word level: the mean weight on the previous, next and same word, on the first and last
-    special tokens ([CLS], [SEP], <s>, </s>, ...) and punctuation, and the mean row entropy, pooled over every word of every sentence. Writes
+    special tokens ([CLS], [SEP], <s>, </s>, ...) and punctuation, and the mean row entropy, pooled over every
+    word of every sentence. Writes
     OUT/results/corpus/NAME/ (heads.csv, summary.json, sums.json) and OUT/figures/corpus/NAME/ (labels.png,
-    statistics.png). With --workers or --scheduler the partitions run on a Dask cluster.
+    statistics.png). With --workers or --scheduler the partitions run on a Dask cluster. With --measure norm
+    the statistics pool the norm-based maps, into NAME-norm/ folders.
     """
     from analysis.atomic import staged_outputs
     from analysis.cluster import Engine, run_corpus
@@ -347,7 +392,7 @@ def heads_command(corpus_specs, more_specs, corpus_format, corpus_name, lang, mo
                               "for that language's pinned model")
         inputs = expand(tuple(corpus_specs) + tuple(more_specs), corpus_format)
         name = corpus_name or inputs[0].stem
-        folder = folder_name(name, shard)
+        folder = folder_name(name, shard, measure)
         with staged_outputs() as staging:
             results_folder = staging.folder(out_dir / "results" / "corpus" / folder)
             figures_folder = staging.folder(out_dir / "figures" / "corpus" / folder)
@@ -360,10 +405,10 @@ def heads_command(corpus_specs, more_specs, corpus_format, corpus_name, lang, mo
                       dynamic_ncols=True) as bar:
                 result = run_corpus(engine, text, lang=lang, model=model_name, revision=revision, device=device,
                                     offline=offline, batch_size=batch_size, truncate=truncate, progress=bar,
-                                    units=units)
+                                    units=units, measure=measure)
             run = CorpusRun(model=result.model, revision=result.revision, name=name, sha256=text.sha256,
                             format=inputs[0].format, truncate=truncate, versions=versions(), shard=shard,
-                            thresholds=thresholds, engine=result.engine, units=units)
+                            thresholds=thresholds, engine=result.engine, units=units, measure=measure)
             summary = write_corpus(results_folder, figures_folder, run, result.sums, formats)
     report_leftovers(staging)
     if quiet:

@@ -47,6 +47,7 @@ class Attention(Sequence):
 
     Each `att[i].weights` is float32 numpy `(layers, heads, n_i, n_i)`, query rows by key columns, every row
     summing to 1; `att[i].words` are the n_i units as written (special tokens keep the tokenizer's text).
+    `att.rollout[i]` is sentence i's rollout of the same maps after each layer, `(layers, n_i, n_i)`.
     With `focus` and `sense` given to `attend`, `result` holds the located words and the head labels, and
     in Jupyter the object shows the interactive report inline (offline, in an iframe).
     """
@@ -57,6 +58,8 @@ class Attention(Sequence):
     versions: dict[str, str]  # python, torch, transformers
     result: RunResult | None = None  # with focus and sense: located words and head labels
     units: str = "text"  # the unit rule the sentences were cut by: "text" or "tokenizer"
+    measure: str = "weights"  # what the maps measure: "weights" or "norm" (analysis.measures)
+    rollout: tuple = ()  # (S,) each (layers, n_i, n_i) float32: the attention rollout (analysis.rollout)
 
     def __post_init__(self) -> None:
         shapes = {(s.layers, s.heads) for s in self.sentences}
@@ -109,8 +112,9 @@ class Attention(Sequence):
 
     def __repr__(self) -> str:
         focus = "" if self.result is None else f", focus {self.result.sentence_set.focus!r}"
+        measure = "" if self.measure == "weights" else f", measure {self.measure}"
         return (f"<Attention: {len(self)} sentence(s), {self.layers} layers x {self.heads} heads of "
-                f"{self.model}{focus}>")
+                f"{self.model}{focus}{measure}>")
 
     def _repr_html_(self) -> str:
         if self.result is not None:
@@ -138,34 +142,41 @@ def _texts(texts: str | Iterable[str]) -> list[str]:
 
 
 def attend(model: LoadedModel, texts: str | Iterable[str], *, focus: str | None = None,
-           sense: str | Sequence[str] | None = None, lang: str = "", units: str = "text") -> Attention:
+           sense: str | Sequence[str] | None = None, lang: str = "", units: str = "text",
+           measure: str = "weights") -> Attention:
     """Every head's word-level attention for each sentence, in one batched forward pass.
 
     texts: one sentence or several. With `focus` (the ambiguous word) and `sense` (one word per sentence that
     decides its sense) the words are located and every head is classified, as `real-attention run` does.
     units: "text" (words as the reader sees them, the same for every tokenizer; the focus and sense words are
     always units) or "tokenizer" (the tokenizer's own words, as Clark et al.'s code has them).
+    measure: "weights" (post-softmax attention) or "norm" (||alpha f(x)||, Kobayashi et al. 2020, rows
+    rescaled to sum to 1); see analysis.measures.
     Raises UnitError (an InputError) if a piece straddles a focus or sense word and its neighbour.
-    Raises InputError (a sentence too long, a word not found) or ModelUnavailable (a tokenizer that knows
-    none of the words).
+    Raises InputError (a sentence too long, a word not found, an unknown measure) or ModelUnavailable (a
+    tokenizer that knows none of the words).
     """
+    from analysis.measures import check_measure
     from analysis.models import check_encodes
-    from analysis.pipeline import analyse, attend_words, versions
+    from analysis.pipeline import analyse, attend_with_sums, versions
 
+    check_measure(measure)
     items = _texts(texts)
     check_rule(units)
     check_encodes(model, items)
     if focus is None and sense is None:
-        return Attention(sentences=tuple(attend_words(model, items, units)), model=model.choice.name,
-                         revision=model.revision, versions=versions(), units=units)
-    result = analyse(model, sentence_set(items, focus, sense, lang), units)
+        attentions, _, rollouts = attend_with_sums(model, items, units=units, measure=measure)
+        return Attention(sentences=tuple(attentions), model=model.choice.name, revision=model.revision,
+                         versions=versions(), units=units, measure=measure, rollout=tuple(rollouts))
+    result = analyse(model, sentence_set(items, focus, sense, lang), units=units, measure=measure)
     return from_result(result)
 
 
 def from_result(result: RunResult) -> Attention:
     """An Attention around a finished run (what `run` computed)."""
     return Attention(sentences=tuple(s.attention for s in result.sentences), model=result.model,
-                     revision=result.revision, versions=result.versions, result=result, units=result.units)
+                     revision=result.revision, versions=result.versions, result=result, units=result.units,
+                     measure=result.measure, rollout=result.rollout)
 
 
 def sentence_set(texts: list[str], focus: str | None, sense: str | Sequence[str] | None, lang: str = ""):
@@ -195,7 +206,8 @@ def classify(att: Attention, focus: str | None = None, sense: str | Sequence[str
 
     texts = [s.text for s in att.sentences]
     result = classify_words(list(att.sentences), sentence_set(texts, focus, sense),
-                            model=att.model, revision=att.revision, versions=att.versions, units=att.units)
+                            model=att.model, revision=att.revision, versions=att.versions, units=att.units,
+                            measure=att.measure)
     return heads_frame(result.report)
 
 
@@ -220,18 +232,21 @@ def heatmap(sentence: WordAttention, layer: int, head: int, *, focus: str | None
 
 
 def corpus_stats(model: LoadedModel, lines: Iterable[str], *, batch_size: int = 32, truncate: bool = False,
-                 thresholds: Thresholds | None = None, progress=None, units: str = "text") -> pd.DataFrame:
+                 thresholds: Thresholds | None = None, progress=None, units: str = "text",
+                 measure: str = "weights") -> pd.DataFrame:
     """The corpus heads.csv table: per head (layer, head from 1), its label and the pooled statistics over
     every word of every line, plus n_sentences and n_words. Blank lines are skipped; lines longer than the
     model takes are skipped (or cut, with truncate=True). Memory does not grow with the number of lines.
-    units: the unit rule, as in `attend`."""
+    units: the unit rule, and measure: "weights" or "norm", as in `attend`."""
     from analysis.corpus import CorpusReader, Thresholds, corpus_sums, heads_frame, label_heads
+    from analysis.measures import check_measure
 
+    check_measure(measure)
     # The reader takes the bytes of a file: one line each, so a text with a newline stays one sentence.
     stream = ((" ".join(str(line).splitlines()) + "\n").encode("utf-8") for line in lines)
     reader = CorpusReader(stream, "text", source="lines")
     sums = corpus_sums(model, reader, batch_size=batch_size, truncate=truncate, progress=progress,
-                       units=check_rule(units))
+                       units=check_rule(units), measure=measure)
     if sums.sentences == 0:
         raise InputError(f"no sentences to analyse: {sums.lines} line(s), {sums.blank} blank, "
                          f"{sums.skipped} too long")

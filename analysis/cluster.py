@@ -102,10 +102,11 @@ def partitions(sentences: Iterable[str], size: int, lines_read: Callable[[], int
 
 
 def partition_sums(loaded, texts: tuple[str, ...], batch_size: int, truncate: bool, progress=None,
-                   units: str = DEFAULT_UNITS) -> HeadSums:
+                   units: str = DEFAULT_UNITS, measure: str = "weights") -> HeadSums:
     """One partition's exact sums: corpus_sums over its sentences (its `lines` count them, blank ones aside)."""
     reader = CorpusReader((text.encode("utf-8") + b"\n" for text in texts), "text", source="a partition")
-    return corpus_sums(loaded, reader, batch_size=batch_size, truncate=truncate, progress=progress, units=units)
+    return corpus_sums(loaded, reader, batch_size=batch_size, truncate=truncate, progress=progress, units=units,
+                       measure=measure)
 
 
 class OrderedSum:
@@ -126,11 +127,12 @@ class OrderedSum:
 
 
 def single_process_sums(loaded, parts: Iterable[Partition], batch_size: int, truncate: bool,
-                        progress=None, units: str = DEFAULT_UNITS) -> tuple[HeadSums, int]:
+                        progress=None, units: str = DEFAULT_UNITS,
+                        measure: str = "weights") -> tuple[HeadSums, int]:
     """Run every partition here, in order; -> (the summed partitions, the number of partitions)."""
     ordered = OrderedSum()
     for part in parts:
-        ordered.add(part.index, partition_sums(loaded, part.texts, batch_size, truncate, progress, units))
+        ordered.add(part.index, partition_sums(loaded, part.texts, batch_size, truncate, progress, units, measure))
         if progress is not None and part.lines > len(part.texts):
             progress.update(part.lines - len(part.texts))  # blank lines, which corpus_sums never saw
     assert ordered.total is not None
@@ -177,12 +179,12 @@ def resolved_revision(choice, offline: bool) -> str:
 def run_corpus(engine: Engine, sentences, *, lang: str | None, model: str | None, revision: str | None,
                device: str = "cpu", offline: bool = False, batch_size: int = 32, truncate: bool = False,
                progress=None, on_partition: Callable[[int], None] | None = None,
-               units: str = DEFAULT_UNITS) -> CorpusResult:
+               units: str = DEFAULT_UNITS, measure: str = "weights") -> CorpusResult:
     """Pool a corpus's per-head sums where `engine` says; `sentences` is a CorpusText (or a CorpusReader).
 
-    The model is chosen as analysis.models.choose_model(lang, model, revision); `units` is the unit rule. In a
-    single process it is loaded here; on a cluster every worker loads it once and checks the revision this
-    process resolved.
+    The model is chosen as analysis.models.choose_model(lang, model, revision); `units` is the unit rule; the
+    statistics are pooled over the maps of `measure` (analysis.measures). In a single process the model is
+    loaded here; on a cluster every worker loads it once and checks the revision this process resolved.
     Library errors only: CorpusError, ModelUnavailable, DaskMissing.
     """
     from analysis.models import choose_model
@@ -199,7 +201,7 @@ def run_corpus(engine: Engine, sentences, *, lang: str | None, model: str | None
         threads = engine.threads or before
         torch.set_num_threads(threads)
         try:
-            sums, count = single_process_sums(loaded, parts, batch_size, truncate, progress, units)
+            sums, count = single_process_sums(loaded, parts, batch_size, truncate, progress, units, measure)
         finally:
             torch.set_num_threads(before)  # the caller's setting, as it was
         record = engine_record(dataclasses.replace(engine, threads=threads), 1, count)
@@ -214,7 +216,7 @@ def run_corpus(engine: Engine, sentences, *, lang: str | None, model: str | None
         with connect(engine.workers, engine.scheduler, engine.worker_threads) as client:
             workers = len(client.scheduler_info()["workers"])
             sums, count = dask_sums(client, spec, engine.worker_threads, parts, batch_size, truncate, progress,
-                                    on_partition, units=units)
+                                    on_partition, units=units, measure=measure)
         record = engine_record(engine, workers, count)
         name = choice.name
     # partitions see no blank lines: the reader counted them

@@ -237,16 +237,19 @@ def corpus_sums(
     truncate: bool = False,
     progress=None,
     units: str = DEFAULT_UNITS,
+    measure: str = "weights",
 ) -> HeadSums:
     """Stream the reader's sentences through the model in length-sorted batches; return the pooled sums.
 
     Memory holds one bucket of encoded sentences and one batch of maps, whatever the corpus size.
     `progress`, if given, has tqdm's `update(n)` and advances by one per line read. `units`: the unit rule
-    ("text" or "tokenizer", analysis.words.group); a corpus names no required words.
+    ("text" or "tokenizer", analysis.words.group); a corpus names no required words. measure: the maps the
+    statistics pool, "weights" or "norm" (analysis.measures).
     """
     import torch
 
-    from analysis.extract import encode, forward_layers, pad_batch
+    from analysis.extract import encode, pad_batch
+    from analysis.measures import forward_measured
 
     if batch_size < 1:
         raise CorpusError(f"--batch-size must be at least 1, not {batch_size}")
@@ -267,13 +270,13 @@ def corpus_sums(
         shown = _advance(progress, shown, reader.lines - lines_before - len(encoded))  # blank, skipped
         for batch_sentences in length_batches(encoded, batch_size):
             batch = pad_batch(batch_sentences, pad_id)
-            units = torch.from_numpy(batch.units).to(device)
+            piece_units = torch.from_numpy(batch.units).to(device)  # not `units`: that is the rule's name
             kinds = torch.from_numpy(batch.kinds).to(device)
 
             def on_layer(layer: int, weights) -> None:  # as each layer ends: its maps die with it
-                totals[:, layer] += kernel(weights, units, kinds)[1]
+                totals[:, layer] += kernel(weights, piece_units, kinds)[1]
 
-            forward_layers(loaded, batch, on_layer)
+            forward_measured(loaded, batch, on_layer, measure)
             sizes = [len(s.kinds) for s in batch_sentences]
             for name, value in sentence_counts(sizes, int(batch.attention_mask.sum())).items():
                 counts[name] += value
@@ -300,17 +303,21 @@ class CorpusRun:
     thresholds: Thresholds = field(default_factory=Thresholds)
     engine: dict | None = None  # how it was computed (analysis.cluster.engine_record, or merge_shards)
     units: str = DEFAULT_UNITS  # the unit rule: "text" or "tokenizer"
+    measure: str = "weights"  # the maps the statistics pool (analysis.measures)
 
     @property
     def folder_name(self) -> str:
-        return folder_name(self.name, self.shard)
+        return folder_name(self.name, self.shard, self.measure)
 
 
-def folder_name(name: str, shard: Shard | None) -> str:
-    """results/corpus/<folder_name>: the corpus name, plus '-shard-i-of-N' for a shard, so shards can share --out."""
+def folder_name(name: str, shard: Shard | None, measure: str = "weights") -> str:
+    """results/corpus/<folder_name>: the corpus name, plus '-norm' for the norm measure and '-shard-i-of-N' for a
+    shard, so measures and shards can share --out."""
     from analysis.atomic import plain_folder_name
+    from analysis.measures import folder_suffix
 
     plain_folder_name(name, "corpus name (--name)")
+    name += folder_suffix(measure)
     return name if shard is None else f"{name}-shard-{shard.index}-of-{shard.count}"
 
 
@@ -343,6 +350,7 @@ def summary(run: CorpusRun, sums: HeadSums, labels: np.ndarray) -> dict:
         "shard": None if run.shard is None else {"index": run.shard.index, "count": run.shard.count},
         "truncate": run.truncate,
         "units": run.units,
+        "measure": run.measure,
         "counts": {
             "lines": sums.lines,
             "blank": sums.blank,
@@ -386,7 +394,10 @@ def write_corpus(results_folder: Path, figures_folder: Path, run: CorpusRun, sum
     data = summary(run, sums, labels)
     write_json(data, results_folder / "summary.json")
     write_json(sums.to_json(), results_folder / "sums.json")
-    title = f"{Path(run.model).name or run.model} on {run.folder_name}: {sums.sentences} sentences"
+    from analysis.measures import MEASURE_TITLE, WEIGHTS
+
+    measured = "" if run.measure == WEIGHTS else f", by {MEASURE_TITLE[run.measure]}"
+    title = f"{Path(run.model).name or run.model} on {run.folder_name}: {sums.sentences} sentences{measured}"
     for fmt in formats:
         save_figure(label_grid(labels, LABELS, title), figures_folder / f"{LABELS_FIGURE}.{fmt}")
         save_figure(statistics_grid(sums.means(), sums.uniform_entropy, title),
@@ -455,7 +466,8 @@ def check_summary(folder: Path, data) -> None:
             raise CorpusError(f"{folder}/summary.json: field {name!r} is {data[name]!r}, expected {expected}")
 
 
-SAME_IN_EVERY_SHARD = ("model", "revision", "corpus", "truncate", "units", "thresholds", "layers", "heads_per_layer")
+SAME_IN_EVERY_SHARD = ("model", "revision", "corpus", "truncate", "units", "thresholds", "layers", "heads_per_layer",
+                       "measure")
 
 
 def merge_shards(folders: Iterable[Path]) -> tuple[CorpusRun, HeadSums]:
@@ -496,6 +508,7 @@ def merge_shards(folders: Iterable[Path]) -> tuple[CorpusRun, HeadSums]:
         thresholds=Thresholds(**first["thresholds"]),
         engine={"name": "merge", "shards": count},
         units=first.get("units", "tokenizer"),  # results from before the text rule used the tokenizer's words
+        measure=first.get("measure", "weights"),
     )
     return run, total
 
@@ -503,7 +516,9 @@ def merge_shards(folders: Iterable[Path]) -> tuple[CorpusRun, HeadSums]:
 def describe(data: dict) -> str:
     """The human summary: counts, labels and the strongest heads."""
     counts = data["counts"]
-    lines = [
+    measure = data.get("measure", "weights")
+    lines = [] if measure == "weights" else [f"measure: {measure} (the statistics pool the norm-based maps)"]
+    lines += [
         f"{counts['sentences']} sentence(s), {counts['words']} words; "
         f"{counts['skipped']} line(s) too long skipped, {counts['truncated']} cut, {counts['blank']} blank",
         "labels: " + ", ".join(f"{label} {n}" for label, n in data["labels"].items() if n)

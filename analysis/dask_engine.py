@@ -89,10 +89,11 @@ class ModelPlugin(WorkerPlugin):
         return self.loaded
 
 
-def worker_partition_sums(texts: tuple[str, ...], batch_size: int, truncate: bool, units: str) -> HeadSums:
+def worker_partition_sums(texts: tuple[str, ...], batch_size: int, truncate: bool, units: str,
+                          measure: str = "weights") -> HeadSums:
     """The task: one partition through the model that this worker's plugin loaded."""
     plugin = get_worker().plugins[PLUGIN_NAME]
-    return partition_sums(plugin.model(), texts, batch_size, truncate, units=units)
+    return partition_sums(plugin.model(), texts, batch_size, truncate, units=units, measure=measure)
 
 
 @contextlib.contextmanager
@@ -116,13 +117,14 @@ def connect(workers: int | None, scheduler: str | None, threads: int) -> Iterato
 
 def dask_sums(client: Client, spec: ModelSpec, threads: int, parts: Iterable[Partition], batch_size: int,
               truncate: bool, progress=None, on_partition: Callable[[int], None] | None = None,
-              register: bool = True, units: str = DEFAULT_UNITS) -> tuple[HeadSums, int]:
+              register: bool = True, units: str = DEFAULT_UNITS, measure: str = "weights") -> tuple[HeadSums, int]:
     """Run every partition on the client's cluster; -> (their sums added in partition order, the partitions).
 
     At most IN_FLIGHT_PER_WORKER + 1 partitions per worker are in flight, so the client holds a bounded part of
     the corpus. `progress` (tqdm-like) advances by each finished partition's lines; `on_partition(done)` is
     called after each (the tests use it to kill a worker mid-run). register=False: the caller registered
     ModelPlugin(spec, threads) already (the benchmark times the model loads apart), and keeps it.
+    measure: the maps the statistics are pooled over (analysis.measures).
     """
     if register:
         client.register_plugin(ModelPlugin(spec, threads), name=PLUGIN_NAME)
@@ -148,7 +150,7 @@ def dask_sums(client: Client, spec: ModelSpec, threads: int, parts: Iterable[Par
 
     try:
         for part in parts:
-            future = client.submit(worker_partition_sums, part.texts, batch_size, truncate, units,
+            future = client.submit(worker_partition_sums, part.texts, batch_size, truncate, units, measure,
                                    key=f"real-attention-{token}-{part.index}", pure=False)
             indexes[future] = (part.index, part.lines)
             waiting.add(future)

@@ -34,6 +34,7 @@ from analysis.categories import (
 )
 from analysis.figio import DPI, new_figure, save_figure
 from analysis.fonts import missing_glyphs_note, text_families
+from analysis.measures import MEASURE_TITLE, WEIGHTS
 from analysis.naming import short_revision
 
 if TYPE_CHECKING:
@@ -88,15 +89,35 @@ def percent(weight: float) -> str:
     return str(int(round(100 * float(weight))))
 
 
+def annotate_cells(ax, values: np.ndarray, size: float) -> None:
+    """One text artist per cell of a (rows, cols) image: whole percentages, white on the dark cells."""
+    rows, cols = np.indices(values.shape).reshape(2, -1)
+    for row, col, value in zip(rows, cols, values.reshape(-1)):
+        ax.text(col, row, percent(value), ha="center", va="center", fontsize=size,
+                color=WHITE if value >= HEATMAP_LIGHT_TEXT_FROM else INK, gid="cell")
+
+
+def _highlight(label, colour: str) -> None:
+    """A tick label in bold, in the focus or sense word's colour."""
+    label.set_fontweight("bold")
+    label.set_color(colour)
+
+
 def _text_width(text: str, size: float) -> float:
     return len(text) * size * EM
 
 
+def _measure_note(measure: str) -> str:
+    """What a title adds for a measure: nothing for the weights (the default), ' · by norm ...' otherwise."""
+    return "" if measure == WEIGHTS else f" · by {MEASURE_TITLE[measure]}"
+
+
 def _title(model: str, revision: str, layer: int, head: int, role: str, sentence_line: str | None,
-           width: float) -> str:
-    """Model and revision, layer and head (counted from 1) and role, then the sentence, wrapped to `width` inches."""
+           width: float, measure: str = WEIGHTS) -> str:
+    """Model and revision, layer and head (counted from 1), role and measure, then the sentence, wrapped to
+    `width` inches."""
     model_text = f"{model} @ {short_revision(revision)}"
-    head_text = f"layer {layer + 1}, head {head + 1}" + (f" ({role})" if role else "")
+    head_text = f"layer {layer + 1}, head {head + 1}" + (f" ({role})" if role else "") + _measure_note(measure)
     chars = max(30, int(width / (TITLE_SIZE * EM)))
     first = f"{model_text} · {head_text}"
     lines = [first] if len(first) <= chars else [model_text, head_text]
@@ -134,6 +155,7 @@ def draw_heatmap(
     text: str,
     role: str = "",
     sense: int | None = None,
+    measure: str = WEIGHTS,
 ) -> Figure:
     """Word x word heatmap of one head: (n, n) weights, rows the attending word, columns the attended-to word.
 
@@ -150,7 +172,7 @@ def draw_heatmap(
     right = 0.15 + 0.18 + 0.75  # gap, colour bar, its ticks and label
     min_width = 6.5
     title = _title(model, revision, layer, head, role, f"sentence {sentence + 1}: {text}",
-                   max(min_width, left + side + right) - 0.3)
+                   max(min_width, left + side + right) - 0.3, measure)
     fig, width, height, x0 = _frame(left, side, right, bottom, side, _title_height(title), min_width)
     ax = fig.add_axes((x0 / width, bottom / height, side / width, side / height))
     cax = fig.add_axes(((x0 + side + 0.15) / width, bottom / height, 0.18 / width, side / height))
@@ -158,7 +180,7 @@ def draw_heatmap(
     image = ax.imshow(weights, cmap=HEATMAP_CMAP, vmin=0.0, vmax=1.0, interpolation="nearest", aspect="equal")
     colourbar = fig.colorbar(image, cax=cax)
     colourbar.ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
-    colourbar.set_label("attention weight", fontsize=LABEL_SIZE)
+    colourbar.set_label(MEASURE_TITLE[measure], fontsize=LABEL_SIZE)
 
     ticks = np.arange(n)
     ax.set_xticks(ticks, list(words), rotation=45, ha="right", rotation_mode="anchor", fontsize=LABEL_SIZE)
@@ -169,21 +191,14 @@ def draw_heatmap(
 
     text_size = CELL_TEXT_SIZE * cell / CELL
     if text_size >= MIN_CELL_TEXT_SIZE:
-        rows, cols = np.indices((n, n)).reshape(2, -1)
-        for row, col, weight in zip(rows, cols, weights.reshape(-1)):  # one text artist per cell
-            ax.text(col, row, percent(weight), ha="center", va="center", fontsize=text_size,
-                    color=WHITE if weight >= HEATMAP_LIGHT_TEXT_FROM else INK, gid="cell")
+        annotate_cells(ax, weights, text_size)
 
     if focus is not None:
         ax.add_patch(Rectangle((-0.5, focus - 0.5), n, 1, fill=False, edgecolor=FOCUS_COLOUR, linewidth=2.5,
                                clip_on=False, gid="focus"))
-        label = ax.get_yticklabels()[focus]
-        label.set_fontweight("bold")
-        label.set_color(FOCUS_COLOUR)
+        _highlight(ax.get_yticklabels()[focus], FOCUS_COLOUR)
     if sense is not None:
-        label = ax.get_xticklabels()[sense]
-        label.set_fontweight("bold")
-        label.set_color(SENSE_COLOUR)
+        _highlight(ax.get_xticklabels()[sense], SENSE_COLOUR)
     ax.set_title(title, fontsize=TITLE_SIZE, pad=8)
     return fig
 
@@ -202,6 +217,7 @@ def draw_focus_bars(
     sentence: int,
     text: str,
     role: str = "best sense-word head",
+    measure: str = WEIGHTS,
 ) -> Figure:
     """Bar chart of the focus word's (n,) weights over the words in one head; the sense word's bar stands out."""
     n = len(words)
@@ -214,7 +230,7 @@ def draw_focus_bars(
     focus_word = words[focus]
     title = _title(model, revision, layer, head, role,
                    f"sentence {sentence + 1}: where «{focus_word}» looks in «{text}»",
-                   max(6.5, left + body_w + right) - 0.3)
+                   max(6.5, left + body_w + right) - 0.3, measure)
     fig, width, height, x0 = _frame(left, body_w, right, bottom, 3.0, _title_height(title), min_width=6.5)
     ax = fig.add_axes((x0 / width, bottom / height, body_w / width, 3.0 / height))
     colours = [SENSE_COLOUR if i == sense else BAR_COLOUR for i in range(n)]
@@ -236,6 +252,56 @@ def draw_focus_bars(
 
 
 @_figure_text
+def draw_rollout(
+    rows: np.ndarray,
+    words: Sequence[str],
+    *,
+    focus: int,
+    sense: int | None,
+    model: str,
+    revision: str,
+    sentence: int,
+    text: str,
+    measure: str = WEIGHTS,
+) -> Figure:
+    """The focus word's rollout row after each layer (analysis.rollout): (layers, n), layer 1 at the top.
+
+    Cells show whole-number percentages on the heatmaps' fixed [0, 1] colour scale; the sense word's label is
+    coloured, the focus word's bold.
+    """
+    layers, n = rows.shape
+    assert n == len(words), (rows.shape, len(words))
+    cell = min(CELL, MAX_SIDE / n)
+    body_w, body_h = cell * n, CELL * layers
+    longest = max(_text_width(w, LABEL_SIZE) for w in words)
+    left, right = 0.3 + 0.45 + _text_width("layer 00", LABEL_SIZE), 0.15 + 0.18 + 0.75
+    bottom = 0.3 + 0.45 + longest * math.sin(math.radians(45))
+    focus_word = words[focus]
+    source = "" if measure == WEIGHTS else f" of the {measure}-based maps"
+    lines = [f"{model} @ {short_revision(revision)} · rollout{source} (Abnar & Zuidema, 2020)",
+             f"sentence {sentence + 1}: how much of each word reaches «{focus_word}» after each layer", text]
+    chars = max(30, int((max(6.5, left + body_w + right) - 0.3) / (TITLE_SIZE * EM)))
+    title = "\n".join(textwrap.fill(line, chars) for line in lines)
+    fig, width, height, x0 = _frame(left, body_w, right, bottom, body_h, _title_height(title), min_width=6.5)
+    ax = fig.add_axes((x0 / width, bottom / height, body_w / width, body_h / height))
+    cax = fig.add_axes(((x0 + body_w + 0.15) / width, bottom / height, 0.18 / width, body_h / height))
+    image = ax.imshow(rows, cmap=HEATMAP_CMAP, vmin=0.0, vmax=1.0, interpolation="nearest", aspect="auto")
+    colourbar = fig.colorbar(image, cax=cax)
+    colourbar.ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
+    colourbar.set_label("rollout weight", fontsize=LABEL_SIZE)
+    annotate_cells(ax, rows, CELL_TEXT_SIZE * cell / CELL)
+    ax.set_xticks(np.arange(n), list(words), rotation=45, ha="right", rotation_mode="anchor", fontsize=LABEL_SIZE)
+    ax.set_yticks(np.arange(layers), [f"layer {l + 1}" for l in range(layers)], fontsize=LABEL_SIZE)
+    ax.tick_params(length=0)
+    ax.set_xlabel("input word (key)", fontsize=LABEL_SIZE)
+    _highlight(ax.get_xticklabels()[focus], FOCUS_COLOUR)
+    if sense is not None:
+        _highlight(ax.get_xticklabels()[sense], SENSE_COLOUR)
+    ax.set_title(title, fontsize=TITLE_SIZE, pad=8)
+    return fig
+
+
+@_figure_text
 def draw_overview(
     categories: np.ndarray,
     top_weight: np.ndarray,
@@ -245,6 +311,7 @@ def draw_overview(
     focus_word: str,
     sentence_count: int,
     best: tuple[int, int] | None = None,
+    measure: str = WEIGHTS,
 ) -> Figure:
     """Layers x heads grid coloured by analysis.categories; each cell shows the focus word's mean top weight.
 
@@ -261,7 +328,7 @@ def draw_overview(
     bottom = 0.25 + len(notes) * 9 * 1.4 / 72
     total = layers * heads
     per_sentence = "the sentence" if sentence_count == 1 else f"the {sentence_count} sentences"
-    head_line = f"where the focus word «{focus_word}» looks, in all {total} heads"
+    head_line = f"where the focus word «{focus_word}» looks, in all {total} heads{_measure_note(measure)}"
     title_lines = [f"{model} @ {short_revision(revision)}: {head_line}",
                    f"number: its largest weight in %, mean over {per_sentence}"]
     chars = int((left + body_w + right - 0.3) / (TITLE_SIZE * EM))
@@ -332,7 +399,7 @@ def _save(fig: Figure, folder: Path, stem: str, formats: Sequence[str]) -> list[
 FIGURE_SENTENCES = 10  # per-sentence figures are drawn for the first 10 sentences unless asked for all
 PARALLEL_FROM = 6  # this many figures or more are drawn by forked worker processes (where fork exists)
 PROGRESS_FROM = 24  # this many figures or more show a progress bar on stderr (unless quiet)
-_DRAW = {"heatmap": draw_heatmap, "focus_bars": draw_focus_bars, "overview": draw_overview}
+_DRAW = {"heatmap": draw_heatmap, "focus_bars": draw_focus_bars, "overview": draw_overview, "rollout": draw_rollout}
 
 
 def _draw_job(job: tuple[str, dict, Path, str, tuple[str, ...]]) -> list[Path]:
@@ -423,9 +490,10 @@ def write_run_figures(folder: Path, result: RunResult, formats: tuple[str, ...],
     """Write the figures of a run into `folder` in each format; returns the paths in a fixed order.
 
     For each of the lesson's heads and each of the first `max_sentences` sentences s (from 1; None: every
-    sentence): {sense,prev,next,marker}_L{l}H{h}_s{s}; then overview (over every sentence); then focus_bars_s{s}.
-    The sense figures are skipped when there is no sense head. The HTML report holds every head and sentence
-    whatever `max_sentences` is. Many figures are drawn by `workers` forked processes (None: one per CPU, when
+    sentence): {sense,prev,next,marker}_L{l}H{h}_s{s}; then overview (over every sentence); then focus_bars_s{s};
+    then rollout_s{s} (the focus word's rollout row, layer by layer; when the run computed it). Titles name
+    the measure unless it is the weights. The sense figures are skipped when there is no sense head. The HTML
+    report holds every head and sentence whatever `max_sentences` is. Many figures are drawn by `workers` forked processes (None: one per CPU, when
     there are enough figures) with a progress bar on stderr unless `quiet`; the bytes are the same either way.
     """
     folder = Path(folder)
@@ -437,7 +505,7 @@ def write_run_figures(folder: Path, result: RunResult, formats: tuple[str, ...],
         raise ValueError(f"max_sentences must be at least 0 or None, not {max_sentences}")
     report, sentences = result.report, result.sentences
     drawn = sentences[:figure_sentences(result, max_sentences)]
-    common = {"model": result.model, "revision": result.revision}
+    common = {"model": result.model, "revision": result.revision, "measure": result.measure}
     jobs = []
     for prefix, attribute, role in LESSON_HEADS:
         chosen = getattr(report, attribute)
@@ -462,6 +530,10 @@ def write_run_figures(folder: Path, result: RunResult, formats: tuple[str, ...],
                              focus=sentence.focus, sense=sentence.sense, layer=best[0], head=best[1],
                              sentence=number, text=attention.text, **common)
             jobs.append(("focus_bars", arguments, folder, f"focus_bars_s{number + 1}", formats))
+    for number, (sentence, rolled) in enumerate(zip(drawn, result.rollout)):
+        arguments = dict(rows=rolled[:, sentence.focus], words=sentence.attention.words, focus=sentence.focus,
+                         sense=sentence.sense, sentence=number, text=sentence.attention.text, **common)
+        jobs.append(("rollout", arguments, folder, f"rollout_s{number + 1}", formats))
     return draw_all(jobs, workers=workers, quiet=quiet)
 
 
@@ -484,6 +556,7 @@ def write_head_figures(folder: Path, run: StoredRun, layer: int, head: int, sent
     for item in stored:
         arguments = dict(weights=item.weights, words=item.words, focus=item.focus, sense=item.sense,
                          model=run.summary["model"], revision=run.summary["revision"], layer=item.layer,
-                         head=item.head, sentence=item.sentence, text=item.text, role=role)
+                         head=item.head, sentence=item.sentence, text=item.text, role=role,
+                         measure=run.summary.get("measure", WEIGHTS))
         jobs.append(("heatmap", arguments, Path(folder), f"head_L{layer}H{head}_s{item.sentence + 1}", formats))
     return draw_all(jobs, workers=workers, quiet=quiet)

@@ -49,13 +49,17 @@ class StoredRun:
         return len(self.summary["sentences"])
 
 
-def load_run(out_dir: Path, lang: str) -> StoredRun:
-    """Read OUT/results/LANG/; ResultsError (with the command to run first) if it is not there."""
-    folder = Path(out_dir) / "results" / lang
+def load_run(out_dir: Path, lang: str, measure: str = "weights") -> StoredRun:
+    """Read OUT/results/LANG/ (LANG-norm/ for the norm measure); ResultsError (with the command to run first)
+    if it is not there."""
+    from analysis.measures import WEIGHTS, folder_suffix
+
+    folder = Path(out_dir) / "results" / (lang + folder_suffix(measure))
     summary_path, attention_path = folder / "summary.json", folder / "attention.csv"
     if not (summary_path.is_file() and attention_path.is_file()):
+        option = "" if measure == WEIGHTS else f" --measure {measure}"
         raise ResultsError(
-            f"no results in {folder}; run `real-attention run --lang {lang} --out {out_dir}` first"
+            f"no results in {folder}; run `real-attention run --lang {lang}{option} --out {out_dir}` first"
         )
     summary = json.loads(summary_path.read_text(encoding="utf-8"))
     # Words are text: never let pandas read "null", "NA" or "1" as a missing value or a number.

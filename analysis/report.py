@@ -21,6 +21,7 @@ from analysis.categories import (
     HEATMAP_LIGHT_TEXT_FROM, SENSE, category_counts, focus_categories, key_relations,
 )
 from analysis.heads import NEXT_OFFSET, PREVIOUS_OFFSET
+from analysis.measures import MEASURE_TEXT
 from analysis.pipeline import RunResult
 from analysis.tables import describe
 from analysis.words import MARKERS_TEXT, WordAttention
@@ -79,6 +80,9 @@ def definitions(focus: str) -> dict[str, str]:
             "otherwise other."
         ),
         "counting": "Layers and heads are counted from 1. Weights are rounded to 4 decimals.",
+        "rollout": "Rollout (Abnar & Zuidema, 2020): per layer, the heads' mean map mixed half and half with the "
+                   "identity (the residual stream), rows summing to 1, multiplied up layer by layer over the word "
+                   "pieces, then merged into words as above.",
     }
 
 
@@ -135,6 +139,8 @@ def report_data(result: RunResult, summary: dict) -> dict:
         "revision": result.revision,
         "lang": result.sentence_set.lang,
         "focus_word": result.sentence_set.focus,
+        "measure": result.measure,
+        "measure_text": MEASURE_TEXT[result.measure],
         "versions": result.versions,
         "layers": layers,
         "heads": heads,
@@ -175,6 +181,8 @@ def report_data(result: RunResult, summary: dict) -> dict:
                 "top_key": report.top_key[i].reshape(-1).tolist(),  # (layers * heads,)
                 "top_weight": _scaled(report.top_weight[i]),  # (layers * heads,)
                 "weights": _packed(sentence.attention.weights),  # (layers * heads * n * n,) packed
+                # (layers * n,) the focus word's rollout row after each layer; None if not computed
+                "rollout": _scaled(result.rollout[i][:, sentence.focus]) if result.rollout else None,
             }
             for i, sentence in enumerate(sentences)
         ],
@@ -220,6 +228,8 @@ def report_html(result: RunResult, summary: dict) -> str:
         "rule_markers": html.escape(rules["markers"]),
         "rule_categories": html.escape(rules["categories"]),
         "rule_counting": html.escape(rules["counting"]),
+        "rule_measure": html.escape(MEASURE_TEXT[result.measure]),
+        "rule_rollout": html.escape(rules["rollout"]),
         "focus_colour": html.escape(FOCUS_COLOUR),
         "sense_colour": html.escape(CATEGORY_COLOURS[SENSE]),
         "css": _template("css"),

@@ -320,6 +320,50 @@
       " (its row of the heatmap); bars coloured like the overview";
   }
 
+  // ---- rollout view: the focus word's rollout row, layer by layer (all heads; the chosen layer framed) ----
+  function drawRollout() {
+    const s = state.sentence, S = data.sentences[s], n = S.words.length;
+    if (!S.rollout) { byId("rollout-view").hidden = true; return; }
+    const cell = clamp(Math.floor(480 / n), 8, 36);
+    const font = clamp(cell - 2, 7, 13);
+    const labelW = widest(S.words, font) + 10, rowW = textWidth("layer " + LAYERS, font, true) + 10;
+    const diag = Math.ceil(labelW * Math.SQRT1_2);
+    const left = rowW, top = diag + 8, rowH = clamp(cell, 18, 36);
+    const width = left + n * cell + diag + 4, height = top + LAYERS * rowH + 4;
+    let out = "<svg id=\"rollout-svg\" width=\"" + width + "\" height=\"" + height + "\" viewBox=\"0 0 " + width + " " +
+      height + "\" data-sentence=\"" + (s + 1) + "\"><g font-size=\"" + font + "\">";
+    for (let k = 0; k < n; k++) {
+      out += "<text class=\"col-label " + labelClass(S, k) + "\" transform=\"translate(" + (left + k * cell + cell / 2) + "," +
+        (top - 5) + ") rotate(-45)\" dominant-baseline=\"central\">" + esc(S.words[k]) + "</text>";
+    }
+    for (let l = 0; l < LAYERS; l++) {
+      out += "<text x=\"" + (left - 6) + "\" y=\"" + (top + l * rowH + rowH / 2) + "\" text-anchor=\"end\" " +
+        "dominant-baseline=\"central\">layer " + (l + 1) + "</text>";
+      for (let k = 0; k < n; k++) {
+        const w = S.rollout[l * n + k] / SCALE, x = left + k * cell, y = top + l * rowH;
+        out += "<rect x=\"" + x + "\" y=\"" + y + "\" width=\"" + cell + "\" height=\"" + rowH + "\" fill=\"" + heatColour(w) +
+          "\" data-layer=\"" + (l + 1) + "\" data-k=\"" + k + "\" data-w=\"" + w.toFixed(4) + "\"/>";
+        if (cell >= 26 && Math.round(100 * w) > 0) {
+          out += "<text class=\"cell-text" + (w >= data.heatmap.light_text_from ? " light" : "") + "\" x=\"" + (x + cell / 2) +
+            "\" y=\"" + (y + rowH / 2) + "\" font-size=\"" + clamp(Math.floor(cell * 0.34), 8, 12) + "\">" + Math.round(100 * w) + "</text>";
+        }
+      }
+    }
+    out += "</g><rect x=\"" + (left - 1) + "\" y=\"" + (top + state.layer * rowH - 1) + "\" width=\"" + (n * cell + 2) +
+      "\" height=\"" + (rowH + 2) + "\" fill=\"none\" stroke=\"" + data.focus_colour + "\" stroke-width=\"2.5\" pointer-events=\"none\"/></svg>";
+    const box = byId("rollout");
+    box.innerHTML = out;
+    box.firstChild.addEventListener("mousemove", function (event) {
+      const t = event.target;
+      if (t.tagName !== "rect" || t.dataset.k === undefined) { hideTip(); return; }
+      showTip(event, "after layer " + t.dataset.layer + ": «" + esc(S.words[Number(t.dataset.k)]) + "» → «" +
+        esc(S.words[S.focus]) + "»: <b>" + percent(Number(t.dataset.w), 2) + "</b>");
+    });
+    box.firstChild.addEventListener("mouseleave", hideTip);
+    byId("rollout-caption").innerHTML = "Rollout (all heads, layer by layer): how much of each word reaches «<b>" +
+      esc(S.words[S.focus]) + "</b>» in sentence " + (s + 1) + "; the chosen layer framed";
+  }
+
   // ---- selection and keys --------------------------------------------------------------------
   function drawHeadInfo() {
     const l = state.layer, h = state.head, i = headIndex(l, h), c = CATEGORY[data.head_category[i]];
@@ -342,6 +386,7 @@
     drawHeatmap();
     drawLines();
     drawBars();
+    drawRollout();
     document.body.dataset.layer = state.layer + 1;
     document.body.dataset.head = state.head + 1;
     document.body.dataset.sentence = state.sentence + 1;

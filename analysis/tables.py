@@ -9,6 +9,7 @@ import pandas as pd
 
 from analysis.focus import FocusedSentence
 from analysis.heads import STATISTICS, HeadReport
+from analysis.measures import MEASURE_TEXT, WEIGHTS
 from analysis.pipeline import RunResult
 from analysis.words import WordAttention
 
@@ -16,6 +17,7 @@ FLOAT_FORMAT = "%.6f"
 ATTENTION_COLUMNS = ["sentence", "layer", "head", "query_index", "query", "key_index", "key", "weight"]
 FOCUS_COLUMNS = ["sentence", "layer", "head", "top_key", "top_weight", "sense_weight", "marker_weight"]
 HEADS_COLUMNS = ["layer", "head", "sense_head", "marker_head", *STATISTICS]
+ROLLOUT_COLUMNS = ["sentence", "layer", "query_index", "query", "key_index", "key", "weight"]
 
 
 def write_csv(frame: pd.DataFrame, path: Path) -> None:
@@ -48,6 +50,13 @@ def attention_frame(attentions: list[WordAttention]) -> pd.DataFrame:
             )
         )
     return pd.concat(frames, ignore_index=True)[ATTENTION_COLUMNS]
+
+
+def rollout_frame(result: RunResult) -> pd.DataFrame:
+    """Long format of the word-level rollout (analysis.rollout): one row per sentence, layer, query and key."""
+    as_one_head = [WordAttention(s.attention.text, s.attention.words, s.attention.kinds, rolled[:, None])
+                   for s, rolled in zip(result.sentences, result.rollout)]  # (layers, 1, n, n) each
+    return attention_frame(as_one_head)[ROLLOUT_COLUMNS]
 
 
 def focus_frame(sentences: list[FocusedSentence], report: HeadReport) -> pd.DataFrame:
@@ -125,6 +134,8 @@ def summary(result: RunResult) -> dict:
         "prev_head": _head(report.prev_head, report.prev[report.prev_head]),
         "next_head": _head(report.next_head, report.next[report.next_head]),
         "strongest_markers_head": _head(report.marker_score_head, report.markers[report.marker_score_head]),
+        "measure": result.measure,
+        "measure_text": MEASURE_TEXT[result.measure],
         "versions": result.versions,
         "units": result.units,
         # pieces that straddle units of the text rule join them: sentence (from 1), the units, the piece
@@ -134,9 +145,11 @@ def summary(result: RunResult) -> dict:
 
 
 def write_results(folder: Path, result: RunResult) -> dict:
-    """Write the four result files into `folder`; returns the summary."""
+    """Write the result files into `folder` (rollout.csv when the rollout was computed); returns the summary."""
     sentences, report = list(result.sentences), result.report
     write_csv(attention_frame([s.attention for s in sentences]), folder / "attention.csv")
+    if result.rollout:
+        write_csv(rollout_frame(result), folder / "rollout.csv")
     write_csv(focus_frame(sentences, report), folder / "focus.csv")
     write_csv(heads_frame(report), folder / "heads.csv")
     data = summary(result)
@@ -156,7 +169,9 @@ def describe(data: dict) -> str:
     best_text = (
         f" (best: layer {best['layer']}, head {best['head']}: {_percentages(best['weights'])})" if best else ""
     )
-    lines = [
+    measure = data.get("measure", WEIGHTS)
+    lines = [] if measure == WEIGHTS else [f"measure: {measure} ({MEASURE_TEXT[measure]})"]
+    lines += [
         f"sense-word heads: {data['sense_head_count']} of {total}{best_text}; "
         f"marker heads: {data['marker_head_count']} of {total}",
         "marker heads per sentence: " + ", ".join(str(c) for c in data["marker_head_count_per_sentence"]),

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from analysis.cluster import Engine, OrderedSum, partitions, run_corpus
-from analysis.corpus import CorpusError, HeadSums, Shard, Thresholds, heads_frame, label_heads
+from analysis.corpus import STATISTICS, CorpusError, HeadSums, Shard, Thresholds, heads_frame, label_heads
 from analysis.inputs import CorpusText, expand
 from analysis.tables import write_csv
 from real_attention import cli
@@ -417,3 +417,14 @@ def test_the_readme_cluster_commands_give_the_single_process_result(single_proce
     assert (folder / "heads.csv").read_text() == heads_csv(single_process.sums, tmp_path / "expected.csv")
     engine = json.loads((folder / "summary.json").read_text())["engine"]
     assert (engine["name"], engine["workers"], engine["partitions"]) == ("dask-scheduler", 2, 6)
+
+
+@pytest.mark.slow
+def test_a_cluster_norm_run_equals_the_single_process_norm_run(cluster, single_process, tmp_path):
+    local, _ = cluster
+    options = dict(lang=None, model="minilm", revision=None, batch_size=8, measure="norm")
+    expected = run_corpus(Engine(threads=1, partition_size=32), seed_text(), **options)
+    got = run_corpus(Engine(scheduler=local.scheduler_address, partition_size=32), seed_text(), **options)
+    assert_same_result(got, expected, tmp_path)
+    markers = STATISTICS.index("markers")
+    assert (expected.sums.totals[markers] < single_process.sums.totals[markers]).all()  # Kobayashi et al.

@@ -818,3 +818,20 @@ def test_packed_weights_round_trip_exactly():
     assert expected.tolist() == [0, 10000, 0, 0, 5000, 2500, 1234, 10000]  # round half to even: 0.5 -> 0
     np.testing.assert_array_equal(unpack_weights(_packed(weights)), expected)
     assert _packed(weights) == _packed(weights.copy())  # deterministic bytes
+
+
+@pytest.mark.browser
+def test_rollout_view_draws_the_focus_row_after_each_layer(tiny_page):
+    from selenium.webdriver.common.by import By
+
+    driver, folder, result, summary = tiny_page
+    driver.find_element(By.CSS_SELECTOR, '#sentence-buttons button[data-sentence="2"]').click()
+    cells = driver.execute_script(
+        "return [...document.querySelectorAll('#rollout-svg rect[data-w]')].map(r => [+r.dataset.layer, +r.dataset.k, r.dataset.w])")
+    sentence, rolled = result.sentences[1], result.rollout[1]  # (layers, n, n)
+    n = len(sentence.attention.words)
+    assert len(cells) == result.report.shape[0] * n
+    for layer, key, weight in cells:
+        assert abs(float(weight) - rolled[layer - 1, sentence.focus, key]) <= 0.5e-4 + 1e-7
+    assert "reaches «banco» in sentence 2" in driver.find_element(By.ID, "rollout-caption").text
+    driver.find_element(By.CSS_SELECTOR, '#sentence-buttons button[data-sentence="1"]').click()

@@ -52,11 +52,12 @@ def test_help_does_not_import_torch():
     assert done.stdout.strip().endswith("ok"), done.stderr
 
 
-def test_run_writes_exactly_the_four_tables(tiny_model_dir, tmp_path):
+def test_run_writes_exactly_the_five_tables(tiny_model_dir, tmp_path):
     result = run_tiny(tiny_model_dir, tmp_path)
     assert result.exit_code == 0, result.output
     folder = tmp_path / "results" / "es"
-    assert sorted(p.name for p in folder.iterdir()) == ["attention.csv", "focus.csv", "heads.csv", "summary.json"]
+    assert sorted(p.name for p in folder.iterdir()) == ["attention.csv", "focus.csv", "heads.csv", "rollout.csv",
+                                                        "summary.json"]
     assert "sense-word heads:" in result.output and "of 12" in result.output
 
     attention = pd.read_csv(folder / "attention.csv", keep_default_na=False)
