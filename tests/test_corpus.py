@@ -219,6 +219,19 @@ def test_padding_does_not_change_any_statistic(tiny_loaded):
                                                                  sixteen.pairs, sixteen.tokens)
 
 
+@pytest.mark.parametrize("units", ["text", "tokenizer"])
+def test_every_bucket_of_a_long_corpus_uses_the_unit_rule(tiny_loaded, units):
+    """More lines than one length-sorted bucket holds: each bucket is cut into units by the same rule."""
+    from analysis.corpus import BUCKET_BATCHES
+    from analysis.extract import encode
+
+    # the rules differ on "bank's": one unit by the text, three (bank ' s) by the tokenizer's words
+    lines = ["fui al banco, a sacar dinero.", "i sat at the bank's end."] * (2 * BUCKET_BATCHES)
+    sums = corpus_sums(tiny_loaded, reader(lines), batch_size=1, units=units)  # four buckets
+    encoded, _ = encode(tiny_loaded.tokenizer, lines, tiny_loaded.max_tokens, units=units)
+    assert sums.sentences == len(lines) and sums.units == sum(len(e.words) for e in encoded)
+
+
 def test_long_lines_are_skipped_or_cut_and_counted(tiny_loaded):
     skipped = corpus_sums(tiny_loaded, reader(SENTENCES[:3] + [TOO_LONG]), batch_size=2)
     assert (skipped.sentences, skipped.skipped, skipped.truncated) == (3, 1, 0)
