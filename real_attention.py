@@ -130,8 +130,9 @@ def model_options(function):
     """--model, --revision, --offline and --device, shared by the commands that load a model."""
     options = [
         click.option("--model", "model_name", metavar="ID_OR_PATH",
-                     help="Hub id or local folder of a BERT-style encoder; 'minilm' is the packaged offline "
-                          "demo. Default: the pinned model of --lang."),
+                     help="Hub id or local folder of an encoder (BERT-style) or a decoder (Llama-, GPT-2- or "
+                          "Gemma-style); 'minilm' and 'smollm2' are the packaged offline encoder and decoder. "
+                          "Default: the pinned model of --lang."),
         click.option("--revision", metavar="REV", help="Hub revision (commit, tag or branch) for a Hub id --model."),
         click.option("--offline", is_flag=True, help="Use local files only; never touch the network."),
         click.option("--device", default="cpu", show_default=True, help="Torch device, e.g. cpu, cuda, cuda:1, mps."),

@@ -28,7 +28,7 @@ def load(model: str | None = "minilm", *, revision: str | None = None, lang: str
          device: str = "cpu", offline: bool = False) -> LoadedModel:
     """Load a model with eager attention, pinned to an exact revision.
 
-    model: "minilm" (the packaged offline demo), a Hub id (with `revision`, default "main"), a local folder,
+    model: "minilm" (the packaged offline encoder), "smollm2" (the packaged offline decoder), a Hub id (with `revision`, default "main"), a local folder,
     or None for the pinned model of `lang` ("es": mBERT, "en": bert-base-uncased).
     Returns a LoadedModel: `.layers`, `.heads`, `.revision` (the resolved commit, or "sha256:..." of a
     folder's weights), `.tokenizer`, `.model`. Raises ModelUnavailable (with what to do) or InputError.
@@ -55,6 +55,7 @@ class Attention(Sequence):
     revision: str  # resolved commit, or sha256 of a folder's weights
     versions: dict[str, str]  # python, torch, transformers
     result: RunResult | None = None  # with focus and sense: located words and head labels
+    causal: bool = False  # a decoder's maps: W[i, j] = 0 for j > i
 
     def __post_init__(self) -> None:
         shapes = {(s.layers, s.heads) for s in self.sentences}
@@ -151,7 +152,7 @@ def attend(model: LoadedModel, texts: str | Iterable[str], *, focus: str | None 
     check_encodes(model, items)
     if focus is None and sense is None:
         return Attention(sentences=tuple(attend_words(model, items)), model=model.choice.name,
-                         revision=model.revision, versions=versions())
+                         revision=model.revision, versions=versions(), causal=model.causal)
     result = analyse(model, sentence_set(items, focus, sense, lang))
     return from_result(result)
 
@@ -159,7 +160,7 @@ def attend(model: LoadedModel, texts: str | Iterable[str], *, focus: str | None 
 def from_result(result: RunResult) -> Attention:
     """An Attention around a finished run (what `run` computed)."""
     return Attention(sentences=tuple(s.attention for s in result.sentences), model=result.model,
-                     revision=result.revision, versions=result.versions, result=result)
+                     revision=result.revision, versions=result.versions, result=result, causal=result.causal)
 
 
 def sentence_set(texts: list[str], focus: str | None, sense: str | Sequence[str] | None, lang: str = ""):
@@ -189,7 +190,7 @@ def classify(att: Attention, focus: str | None = None, sense: str | Sequence[str
 
     texts = [s.text for s in att.sentences]
     result = classify_words(list(att.sentences), sentence_set(texts, focus, sense),
-                            model=att.model, revision=att.revision, versions=att.versions)
+                            model=att.model, revision=att.revision, versions=att.versions, causal=att.causal)
     return heads_frame(result.report)
 
 

@@ -22,6 +22,8 @@ class RunResult:
     model: str  # the model as the user named it
     revision: str  # resolved commit, or sha256 of local weights
     versions: dict[str, str]  # python, torch, transformers
+    causal: bool = False  # a decoder's maps: W[i, j] = 0 for j > i
+    weights_note: str | None = None  # how the model's weights differ from the original (e.g. dequantised)
 
 
 def versions() -> dict[str, str]:
@@ -55,7 +57,8 @@ def attend_with_sums(loaded, texts: list[str]) -> tuple[list[WordAttention], Hea
     totals = np.zeros((len(STATISTICS), loaded.layers, loaded.heads))  # float64
 
     def on_layer(layer: int, piece_maps) -> None:
-        maps, layer_totals = kernel(piece_maps.float(), units, kinds, keep_maps=True)  # (B, H, n, n), (8, H)
+        maps, layer_totals = kernel(piece_maps.float(), units, kinds, keep_maps=True,
+                                    causal=loaded.causal)  # (B, H, n, n), (len(STATISTICS), H)
         maps = maps.cpu().numpy()
         for row, n in enumerate(sizes):
             weights[row][layer] = maps[row, :, :n, :n]
@@ -63,8 +66,8 @@ def attend_with_sums(loaded, texts: list[str]) -> tuple[list[WordAttention], Hea
 
     forward_layers(loaded, batch, on_layer)
     attentions = [WordAttention(s.text, s.words, tuple(s.kinds), w) for s, w in zip(encoded, weights)]
-    counts = sentence_counts(sizes, pieces=int(batch.attention_mask.sum()))
-    return attentions, HeadSums(totals=totals, **counts)
+    counts = sentence_counts(sizes, pieces=int(batch.attention_mask.sum()), causal=loaded.causal)
+    return attentions, HeadSums(totals=totals, causal=loaded.causal, **counts)
 
 
 def attend_words(loaded, texts: list[str]) -> list[WordAttention]:
@@ -73,19 +76,23 @@ def attend_words(loaded, texts: list[str]) -> list[WordAttention]:
 
 
 def classify_words(attentions: list[WordAttention], sentence_set: SentenceSet, model: str = "", revision: str = "",
-                   versions: dict[str, str] | None = None, sums: HeadSums | None = None) -> RunResult:
+                   versions: dict[str, str] | None = None, sums: HeadSums | None = None, causal: bool = False,
+                   weights_note: str | None = None) -> RunResult:
     """Locate the focus and sense words in word-level maps and classify every head; no model needed.
 
     sums: the pooled statistics of these maps if the forward pass already gave them; else computed here.
+    causal: the maps of a decoder, whose focus word must come after its sense word.
     """
-    located = focus_sentences(attentions, sentence_set)
+    located = focus_sentences(attentions, sentence_set, causal)
     return RunResult(
         sentence_set=sentence_set,
         sentences=tuple(located),
-        report=classify(located, sums),
+        report=classify(located, sums, causal),
         model=model,
         revision=revision,
         versions=versions or {},
+        causal=causal,
+        weights_note=weights_note,
     )
 
 
@@ -94,4 +101,5 @@ def analyse(loaded, sentence_set: SentenceSet) -> RunResult:
     texts = [sentence.text for sentence in sentence_set.sentences]
     attentions, sums = attend_with_sums(loaded, texts)
     return classify_words(attentions, sentence_set, model=loaded.choice.name, revision=loaded.revision,
-                          versions=versions(), sums=sums)
+                          versions=versions(), sums=sums, causal=loaded.causal,
+                          weights_note=loaded.choice.weights_note)
