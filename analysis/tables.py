@@ -106,7 +106,7 @@ def _head(position: tuple[int, int], score: float) -> dict:
 
 def summary(result: RunResult) -> dict:
     """The run's headline numbers, layers and heads counted from 1."""
-    from analysis.categories import categories_for
+    from analysis.categories import categories_for, category_counts, focus_categories
 
     sentence_set, report = result.sentence_set, result.report
     layers, heads = report.shape
@@ -119,6 +119,7 @@ def summary(result: RunResult) -> dict:
         # a decoder: each word sees only itself and the words before it (no next-word head, no next category)
         "causal": result.causal,
         "categories": list(categories_for(result.causal)),  # the overview's and the report's, in precedence order
+        "category_counts": category_counts(focus_categories(report, result.sentences), result.causal),
         "lang": sentence_set.lang,
         "focus": sentence_set.focus,
         "sentences": [{"text": s.text, "sense": s.sense} for s in sentence_set.sentences],
