@@ -289,13 +289,13 @@ def is_causal(config) -> bool:
 def trim_byte_level_offsets(tokenizer) -> None:
     """Make a byte-level BPE tokenizer's offsets leave out the space before a word (" bank" -> "bank").
 
-    Its pre-tokenizer keeps the space with the word, and some post-processors (GGUF files, e.g.) do not trim it;
-    words are labelled from the offsets, so they would start with a space.
+    Its pre-tokenizer keeps the space with the word, and some post-processors (GPT-2's, a GGUF file's) do not trim
+    it; words are labelled from the offsets, so they would start with a space.
     """
     from tokenizers import processors
 
     backend = tokenizer.backend_tokenizer
-    if "ByteLevel" not in repr(backend.pre_tokenizer) or "ByteLevel" in repr(backend.post_processor):
+    if "ByteLevel" not in repr(backend.pre_tokenizer) or "trim_offsets=True" in repr(backend.post_processor):
         return
     trim = processors.ByteLevel(trim_offsets=True)
     backend.post_processor = trim if backend.post_processor is None else processors.Sequence(

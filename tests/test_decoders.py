@@ -25,22 +25,35 @@ CAUSAL = load_sentences(None, "en-causal")
 def tiny_decoder(folder: Path, kind: str) -> Path:
     """A random 2-layer decoder of `kind` with a lower-cased word-level tokenizer, saved as a model folder.
 
-    llama: 4 query heads sharing 2 key/value heads, a <s> added at the start; gpt2: no special token added;
+    llama: 4 query heads sharing 2 key/value heads, a <s> added at the start; gpt2: a byte-level BPE trained here
+    that adds no special token and, like GPT-2's, does not trim the space before a word from its offsets;
     gemma2: sliding-window layers (window 3, shorter than the sentences) and 4 heads on 1 key/value head.
     """
     import torch
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
     from transformers import (GPT2Config, GPT2Model, Gemma2Config, Gemma2Model, LlamaConfig, LlamaModel,
                               PreTrainedTokenizerFast)
 
-    vocab = {piece: i for i, piece in enumerate(["<pad>", "<s>", "<unk>", *WORDS])}
-    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    backend.normalizer = normalizers.Lowercase()
-    backend.pre_tokenizer = pre_tokenizers.Whitespace()
-    if kind == "llama":
-        backend.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", pad_token="<pad>",
-                                        bos_token="<s>")
+    if kind == "gpt2":
+        backend = Tokenizer(models.BPE())
+        backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        backend.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"],
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        backend.train_from_iterator([s.text for s in CAUSAL.sentences] * 3, trainer)
+        backend.post_processor = processors.ByteLevel(trim_offsets=False)
+        tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|endoftext|>",
+                                            pad_token="<|endoftext|>")
+        vocab = tokenizer.get_vocab()
+    else:
+        vocab = {piece: i for i, piece in enumerate(["<pad>", "<s>", "<unk>", *WORDS])}
+        backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+        backend.normalizer = normalizers.Lowercase()
+        backend.pre_tokenizer = pre_tokenizers.Whitespace()
+        if kind == "llama":
+            backend.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+        tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", pad_token="<pad>",
+                                            bos_token="<s>")
     tokenizer.save_pretrained(folder)
     torch.manual_seed(0)
     size = dict(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=2, intermediate_size=32,
@@ -101,7 +114,8 @@ def test_llama_adds_a_first_special_and_gpt2_none(llama_dir, tmp_path):
     with_bos = attend_words(load(llama_dir), ["The river flooded the bank."])[0]
     assert with_bos.words[0] == "<s>" and with_bos.kinds[0] == FIRST_SPECIAL and with_bos.kinds[-1] == PUNCT
     plain = attend_words(load(tiny_decoder(tmp_path, "gpt2")), ["The river flooded the bank."])[0]
-    assert plain.words == ("The", "river", "flooded", "the", "bank", ".")
+    assert plain.words == ("The", "river", "flooded", "the", "bank", ".")  # no space before a word
+    assert set(plain.kinds) == {WORD, PUNCT}
 
 
 def test_an_encoder_stays_an_encoder(tiny_loaded):
