@@ -225,6 +225,8 @@ def report_html(result: RunResult, summary: dict) -> str:
         "heads_total": str(summary["heads_total"]),
         "layers": str(summary["layers"]),
         "heads_per_layer": str(summary["heads_per_layer"]),
+        "model_kind": html.escape("; a decoder" * result.causal
+                                  + (f"; weights {result.weights_note}" if result.weights_note else "")),
         "sentences": _header_sentences(result),
         "summary_lines": "<br>\n".join(html.escape(line) for line in data["summary_lines"]),
         "rule_words": html.escape(rules["words"]),
