@@ -138,6 +138,21 @@ def test_run_on_a_decoder_writes_its_categories(llama_dir, tmp_path):
     assert [c["name"] for c in data["categories"]] == list(CAUSAL_CATEGORIES)
     assert data["head_score_names"][1] == ["first", "first token"] and "next" not in data["head_scores"]
     assert "is a decoder" in page
+    shown = CliRunner().invoke(cli, ["show", "--lang", "en-causal", "--layer", "2", "--head", "3", "--sentence", "1",
+                                     "--out", str(out)])
+    assert shown.exit_code == 0, shown.output
+    assert (out / "figures" / "en-causal" / "head_L2H3_s1.png").is_file()
+
+
+def test_attention_csv_is_streamed_with_the_bytes_of_the_whole_table(tiny_loaded, tmp_path):
+    from analysis.pipeline import attend_words
+    from analysis.tables import attention_frame, attention_frames, write_csv, write_csv_chunks
+
+    attentions = attend_words(tiny_loaded, ["Me senté en el banco de mi jardín.", "Fui al banco a sacar dinero.",
+                                            "the bank, at the end of my garden!"])
+    write_csv(attention_frame(attentions), tmp_path / "whole.csv")
+    write_csv_chunks(attention_frames(attentions), tmp_path / "streamed.csv")
+    assert (tmp_path / "streamed.csv").read_bytes() == (tmp_path / "whole.csv").read_bytes()
 
 
 def test_a_sense_word_after_the_focus_word_is_one_clear_error(llama_dir, tmp_path):
