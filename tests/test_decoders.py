@@ -119,7 +119,13 @@ def test_llama_adds_a_first_special_and_gpt2_none(llama_dir, tmp_path):
 
 
 def test_an_encoder_stays_an_encoder(tiny_loaded):
+    from analysis.pipeline import attend_with_sums
+
     assert not tiny_loaded.causal
+    attentions, sums = attend_with_sums(tiny_loaded, ["Me senté en el banco de mi jardín.", "Fui al banco."])
+    assert not sums.causal and sums.units == sum(len(a.words) for a in attentions)  # every row counts
+    means = sums.means()
+    np.testing.assert_array_equal(means["first"], means["first_special"])  # [CLS] is the first unit
 
 
 def test_run_on_a_decoder_writes_its_categories(llama_dir, tmp_path):
