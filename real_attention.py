@@ -145,7 +145,7 @@ def model_options(function):
 @click.group(cls=Group, context_settings=CONTEXT_SETTINGS)
 @click.version_option(__version__, "--version", prog_name="real-attention")
 def cli() -> None:
-    """Per-head, word-level attention of real BERT models."""
+    """Per-head, word-level attention of real BERT models and decoders."""
 
 
 @cli.command("lesson")
