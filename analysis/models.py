@@ -302,6 +302,22 @@ def trim_byte_level_offsets(tokenizer) -> None:
         [trim, backend.post_processor])
 
 
+GGUF_PACKAGES = ("gguf", "accelerate")  # transformers reads a GGUF file with both
+
+
+def check_gguf_packages(choice: ModelChoice) -> None:
+    """ModelUnavailable naming what to install when the packages that read a GGUF file are missing."""
+    from importlib.util import find_spec
+
+    missing = [name for name in GGUF_PACKAGES if find_spec(name) is None]
+    if missing:
+        raise ModelUnavailable(
+            f"{choice.name} is a GGUF file, which transformers reads with {' and '.join(GGUF_PACKAGES)}; "
+            f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing: pip install {' '.join(missing)} "
+            "(or the decoder extra: pip install \"real-attention[decoder]\")"
+        )
+
+
 def _quiet_gguf_bar() -> None:
     """transformers dequantises a GGUF file under a plain tqdm bar that its progress-bar switch does not reach."""
     from functools import partial
@@ -333,14 +349,14 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False) 
     hf_logging.set_verbosity_error()
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # its "Loading weights" bar, even for local files; downloads keep theirs
+    if choice.gguf_file is not None:
+        check_gguf_packages(choice)
     try:
         if choice.gguf_file is not None:
             _quiet_gguf_bar()
         tokenizer = AutoTokenizer.from_pretrained(source, **options)
         model = AutoModel.from_pretrained(source, attn_implementation="eager",
                                           **({"dtype": torch.float32} if choice.gguf_file else {}), **options)
-    except ImportError as error:  # gguf and accelerate, for a GGUF file
-        raise ModelUnavailable(f"cannot load {choice.name}: {_first_line(error)}") from None
     except (OSError, ValueError, KeyError) as error:
         raise ModelUnavailable(unavailable_message(choice, _first_line(error))) from None
     finally:

