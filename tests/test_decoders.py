@@ -406,3 +406,24 @@ def test_the_report_of_a_decoder_shows_its_categories_in_the_browser(llama_dir, 
         assert "first token" in scores and "next word" not in scores
     finally:
         driver.quit()
+
+
+def test_a_dask_worker_gives_a_decoders_sums_of_one_process(llama_dir, tmp_path):
+    pytest.importorskip("distributed")
+    from analysis.cluster import Engine, run_corpus
+    from analysis.corpus import Shard
+    from analysis.inputs import CorpusText, expand
+
+    corpus = tmp_path / "lines.txt"
+    corpus.write_text("\n".join(s.text for s in CAUSAL.sentences) * 2 + "\n")
+
+    def text():
+        return CorpusText(expand((str(corpus),), "auto"), Shard())
+
+    options = dict(lang=None, model=str(llama_dir), revision=None, batch_size=2)
+    single = run_corpus(Engine(threads=1, partition_size=3), text(), **options)
+    cluster = run_corpus(Engine(workers=1, partition_size=3), text(), **options)
+    assert single.sums.causal and cluster.sums.causal
+    np.testing.assert_array_equal(cluster.sums.totals, single.sums.totals)
+    assert (cluster.sums.units, cluster.sums.uniform) == (single.sums.units, single.sums.uniform)
+    assert cluster.revision == single.revision
