@@ -140,7 +140,8 @@ def model_options(function):
     options = [
         click.option("--model", "model_name", metavar="ID_OR_PATH",
                      help="Hub id or local folder of an encoder with a fast tokenizer (BERT, RoBERTa, XLM-R, MPNet, "
-                          "DeBERTa, ...); 'minilm' is the packaged offline demo. Default: the pinned model of --lang."),
+                          "DeBERTa, ...) or a decoder (Llama-, GPT-2- or Gemma-style); 'minilm' and 'smollm2' are the "
+                          "packaged offline encoder and decoder. Default: the pinned model of --lang."),
         click.option("--revision", metavar="REV", help="Hub revision (commit, tag or branch) for a Hub id --model."),
         click.option("--offline", is_flag=True, help="Use local files only; never touch the network."),
         click.option("--device", default="cpu", show_default=True, help="Torch device, e.g. cpu, cuda, cuda:1, mps."),
@@ -153,7 +154,7 @@ def model_options(function):
 @click.group(cls=Group, context_settings=CONTEXT_SETTINGS)
 @click.version_option(__version__, "--version", prog_name="real-attention")
 def cli() -> None:
-    """Per-head, word-level attention of real BERT models."""
+    """Per-head, word-level attention of real BERT models and decoders."""
 
 
 @cli.command("lesson")

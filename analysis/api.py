@@ -29,7 +29,7 @@ def load(model: str | None = "minilm", *, revision: str | None = None, lang: str
          device: str = "cpu", offline: bool = False) -> LoadedModel:
     """Load a model with eager attention, pinned to an exact revision.
 
-    model: "minilm" (the packaged offline demo), a Hub id (with `revision`, default "main"), a local folder,
+    model: "minilm" (the packaged offline encoder), "smollm2" (the packaged offline decoder), a Hub id (with `revision`, default "main"), a local folder,
     or None for the pinned model of `lang` ("es": mBERT, "en": bert-base-uncased).
     Returns a LoadedModel: `.layers`, `.heads`, `.revision` (the resolved commit, or "sha256:..." of a
     folder's weights), `.tokenizer`, `.model`. Raises ModelUnavailable (with what to do) or InputError.
@@ -60,6 +60,7 @@ class Attention(Sequence):
     units: str = "text"  # the unit rule the sentences were cut by: "text" or "tokenizer"
     measure: str = "weights"  # what the maps measure: "weights" or "norm" (analysis.measures)
     rollout: tuple = ()  # (S,) each (layers, n_i, n_i) float32: the attention rollout (analysis.rollout)
+    causal: bool = False  # a decoder's maps: W[i, j] = 0 for j > i
 
     def __post_init__(self) -> None:
         shapes = {(s.layers, s.heads) for s in self.sentences}
@@ -167,7 +168,8 @@ def attend(model: LoadedModel, texts: str | Iterable[str], *, focus: str | None 
     if focus is None and sense is None:
         attentions, _, rollouts = attend_with_sums(model, items, units=units, measure=measure)
         return Attention(sentences=tuple(attentions), model=model.choice.name, revision=model.revision,
-                         versions=versions(), units=units, measure=measure, rollout=tuple(rollouts))
+                         versions=versions(), units=units, measure=measure, rollout=tuple(rollouts),
+                         causal=model.causal)
     result = analyse(model, sentence_set(items, focus, sense, lang), units=units, measure=measure)
     return from_result(result)
 
@@ -176,7 +178,7 @@ def from_result(result: RunResult) -> Attention:
     """An Attention around a finished run (what `run` computed)."""
     return Attention(sentences=tuple(s.attention for s in result.sentences), model=result.model,
                      revision=result.revision, versions=result.versions, result=result, units=result.units,
-                     measure=result.measure, rollout=result.rollout)
+                     measure=result.measure, rollout=result.rollout, causal=result.causal)
 
 
 def sentence_set(texts: list[str], focus: str | None, sense: str | Sequence[str] | None, lang: str = ""):
@@ -207,7 +209,7 @@ def classify(att: Attention, focus: str | None = None, sense: str | Sequence[str
     texts = [s.text for s in att.sentences]
     result = classify_words(list(att.sentences), sentence_set(texts, focus, sense),
                             model=att.model, revision=att.revision, versions=att.versions, units=att.units,
-                            measure=att.measure)
+                            measure=att.measure, causal=att.causal)
     return heads_frame(result.report)
 
 

@@ -169,10 +169,10 @@ class CorpusResult:
 def resolved_revision(choice, offline: bool) -> str:
     """The revision a run pins every worker to, found without loading the model: a Hub id's commit (from the
     cache or the Hub), or the sha256 of a folder's weights."""
-    from analysis.models import hub_options, resolved_commit, weights_sha256
+    from analysis.models import folder_revision, hub_options, resolved_commit
 
     if choice.path is not None:
-        return weights_sha256(choice.path)
+        return folder_revision(choice)
     return resolved_commit(choice, hub_options(choice, offline))
 
 

@@ -42,22 +42,25 @@ class CorpusError(InputError):
 # --- labels -------------------------------------------------------------------------------------------------
 
 # The labels a head can get, in order of precedence: the first rule a head meets decides its label.
-LABELS = ("previous", "next", "self", "first_special", "last_special", "punct", "markers", "broad", "mixed")
+# "first" (the first unit, whatever it is) comes after the markers: when the first unit is a special token, its
+# heads are first_special heads; it names the attention sink of a decoder whose tokenizer adds no special token.
+LABELS = ("previous", "next", "self", "first_special", "last_special", "punct", "markers", "first", "broad", "mixed")
 
 
 @dataclass(frozen=True)
 class Thresholds:
     """When a head gets a label; defaults follow Clark et al. (2019), "What Does BERT Look At?".
 
-    Precedence, first match wins: previous, next, self, cls, sep, punct, markers, broad, otherwise mixed.
+    Precedence, first match wins: previous, next, self, first_special, last_special, punct, markers, first,
+    broad, otherwise mixed.
     """
 
     # previous / next / self: mean weight on the unit at PREVIOUS_OFFSET / NEXT_OFFSET / the query itself
     # above this. Clark et al. Sec. 3.1 name the heads that put "> 50% of their attention" on the
     # previous or next token.
     position: float = 0.5
-    # first_special / last_special / punct / markers: mean weight on the first special token ([CLS], <s>) / the
-    # last one ([SEP], </s>) / punctuation-only words / every marker
+    # first_special / last_special / punct / markers / first: mean weight on the first special token ([CLS], <s>) /
+    # the last one ([SEP], </s>) / punctuation-only words / every marker / the first unit, whatever it is
     # above this. Clark et al. Sec. 3.2: "over half of BERT's attention" in layers 6-10 goes to [SEP].
     marker: float = 0.5
     # broad: mean row entropy at least this fraction of the entropy of uniform attention over the same rows
@@ -100,6 +103,7 @@ def label_heads(means: dict[str, np.ndarray], uniform_entropy: float, thresholds
         ("last_special", means["last_special"] > thresholds.marker),
         ("punct", means["punct"] > thresholds.marker),
         ("markers", means["markers"] > thresholds.marker),
+        ("first", means["first"] > thresholds.marker),
         ("broad", means["entropy"] >= thresholds.broad * uniform_entropy),
     ]
     assert [name for name, _ in rules] == list(LABELS[:-1])
@@ -274,15 +278,16 @@ def corpus_sums(
             kinds = torch.from_numpy(batch.kinds).to(device)
 
             def on_layer(layer: int, weights) -> None:  # as each layer ends: its maps die with it
-                totals[:, layer] += kernel(weights, piece_units, kinds)[1]
+                totals[:, layer] += kernel(weights, piece_units, kinds, causal=loaded.causal)[1]
 
             forward_measured(loaded, batch, on_layer, measure)
             sizes = [len(s.kinds) for s in batch_sentences]
-            for name, value in sentence_counts(sizes, int(batch.attention_mask.sum())).items():
+            for name, value in sentence_counts(sizes, int(batch.attention_mask.sum()), loaded.causal).items():
                 counts[name] += value
             shown = _advance(progress, shown, len(batch_sentences))
     _advance(progress, shown, reader.lines - shown)  # blank lines after the last sentence
-    return HeadSums(totals=totals.cpu().numpy(), lines=reader.lines, blank=reader.blank, **counts)
+    return HeadSums(totals=totals.cpu().numpy(), lines=reader.lines, blank=reader.blank, causal=loaded.causal,
+                    **counts)
 
 
 # --- results ------------------------------------------------------------------------------------------------
@@ -363,6 +368,7 @@ def summary(run: CorpusRun, sums: HeadSums, labels: np.ndarray) -> dict:
         "layers": layers,
         "heads_per_layer": heads,
         "heads_total": layers * heads,
+        "causal": sums.causal,  # a decoder: statistics over query units i >= 1, nothing sees the next word
         "labels": {label: int((labels == label).sum()) for label in LABELS},
         "strongest": {name: _strongest(means[name]) for name in STATISTICS if name != "entropy"}
         if sums.sentences else None,
@@ -527,7 +533,7 @@ def describe(data: dict) -> str:
     # The strongest head of each kind that some head is labelled with: a "strongest sep" head that is no
     # sep head would mislead.
     for name, label in (("prev", "previous"), ("next", "next"), ("self", "self"), ("first_special", "first_special"),
-                        ("last_special", "last_special"), ("punct", "punct")):
+                        ("last_special", "last_special"), ("punct", "punct"), ("first", "first")):
         if data["strongest"] and data["labels"].get(label):
             head = data["strongest"][name]
             lines.append(f"strongest {label}: layer {head['layer']}, head {head['head']} "

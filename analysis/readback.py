@@ -117,7 +117,7 @@ def head_role(summary: dict, layer: int, head: int) -> str:
     if best and (best["layer"], best["head"]) == (layer + 1, head + 1):
         roles.append("best sense-word head")
     for key, name in (("prev_head", "previous-word head"), ("next_head", "next-word head"),
-                      ("strongest_markers_head", "marker head")):
+                      ("strongest_markers_head", "marker head"), ("first_head", "first-token head")):
         chosen = summary.get(key)
         if chosen and (chosen["layer"], chosen["head"]) == (layer + 1, head + 1):
             roles.append(name)

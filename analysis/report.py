@@ -17,8 +17,8 @@ import numpy as np
 
 from analysis import words as words_module
 from analysis.categories import (
-    CATEGORIES, CATEGORY_COLOURS, CATEGORY_LABELS, CATEGORY_NOTES, DARK_CATEGORIES, FOCUS_COLOUR, HEATMAP_CMAP,
-    HEATMAP_LIGHT_TEXT_FROM, SENSE, category_counts, focus_categories, key_relations,
+    CATEGORY_COLOURS, CATEGORY_LABELS, CATEGORY_NOTES, DARK_CATEGORIES, FOCUS_COLOUR, HEATMAP_CMAP,
+    HEATMAP_LIGHT_TEXT_FROM, SENSE, categories_for, category_counts, focus_categories, key_relations,
 )
 from analysis.heads import NEXT_OFFSET, PREVIOUS_OFFSET
 from analysis.measures import MEASURE_TEXT
@@ -64,20 +64,31 @@ def _rounded(values: np.ndarray) -> list[float]:
     return [round(float(v), 4) for v in np.asarray(values, dtype=np.float64).reshape(-1)]
 
 
-def definitions(focus: str) -> dict[str, str]:
+# What each category's rule is, in the words of the report's legend note.
+CATEGORY_RULES = {
+    "sense": "sense word (the word that decides the sense)",
+    "first": "first token (the first unit, whatever it is: a decoder's attention sink)",
+    "marker": "marker",
+    "previous": f"previous word (the word at offset {PREVIOUS_OFFSET:+d})",
+    "next": f"next word (offset {NEXT_OFFSET:+d})",
+}
+# The pooled statistics the page shows for the selected head: (statistic, label).
+HEAD_SCORES = {False: (("prev", "previous word"), ("next", "next word"), ("markers", "markers")),
+               True: (("prev", "previous word"), ("first", "first token"), ("markers", "markers"))}
+
+
+def definitions(focus: str, causal: bool = False) -> dict[str, str]:
     """The rules the numbers rest on, in words, taken from the modules that apply them."""
     merge_rule = words_module.__doc__.strip().splitlines()[0]
+    rules = ", ".join(CATEGORY_RULES[name] for name in categories_for(causal)[:-1])
+    decoder = (" The model is a decoder: each word sees only itself and the words before it, so no head can look at "
+               "the next word, and the first word (which sees only itself) enters no mean.") if causal else ""
     return {
         "words": merge_rule + " Each row still sums to 1 (100 %).",
         "markers": "Markers: " + MARKERS_TEXT + ".",
         "categories": (
             f"Each head is coloured by where the focus word \u00ab{focus}\u00bb looks most (its top target), "
-            "if that holds in every sentence; the first rule that holds wins: "
-            "sense word (the word that decides the sense), "
-            "marker, "
-            f"previous word (the word at offset {PREVIOUS_OFFSET:+d}), "
-            f"next word (offset {NEXT_OFFSET:+d}), "
-            "otherwise other."
+            f"if that holds in every sentence; the first rule that holds wins: {rules}, otherwise other.{decoder}"
         ),
         "counting": "Layers and heads are counted from 1. Weights are rounded to 4 decimals.",
         "rollout": "Rollout (Abnar & Zuidema, 2020): per layer, the heads' mean map mixed half and half with the "
@@ -133,7 +144,7 @@ def report_data(result: RunResult, summary: dict) -> dict:
     report, sentences = result.report, list(result.sentences)
     layers, heads = report.shape
     categories = focus_categories(report, sentences)  # (layers, heads)
-    counts = category_counts(categories)
+    counts = category_counts(categories, result.causal)
     return {
         "model": result.model,
         "revision": result.revision,
@@ -153,28 +164,28 @@ def report_data(result: RunResult, summary: dict) -> dict:
             "light_text_from": HEATMAP_LIGHT_TEXT_FROM,  # white cell text when w >= this
         },
         "start_head": start_head(summary),
+        "causal": result.causal,
         "categories": [
             {"name": name, "label": CATEGORY_LABELS[name], "note": CATEGORY_NOTES.get(name, ""),
              "colour": CATEGORY_COLOURS[name],
              "dark": name in DARK_CATEGORIES, "count": counts[name]}
-            for name in CATEGORIES
+            for name in categories_for(result.causal)
         ],
         "head_category": categories.reshape(-1).tolist(),  # (layers * heads,) row-major
         "head_scores": {
             "sense_head": report.sense_head.reshape(-1).tolist(),
             "marker_head": report.marker_head.reshape(-1).tolist(),
-            "prev": _rounded(report.prev),
-            "next": _rounded(report.next),
-            "markers": _rounded(report.markers),
+            **{name: _rounded(getattr(report, name)) for name, _ in HEAD_SCORES[result.causal]},
             "entropy": _rounded(report.entropy),
         },
+        "head_score_names": [list(pair) for pair in HEAD_SCORES[result.causal]],  # (statistic, label) shown
         "sentences": [
             {
                 "text": sentence.attention.text,
                 "words": list(sentence.attention.words),
                 "kinds": [kind.group for kind in sentence.attention.kinds],  # "special", "punct" or "word"
                 "markers": sentence.attention.markers.tolist(),  # (n,) bool
-                "relations": key_relations(sentence).tolist(),  # (n,) category name of each key, any head
+                "relations": key_relations(sentence, result.causal).tolist(),  # (n,) category name of each key, any head
                 "gaps": sentence_gaps(sentence.attention),  # (n,) text before each unit, None: not shown
                 "focus": sentence.focus,
                 "sense": sentence.sense,
@@ -210,7 +221,7 @@ def _header_sentences(result: RunResult) -> str:
 def report_html(result: RunResult, summary: dict) -> str:
     """The whole page as one string; the same inputs give the same string (no dates, sorted keys)."""
     data = report_data(result, summary)
-    rules = definitions(result.sentence_set.focus)
+    rules = definitions(result.sentence_set.focus, result.causal)
     versions = ", ".join(f"{name} {version}" for name, version in sorted(result.versions.items()))
     values = {
         "title": html.escape(f"real-attention: «{result.sentence_set.focus}» in every head of {result.model}"),
@@ -222,6 +233,8 @@ def report_html(result: RunResult, summary: dict) -> str:
         "heads_total": str(summary["heads_total"]),
         "layers": str(summary["layers"]),
         "heads_per_layer": str(summary["heads_per_layer"]),
+        "model_kind": html.escape("; a decoder" * result.causal
+                                  + (f"; weights {result.weights_note}" if result.weights_note else "")),
         "sentences": _header_sentences(result),
         "summary_lines": "<br>\n".join(html.escape(line) for line in data["summary_lines"]),
         "rule_words": html.escape(rules["words"]),

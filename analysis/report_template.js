@@ -372,9 +372,9 @@
     byId("head-heading").innerHTML = "Layer " + (l + 1) + ", head " + (h + 1) + " <span class=\"badge\" style=\"background:" +
       c.colour + ";color:" + (c.dark ? "#fff" : "#1d2530") + "\">" + esc(c.label) + "</span>";
     byId("head-sentence").innerHTML = "Sentence " + (state.sentence + 1) + ": " + sentenceHtml(data.sentences[state.sentence]);
-    byId("head-scores").textContent = "Mean over all words and sentences: previous word " + percent(scores.prev[i], 1) +
-      " · next word " + percent(scores.next[i], 1) + " · markers " + percent(scores.markers[i], 1) +
-      " · entropy " + scores.entropy[i].toFixed(2) + " nats";
+    byId("head-scores").textContent = "Mean over all words and sentences: " + data.head_score_names.map(function (pair) {
+      return pair[1] + " " + percent(scores[pair[0]][i], 1);
+    }).join(" · ") + " · entropy " + scores.entropy[i].toFixed(2) + " nats";
     document.querySelectorAll("#sentence-buttons button").forEach(function (b) {
       b.classList.toggle("active", Number(b.dataset.sentence) === state.sentence + 1);
     });

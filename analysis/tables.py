@@ -24,32 +24,41 @@ def write_csv(frame: pd.DataFrame, path: Path) -> None:
     frame.to_csv(path, index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
 
 
+def write_csv_chunks(frames, path: Path) -> None:
+    """Write the frames one after another as one CSV (one header), without holding more than one in memory;
+    the bytes are those of write_csv on their concatenation."""
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        for number, frame in enumerate(frames):
+            frame.to_csv(handle, header=number == 0, index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+
+
 def write_json(data: dict, path: Path) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def attention_frame(attentions: list[WordAttention]) -> pd.DataFrame:
-    """Long format: one row per sentence, layer, head, query and key; layer and head from 1."""
-    frames = []
+def attention_frames(attentions: list[WordAttention]):
+    """attention.csv's rows, one sentence's frame at a time (sorted within, and in sentence order)."""
     for number, attention in enumerate(attentions, start=1):
         weights = attention.weights  # (layers, heads, n, n)
         layer, head, query, key = np.indices(weights.shape).reshape(4, -1)  # C order: already sorted
         words = np.array(attention.words, dtype=object)
-        frames.append(
-            pd.DataFrame(
-                {
-                    "sentence": number,
-                    "layer": layer + 1,
-                    "head": head + 1,
-                    "query_index": query,
-                    "query": words[query],
-                    "key_index": key,
-                    "key": words[key],
-                    "weight": weights.reshape(-1).astype(np.float64),
-                }
-            )
-        )
-    return pd.concat(frames, ignore_index=True)[ATTENTION_COLUMNS]
+        yield pd.DataFrame(
+            {
+                "sentence": number,
+                "layer": layer + 1,
+                "head": head + 1,
+                "query_index": query,
+                "query": words[query],
+                "key_index": key,
+                "key": words[key],
+                "weight": weights.reshape(-1).astype(np.float64),
+            }
+        )[ATTENTION_COLUMNS]
+
+
+def attention_frame(attentions: list[WordAttention]) -> pd.DataFrame:
+    """Long format: one row per sentence, layer, head, query and key; layer and head from 1."""
+    return pd.concat(list(attention_frames(attentions)), ignore_index=True)
 
 
 def rollout_frame(result: RunResult) -> pd.DataFrame:
@@ -106,12 +115,20 @@ def _head(position: tuple[int, int], score: float) -> dict:
 
 def summary(result: RunResult) -> dict:
     """The run's headline numbers, layers and heads counted from 1."""
+    from analysis.categories import categories_for, category_counts, focus_categories
+
     sentence_set, report = result.sentence_set, result.report
     layers, heads = report.shape
     best = report.best_sense_head
+    next_head = report.next_head
     return {
         "model": result.model,
         "revision": result.revision,
+        "weights": result.weights_note,  # how they differ from the published ones (None: they do not)
+        # a decoder: each word sees only itself and the words before it (no next-word head, no next category)
+        "causal": result.causal,
+        "categories": list(categories_for(result.causal)),  # the overview's and the report's, in precedence order
+        "category_counts": category_counts(focus_categories(report, result.sentences), result.causal),
         "lang": sentence_set.lang,
         "focus": sentence_set.focus,
         "sentences": [{"text": s.text, "sense": s.sense} for s in sentence_set.sentences],
@@ -132,7 +149,8 @@ def summary(result: RunResult) -> dict:
         "marker_head_count": int(report.marker_head.sum()),
         "marker_head_count_per_sentence": report.marker_head_count_per_sentence,
         "prev_head": _head(report.prev_head, report.prev[report.prev_head]),
-        "next_head": _head(report.next_head, report.next[report.next_head]),
+        "next_head": None if next_head is None else _head(next_head, report.next[next_head]),
+        "first_head": _head(report.first_head, report.first[report.first_head]),
         "strongest_markers_head": _head(report.marker_score_head, report.markers[report.marker_score_head]),
         "measure": result.measure,
         "measure_text": MEASURE_TEXT[result.measure],
@@ -147,7 +165,7 @@ def summary(result: RunResult) -> dict:
 def write_results(folder: Path, result: RunResult) -> dict:
     """Write the result files into `folder` (rollout.csv when the rollout was computed); returns the summary."""
     sentences, report = list(result.sentences), result.report
-    write_csv(attention_frame([s.attention for s in sentences]), folder / "attention.csv")
+    write_csv_chunks(attention_frames([s.attention for s in sentences]), folder / "attention.csv")
     if result.rollout:
         write_csv(rollout_frame(result), folder / "rollout.csv")
     write_csv(focus_frame(sentences, report), folder / "focus.csv")
@@ -176,8 +194,13 @@ def describe(data: dict) -> str:
         f"marker heads: {data['marker_head_count']} of {total}",
         "marker heads per sentence: " + ", ".join(str(c) for c in data["marker_head_count_per_sentence"]),
     ]
-    for key, name in (("prev_head", "previous-word"), ("next_head", "next-word"), ("strongest_markers_head", "marker")):
+    heads = [("prev_head", "previous-word"), ("next_head", "next-word"), ("strongest_markers_head", "marker")]
+    if data.get("causal"):
+        heads.append(("first_head", "first-token"))
+    for key, name in heads:
         head = data[key]
+        if head is None:  # a decoder has no next-word head
+            continue
         lines.append(f"{name} head: layer {head['layer']}, head {head['head']} (mean weight {head['score']:.2f})")
     return "\n".join(lines)
 

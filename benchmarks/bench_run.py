@@ -1,11 +1,13 @@
-"""Wall time of `real-attention run --model minilm` (with and without figures and report) against a bare script.
+"""Wall time and peak memory of `real-attention run --model minilm|smollm2` (with and without figures and report)
+against a bare script.
 
 The bare script only imports torch and transformers, loads the same model with eager attention and runs
-the forward passes on the same sentences. All run as fresh processes, interleaved, several times; the
-ratio of each median to the bare script's is printed. Target: <= 1.3 for every row, all outputs included
-(figures and report).
+the forward passes on the same sentences with output_attentions=True. All run as fresh processes, interleaved,
+several times; the ratio of each median to the bare script's is printed, with each command's largest peak RSS.
+Target: <= 1.3 for every row, all outputs included (figures and report). SmolLM2 (a 30-layer decoder, 270 maps
+per sentence) runs on the packaged [en-causal] sentences.
 
-    python benchmarks/bench_run.py [--repeats 5]
+    python benchmarks/bench_run.py [--model minilm|smollm2] [--repeats 5]
 """
 from __future__ import annotations
 
@@ -31,36 +33,67 @@ with torch.inference_mode():
 assert len(maps) == model.config.num_hidden_layers
 """
 
+BARE_SMOLLM2 = """
+import torch
+from transformers import AutoModel, AutoTokenizer
+from analysis.models import smollm2_gguf
+from analysis.sentences import load_sentences
+gguf = smollm2_gguf()
+tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+model = AutoModel.from_pretrained(gguf.parent, gguf_file=gguf.name, attn_implementation="eager",
+                                  dtype=torch.float32).eval()
+texts = [s.text for s in load_sentences(None, "en-causal").sentences]
+with torch.inference_mode():
+    batch = tokenizer(texts, padding=True, return_tensors="pt")
+    maps = model(**batch, output_attentions=True).attentions
+assert len(maps) == model.config.num_hidden_layers
+"""
 
-def timed(command: list[str]) -> float:
+MODELS = {"minilm": (BARE, "es"), "smollm2": (BARE_SMOLLM2, "en-causal")}
+
+
+def timed(command: list[str]) -> tuple[float, float]:
+    """Run a command as a fresh process -> (wall seconds, its peak RSS in MB)."""
+    import os
+
     start = time.perf_counter()
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(process.pid, 0)
+    elapsed = time.perf_counter() - start
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        raise subprocess.CalledProcessError(process.returncode, command)
+    return elapsed, usage.ru_maxrss / 1024  # Linux: kB
 
 
 def compare(commands: dict[str, list[str]], base: str, repeats: int) -> None:
     """Time each command as a fresh process, interleaved, `repeats` times; print each median and its ratio to
-    the median of `base`."""
+    the median of `base`, and each command's largest peak RSS."""
     timed(commands[base])  # warm the file cache
     times: dict[str, list[float]] = {name: [] for name in commands}
+    peaks: dict[str, float] = dict.fromkeys(commands, 0.0)
     for _ in range(repeats):
         for name, command in commands.items():
-            times[name].append(timed(command))
+            elapsed, peak = timed(command)
+            times[name].append(elapsed)
+            peaks[name] = max(peaks[name], peak)
     reference = statistics.median(times[base])
-    print(f"{'command':32} {'median s':>9} {'ratio':>6}")
+    print(f"{'command':32} {'median s':>9} {'ratio':>6} {'peak RSS MB':>12}")
     for name, values in times.items():
         median = statistics.median(values)
-        print(f"{name:32} {median:9.2f} {median / reference:6.2f}")
+        print(f"{name:32} {median:9.2f} {median / reference:6.2f} {peaks[name]:12.0f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", choices=sorted(MODELS), default="minilm")
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
+    bare, lang = MODELS[args.model]
     with tempfile.TemporaryDirectory() as out:
-        tool = [sys.executable, "-m", "real_attention", "run", "--model", "minilm", "--out", out]
+        tool = [sys.executable, "-m", "real_attention", "run", "--model", args.model, "--lang", lang, "--out", out]
         commands = {
-            "bare": [sys.executable, "-c", BARE],
+            "bare": [sys.executable, "-c", bare],
             "run --no-figures --no-report": tool + ["--no-figures", "--no-report"],
             "run --no-figures": tool + ["--no-figures"],
             "run (all outputs)": tool,

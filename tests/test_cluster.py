@@ -140,7 +140,7 @@ def test_partitions_cut_sentences_and_count_their_lines():
 
 def test_partition_sums_are_added_in_partition_order_whatever_order_they_arrive():
     rng = np.random.default_rng(0)
-    parts = [HeadSums(totals=rng.normal(size=(8, 2, 3)) * 10.0 ** rng.integers(-8, 8), sentences=1)
+    parts = [HeadSums(totals=rng.normal(size=(len(STATISTICS), 2, 3)) * 10.0 ** rng.integers(-8, 8), sentences=1)
              for _ in range(6)]
     expected = parts[0]
     for part in parts[1:]:

@@ -121,9 +121,11 @@ def test_labels_follow_the_documented_precedence():
     shape = (1, len(LABELS))
     means = {name: np.zeros(shape) for name in STATISTICS}
     means["entropy"] = np.full(shape, 0.1)
-    for column, name in enumerate(["prev", "next", "self", "first_special", "last_special", "punct", "markers"]):
+    for column, name in enumerate(["prev", "next", "self", "first_special", "last_special", "punct", "markers",
+                                   "first"]):
         means[name][0, column] = 0.6
-    means["entropy"][0, 7] = 2.0
+    means["first"][0, 3] = 0.6  # a first special token is the first unit: first_special comes first
+    means["entropy"][0, 8] = 2.0
     # a head over both thresholds takes the earlier label
     means["last_special"][0, 0] = 0.9
     labels = label_heads(means, uniform_entropy=2.0, thresholds=Thresholds())
@@ -260,7 +262,8 @@ def test_cli_writes_heads_summary_sums_and_the_label_grid(tmp_path, corpus_file,
     figures = tmp_path / "out" / "figures" / "corpus" / "tiny"
     assert sorted(p.name for p in figures.iterdir()) == ["labels.png", "statistics.png"]
     lines = (folder / "heads.csv").read_text().splitlines()
-    assert lines[0] == "layer,head,label,prev,next,self,first_special,last_special,punct,markers,entropy,n_sentences,n_words"
+    assert lines[0] == ("layer,head,label,prev,next,self,first,first_special,last_special,punct,markers,entropy,"
+                        "n_sentences,n_words")
     assert len(lines) == 1 + 3 * 4 and lines[1].startswith("1,1,") and lines[-1].startswith("3,4,")
     summary = json.loads((folder / "summary.json").read_text())
     # words: the tiny sentences are written with spaces around punctuation, so a unit per split plus [CLS], [SEP]
@@ -382,11 +385,11 @@ def test_an_interrupted_or_failing_run_leaves_nothing(tmp_path, corpus_file, tin
     calls = []
     real = corpus.kernel
 
-    def fail_on_the_second_layer(*args):
+    def fail_on_the_second_layer(*args, **options):
         calls.append(1)
         if len(calls) == 2:
             raise error("stop")
-        return real(*args)
+        return real(*args, **options)
 
     monkeypatch.setattr(corpus, "kernel", fail_on_the_second_layer)
     result = CliRunner().invoke(cli, heads_args(corpus_file, tiny_model_dir, tmp_path / "out", "--batch-size", "2"))
@@ -401,7 +404,7 @@ def test_label_grid_shows_every_head(tiny_loaded):
     labels = np.array([["previous", "next", "mixed"], ["last_special", "broad", "mixed"]], dtype=object)
     fig = label_grid(labels, LABELS, "title")
     ax = fig.axes[0]
-    np.testing.assert_array_equal(ax.images[0].get_array(), [[0, 1, 8], [4, 7, 8]])
+    np.testing.assert_array_equal(ax.images[0].get_array(), [[0, 1, 9], [4, 8, 9]])
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "3"]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["1", "2"]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == list(LABELS)

@@ -74,8 +74,8 @@ def test_run_writes_exactly_the_five_tables(tiny_model_dir, tmp_path):
     assert all(len(w.split(".")[1]) == 6 for w in (folder / "attention.csv").read_text().split("\n")[1].split(",")[-1:])
 
     heads = pd.read_csv(folder / "heads.csv")
-    assert list(heads.columns) == ["layer", "head", "sense_head", "marker_head", "prev", "next", "self", "first_special", "last_special",
-                                     "punct", "markers", "entropy"]
+    assert list(heads.columns) == ["layer", "head", "sense_head", "marker_head", "prev", "next", "self", "first",
+                                   "first_special", "last_special", "punct", "markers", "entropy"]
     assert len(heads) == 12 and set(heads.sense_head.astype(str).str.lower()) <= {"true", "false"}
     focus = pd.read_csv(folder / "focus.csv", keep_default_na=False)
     assert list(focus.columns) == ["sentence", "layer", "head", "top_key", "top_weight", "sense_weight",
@@ -169,7 +169,7 @@ def test_show_reads_back_the_configured_occurrence(tiny_model_dir, tmp_path):
 def test_unknown_lang_lists_the_languages(tiny_model_dir, tmp_path):
     result = run_tiny(tiny_model_dir, tmp_path, "--lang", "fr")
     assert result.exit_code == 2
-    assert error_line(result) == "Error: unknown language 'fr' in <packaged sentences.toml>; it has: en, es"
+    assert error_line(result) == "Error: unknown language 'fr' in <packaged sentences.toml>; it has: en, en-causal, es"
 
 
 def test_unwritable_output_exits_1_and_leaves_nothing(tiny_model_dir, tmp_path):

