@@ -35,7 +35,10 @@ def versions() -> dict[str, str]:
     import torch
     import transformers
 
-    return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__}
+    # str(): torch's version is a TorchVersion, which would make unpickling a RunResult import torch (a drawing
+    # worker gets one for the report)
+    return {"python": platform.python_version(), "torch": str(torch.__version__),
+            "transformers": str(transformers.__version__)}
 
 
 def attend_with_sums(loaded, texts: list[str], *, units: str = DEFAULT_UNITS,

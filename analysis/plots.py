@@ -1,8 +1,9 @@
-"""The run's figures: word x word heatmaps of the lesson's heads, the overview of all heads, the focus bars.
+"""How the run's figures are drawn: word x word heatmaps, the overview of all heads, the focus bars, the rollout.
 
-Figures are bare `Figure`s on their own Agg canvas (analysis.figio: no backend is selected, no pyplot state) and
-are saved through analysis.figio, so reruns give the same bytes. They are laid out with margins computed in inches from the words,
-so their size grows with the sentence and nothing is left to a layout engine.
+Which figures a run draws, and the processes that draw them, are analysis.figure_jobs. Figures are bare
+`Figure`s on their own Agg canvas (analysis.figio: no backend is selected, no pyplot state) and are saved
+through analysis.figio, so reruns give the same bytes. They are laid out with margins computed in inches from
+the words, so their size grows with the sentence and nothing is left to a layout engine.
 """
 from __future__ import annotations
 
@@ -11,14 +12,15 @@ import math
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import matplotlib
 import numpy as np
+from matplotlib.collections import PathCollection
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import PercentFormatter
+from matplotlib.transforms import Affine2D
 
 from analysis.categories import (
     HEATMAP_CMAP,
@@ -30,18 +32,12 @@ from analysis.categories import (
     CATEGORY_NOTES,
     categories_for,
     category_counts,
-    focus_categories,
 )
 from analysis.figio import DPI, new_figure, save_figure
-from analysis.fonts import missing_glyphs_note, text_families
+from analysis.fonts import text_families
 from analysis.measures import MEASURE_TITLE, WEIGHTS
 from analysis.naming import short_revision
 
-if TYPE_CHECKING:
-    from analysis.pipeline import RunResult
-    from analysis.readback import StoredRun
-
-FORMATS = ("png", "svg", "pdf")
 
 SENSE_COLOUR = CATEGORY_COLOURS["sense"]
 BAR_COLOUR = "#9DB4CC"
@@ -57,15 +53,6 @@ EM = 0.62 / 72  # inches per character per point
 # Cell text colours as RGBA tuples: matplotlib parses a colour string on every call, a tuple almost for free.
 WHITE, INK = (1.0, 1.0, 1.0, 1.0), (0.12, 0.12, 0.12, 1.0)
 
-# The lesson's four heads: file prefix, the HeadReport property that picks it, and its name in titles.
-LESSON_HEADS = (
-    ("sense", "best_sense_head", "best sense-word head"),
-    ("prev", "prev_head", "previous-word head"),
-    ("next", "next_head", "next-word head"),
-    ("marker", "marker_score_head", "marker head"),
-)
-# A decoder's heatmaps add the head that puts the most weight on the first token (its attention sink).
-CAUSAL_HEADS = (("first", "first_head", "first-token head"),)
 
 
 def _figure_text(draw):
@@ -91,12 +78,42 @@ def percent(weight: float) -> str:
     return str(int(round(100 * float(weight))))
 
 
-def annotate_cells(ax, values: np.ndarray, size: float) -> None:
-    """One text artist per cell of a (rows, cols) image: whole percentages, white on the dark cells."""
+class CellLabels(PathCollection):
+    """The numbers of a grid's cells as one artist: each number's outline (a TextPath, centred on its cell),
+    drawn in one pass. A Text artist per cell made up about a third of a heatmap's drawing time.
+
+    `labels` (k,) are the numbers as written and `positions` (k, 2) their (column, row) cells, row-major.
+    """
+
+    def __init__(self, ax, labels: list[str], positions: np.ndarray, colours: list[str], size: float):
+        points_to_pixels = Affine2D().scale(1 / 72) + ax.figure.dpi_scale_trans  # follows savefig's dpi
+        super().__init__([_centred_outline(label, size) for label in labels], offsets=positions,
+                         offset_transform=ax.transData, transform=points_to_pixels, facecolors=colours,
+                         edgecolors="none", linewidths=0, gid="cell", zorder=3)
+        self.labels, self.positions = labels, positions
+
+
+@functools.lru_cache(maxsize=4096)
+def _centred_outline(label: str, size: float):
+    """A number's outline in points, centred on (0, 0) the way va="center" centres a Text: the digits' height."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextPath
+
+    outline = TextPath((0, 0), label, size=size, prop=FontProperties(family=matplotlib.rcParams["font.family"]))
+    box = outline.get_extents()
+    return outline.transformed(Affine2D().translate(-(box.x0 + box.x1) / 2, -(box.y0 + box.y1) / 2))
+
+
+def annotate_cells(ax, values: np.ndarray, size: float, dark: np.ndarray | None = None) -> CellLabels:
+    """The whole percentage of every cell of a (rows, cols) image, white on the dark cells (by default those
+    at or above HEATMAP_LIGHT_TEXT_FROM; or where `dark` (rows, cols) says) -> the one artist that draws them."""
     rows, cols = np.indices(values.shape).reshape(2, -1)
-    for row, col, value in zip(rows, cols, values.reshape(-1)):
-        ax.text(col, row, percent(value), ha="center", va="center", fontsize=size,
-                color=WHITE if value >= HEATMAP_LIGHT_TEXT_FROM else INK, gid="cell")
+    dark = (values >= HEATMAP_LIGHT_TEXT_FROM) if dark is None else dark
+    labels = [percent(value) for value in values.reshape(-1)]
+    colours = [WHITE if light else INK for light in dark.reshape(-1)]
+    cells = CellLabels(ax, labels, np.column_stack([cols, rows]).astype(float), colours, float(size))
+    ax.add_collection(cells, autolim=False)
+    return cells
 
 
 def _highlight(label, colour: str) -> None:
@@ -351,10 +368,7 @@ def draw_overview(
     index = _category_index(categories, names)  # (layers, heads) int
     colours = ListedColormap([CATEGORY_COLOURS[name] for name in names])
     ax.imshow(index, cmap=colours, vmin=-0.5, vmax=len(names) - 0.5, interpolation="nearest", aspect="equal")
-    for layer, head in np.ndindex(layers, heads):
-        dark = categories[layer, head] in DARK_CATEGORIES
-        ax.text(head, layer, percent(top_weight[layer, head]), ha="center", va="center", fontsize=8,
-                color=WHITE if dark else INK, gid="cell")
+    annotate_cells(ax, top_weight, 8, dark=np.isin(categories, list(DARK_CATEGORIES)))
     # White lines between the cells (two collections; cheaper than minor ticks and a grid).
     ax.hlines(np.arange(1, layers) - 0.5, -0.5, heads - 0.5, color="white", linewidth=1.5)
     ax.vlines(np.arange(1, heads) - 0.5, -0.5, layers - 0.5, color="white", linewidth=1.5)
@@ -401,169 +415,20 @@ def _save(fig: Figure, folder: Path, stem: str, formats: Sequence[str]) -> list[
     return [save_figure(fig, folder / f"{stem}.{fmt}", dpi=DPI) for fmt in formats]
 
 
-# ---------------------------------------------------------------- many figures: jobs, workers, progress
+# ---------------------------------------------------------------- one figure job (analysis.figure_jobs)
 
-FIGURE_SENTENCES = 10  # per-sentence figures are drawn for the first 10 sentences unless asked for all
-PARALLEL_FROM = 6  # this many figures or more are drawn by forked worker processes (where fork exists)
-PROGRESS_FROM = 24  # this many figures or more show a progress bar on stderr (unless quiet)
-_DRAW = {"heatmap": draw_heatmap, "focus_bars": draw_focus_bars, "overview": draw_overview, "rollout": draw_rollout}
+DRAWERS = {"heatmap": draw_heatmap, "focus_bars": draw_focus_bars, "overview": draw_overview, "rollout": draw_rollout}
 
 
-def _draw_job(job: tuple[str, dict, Path, str, tuple[str, ...]]) -> list[Path]:
-    """One figure: (drawer name, its arguments, folder, file stem, formats) -> the saved paths."""
-    name, arguments, folder, stem, formats = job
-    return _save(_DRAW[name](**arguments), folder, stem, formats)
+def draw_and_save(name: str, arguments: dict, folder: Path, stem: str, formats: Sequence[str]) -> list[Path]:
+    """One figure: drawn by DRAWERS[name](**arguments), saved as folder/stem.<fmt> for each format."""
+    return _save(DRAWERS[name](**arguments), folder, stem, formats)
 
 
-def _worker_count(jobs: int, workers: int | None) -> int:
-    import multiprocessing
-    import os
-    import sys
+def warm_up() -> None:
+    """Draw and render one small heatmap, so that a fresh process has its fonts and caches ready."""
+    import io
 
-    if workers is not None:
-        return max(1, min(workers, jobs))
-    if jobs < PARALLEL_FROM or not sys.platform.startswith("linux") or multiprocessing.current_process().daemon:
-        return 1  # fork is only safe on Linux (macOS frameworks break after it); a daemon cannot have children
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(cpus, 8, jobs // 3))
-
-
-def draw_all(jobs: list[tuple[str, dict, Path, str, tuple[str, ...]]], *, workers: int | None = None,
-             quiet: bool = False, desc: str = "figures") -> list[Path]:
-    """Draw and save every job, in forked worker processes when there are many; returns the paths in job order.
-
-    Each figure is drawn and saved by itself, so its bytes do not depend on the process that drew it. A bar
-    on stderr shows progress from PROGRESS_FROM figures on, unless quiet.
-    """
-    import contextlib
-    import os
-    import sys
-
-    count = _worker_count(len(jobs), workers)
-    bar = contextlib.nullcontext(None)
-    if not quiet and len(jobs) >= PROGRESS_FROM:
-        try:
-            from tqdm.auto import tqdm
-        except ImportError:  # tqdm comes with transformers; without it, no bar
-            pass
-        else:
-            bar = tqdm(total=len(jobs), unit="fig", desc=desc, file=sys.stderr, dynamic_ncols=True, leave=False)
-    paths: list[Path] = []
-    with bar as progress:
-        if count == 1:
-            results = map(_draw_job, jobs)
-            pool = contextlib.nullcontext()
-        else:
-            import multiprocessing
-
-            # A forked child inherits the tokenizers' "parallelism already used" state and would warn; it
-            # tokenizes nothing. Set only while forking: the user's environment is left as it was.
-            quiet_tokenizers = "TOKENIZERS_PARALLELISM" not in os.environ
-            if quiet_tokenizers:
-                os.environ["TOKENIZERS_PARALLELISM"] = "false"
-            try:
-                pool = multiprocessing.get_context("fork").Pool(count)
-            finally:
-                if quiet_tokenizers:
-                    del os.environ["TOKENIZERS_PARALLELISM"]
-            results = pool.imap(_draw_job, jobs)  # in job order, whoever finishes first
-        with pool:
-            for saved in results:
-                paths += saved
-                if progress is not None:
-                    progress.update()
-    return paths
-
-
-def font_note(words: Sequence[str]) -> str | None:
-    """A line for the user when no installed font has the glyphs of some words (named package to install)."""
-    return missing_glyphs_note(words)
-
-
-def run_font_note(result: RunResult) -> str | None:
-    """font_note for every word and sentence of a run."""
-    return font_note([word for s in result.sentences for word in (*s.attention.words, s.attention.text)])
-
-
-def figure_sentences(result: RunResult, max_sentences: int | None = FIGURE_SENTENCES) -> int:
-    """How many sentences get per-sentence figures: the first max_sentences (None: all)."""
-    total = len(result.sentences)
-    return total if max_sentences is None else min(total, max_sentences)
-
-
-def write_run_figures(folder: Path, result: RunResult, formats: tuple[str, ...], *,
-                      max_sentences: int | None = FIGURE_SENTENCES, quiet: bool = False,
-                      workers: int | None = None) -> list[Path]:
-    """Write the figures of a run into `folder` in each format; returns the paths in a fixed order.
-
-    For each of the lesson's heads and each of the first `max_sentences` sentences s (from 1; None: every
-    sentence): {sense,prev,next,marker}_L{l}H{h}_s{s}; then overview (over every sentence); then focus_bars_s{s};
-    then rollout_s{s} (the focus word's rollout row, layer by layer; when the run computed it). Titles name
-    the measure unless it is the weights. The sense figures are skipped when there is no sense head. The HTML
-    report holds every head and sentence whatever `max_sentences` is. Many figures are drawn by `workers` forked processes (None: one per CPU, when
-    there are enough figures) with a progress bar on stderr unless `quiet`; the bytes are the same either way.
-    """
-    folder = Path(folder)
-    formats = tuple(dict.fromkeys(formats))  # repeated --format: once each, in the order given
-    unknown = set(formats) - set(FORMATS)
-    if unknown:
-        raise ValueError(f"unknown figure format(s) {', '.join(sorted(unknown))}; use {', '.join(FORMATS)}")
-    if max_sentences is not None and max_sentences < 0:
-        raise ValueError(f"max_sentences must be at least 0 or None, not {max_sentences}")
-    report, sentences = result.report, result.sentences
-    drawn = sentences[:figure_sentences(result, max_sentences)]
-    common = {"model": result.model, "revision": result.revision, "measure": result.measure}
-    jobs = []
-    for prefix, attribute, role in LESSON_HEADS + (CAUSAL_HEADS if result.causal else ()):
-        chosen = getattr(report, attribute)
-        if chosen is None:
-            continue
-        layer, head = chosen
-        for number, sentence in enumerate(drawn):
-            attention = sentence.attention
-            arguments = dict(weights=attention.weights[layer, head], words=attention.words, focus=sentence.focus,
-                             sense=sentence.sense, layer=layer, head=head, sentence=number, text=attention.text,
-                             role=role, **common)
-            jobs.append(("heatmap", arguments, folder, f"{prefix}_L{layer + 1}H{head + 1}_s{number + 1}", formats))
-    overview = dict(categories=focus_categories(report, sentences), top_weight=report.top_weight.mean(axis=0),
-                    focus_word=result.sentence_set.focus, sentence_count=len(sentences),
-                    best=report.best_sense_head, causal=result.causal, **common)
-    jobs.append(("overview", overview, folder, "overview", formats))
-    best = report.best_sense_head
-    if best is not None:
-        for number, sentence in enumerate(drawn):
-            attention = sentence.attention
-            arguments = dict(weights=attention.weights[best[0], best[1], sentence.focus], words=attention.words,
-                             focus=sentence.focus, sense=sentence.sense, layer=best[0], head=best[1],
-                             sentence=number, text=attention.text, **common)
-            jobs.append(("focus_bars", arguments, folder, f"focus_bars_s{number + 1}", formats))
-    for number, (sentence, rolled) in enumerate(zip(drawn, result.rollout)):
-        arguments = dict(rows=rolled[:, sentence.focus], words=sentence.attention.words, focus=sentence.focus,
-                         sense=sentence.sense, sentence=number, text=sentence.attention.text, **common)
-        jobs.append(("rollout", arguments, folder, f"rollout_s{number + 1}", formats))
-    return draw_all(jobs, workers=workers, quiet=quiet)
-
-
-def write_head_figures(folder: Path, run: StoredRun, layer: int, head: int, sentence: int | None,
-                       formats: Sequence[str], *, quiet: bool = False, workers: int | None = None) -> list[Path]:
-    """`show`: the heatmap of one head (layer, head, sentence from 1; sentence None: every sentence) from a
-    stored run, as head_L{l}H{h}_s{k}.{fmt} in `folder`. ResultsError names an index out of range."""
-    from analysis.atomic import OutputError
-    from analysis.readback import head_role, stored_head
-
-    numbers = range(1, run.sentence_count + 1) if sentence is None else [sentence]
-    stored = [stored_head(run, layer, head, number) for number in numbers]  # check every index before drawing
-    role = head_role(run.summary, layer - 1, head - 1)
-    try:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise OutputError(f"cannot write to {folder}: {error.strerror or error}") from None
-    formats = tuple(dict.fromkeys(formats))
-    jobs = []
-    for item in stored:
-        arguments = dict(weights=item.weights, words=item.words, focus=item.focus, sense=item.sense,
-                         model=run.summary["model"], revision=run.summary["revision"], layer=item.layer,
-                         head=item.head, sentence=item.sentence, text=item.text, role=role,
-                         measure=run.summary.get("measure", WEIGHTS))
-        jobs.append(("heatmap", arguments, Path(folder), f"head_L{layer}H{head}_s{item.sentence + 1}", formats))
-    return draw_all(jobs, workers=workers, quiet=quiet)
+    fig = draw_heatmap(np.full((2, 2), 0.5, dtype=np.float32), ["a", "b"], focus=0, model="m", revision="r",
+                       layer=0, head=0, sentence=0, text="a b")
+    fig.savefig(io.BytesIO(), format="png", dpi=DPI)

@@ -40,7 +40,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as folder:
         def draw():
-            from analysis.plots import write_run_figures  # imports matplotlib on first call
+            from analysis.figure_jobs import write_run_figures  # its workers import matplotlib
 
             return write_run_figures(Path(folder), result, formats)
 

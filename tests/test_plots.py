@@ -10,21 +10,16 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from matplotlib.colors import to_rgba_array
 
-from analysis.categories import CATEGORIES, category_counts, focus_categories
+from analysis.categories import CATEGORIES, HEATMAP_LIGHT_TEXT_FROM, category_counts, focus_categories
 from analysis.figio import save_figure
 from analysis.focus import FocusedSentence
 from analysis.heads import classify
 from analysis.pipeline import RunResult
-from analysis.plots import (
-    SENSE_COLOUR,
-    draw_focus_bars,
-    draw_heatmap,
-    draw_overview,
-    percent,
-    write_run_figures,
-)
+from analysis.figure_jobs import write_run_figures
 from analysis.naming import short_revision
+from analysis.plots import SENSE_COLOUR, draw_focus_bars, draw_heatmap, draw_overview, percent
 from analysis.readback import load_run, stored_head
 from analysis.sentences import Sentence, SentenceSet, load_sentences
 from analysis.tables import write_results
@@ -111,6 +106,12 @@ def test_previous_needs_every_sentence():
 # ---------------------------------------------------------------- heatmap
 
 
+def cell_labels(ax) -> list[str]:
+    """The numbers written in an axes' cells (analysis.plots.CellLabels), row-major."""
+    (cells,) = [c for c in ax.collections if c.get_gid() == "cell"]
+    return cells.labels
+
+
 def test_heatmap_image_ticks_and_annotations_are_the_word_matrix(tiny_result):
     fig, attention = heatmap_of(tiny_result, 0, 1, 2)
     ax = fig.axes[0]
@@ -118,16 +119,19 @@ def test_heatmap_image_ticks_and_annotations_are_the_word_matrix(tiny_result):
     np.testing.assert_array_equal(np.asarray(ax.images[0].get_array()), matrix)
     assert [t.get_text() for t in ax.get_xticklabels()] == list(attention.words)
     assert [t.get_text() for t in ax.get_yticklabels()] == list(attention.words)
-    cells = [t for t in ax.texts if t.get_gid() == "cell"]
-    assert [t.get_text() for t in cells] == [str(round(100 * float(w))) for w in matrix.reshape(-1)]
-    assert [t.get_position() for t in cells[:2]] == [(0, 0), (1, 0)]  # (column, row): row-major order
+    (cells,) = [c for c in ax.collections if c.get_gid() == "cell"]  # one artist for every cell's number
+    assert cells.labels == [str(round(100 * float(w))) for w in matrix.reshape(-1)]
+    assert cells.positions[:2].tolist() == [[0, 0], [1, 0]]  # (column, row): row-major order
+    # white on the dark cells, dark ink elsewhere
+    light = to_rgba_array(cells.get_facecolors())[:, :3].min(axis=1) > 0.9  # (k,) white
+    np.testing.assert_array_equal(light, matrix.reshape(-1) >= HEATMAP_LIGHT_TEXT_FROM)
 
 
 def test_heatmap_rounds_to_whole_percentages():
     weights = np.array([[0.444, 0.556], [0.004, 0.996]], dtype=np.float32)
     fig = draw_heatmap(weights, ["banco", "jardín"], focus=0, model="m", revision="r", layer=0, head=0,
                        sentence=0, text="banco jardín")
-    assert [t.get_text() for t in fig.axes[0].texts if t.get_gid() == "cell"] == ["44", "56", "0", "100"]
+    assert cell_labels(fig.axes[0]) == ["44", "56", "0", "100"]
     assert percent(0.65) == "65" and percent(1.0) == "100"
 
 
@@ -185,7 +189,7 @@ def test_overview_categories_match_heads_csv(tiny_result, tmp_path):
     flat = drawn.reshape(-1)  # heads.csv rows: layer-major, as reshape
     assert ((flat == "sense") == (heads["sense_head"] == True)).all()  # noqa: E712
     assert ((flat == "marker") == ((heads["marker_head"] == True) & (flat != "sense"))).all()  # noqa: E712
-    cells = [t.get_text() for t in fig.axes[0].texts if t.get_gid() == "cell"]
+    cells = cell_labels(fig.axes[0])
     assert cells == [percent(w) for w in report.top_weight.mean(axis=0).reshape(-1)]
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert f"marker: {int(report.marker_head.sum())} of 12" in legend
@@ -394,7 +398,7 @@ def test_chinese_words_render_with_a_font_that_has_their_glyphs(tmp_path, recwar
         if os.environ.get("CI"):
             pytest.fail("CI must install fonts-noto-cjk (.ci/run)")
         pytest.skip("no CJK font installed (apt-get install fonts-noto-cjk)")
-    from analysis.plots import font_note
+    from analysis.figure_jobs import font_note
 
     words = ["[CLS]", "我", "坐", "在", "银行", "旁边", "。", "[SEP]"]
     n = len(words)
@@ -459,3 +463,54 @@ def test_workers_draw_the_same_bytes_in_the_same_order(tiny_result, tmp_path, ca
     for a, b in zip(serial, forked):
         assert a.read_bytes() == b.read_bytes(), a.name
     assert capsys.readouterr().err == ""  # quiet: no progress bar
+
+
+def test_a_pool_started_early_draws_the_same_bytes_and_writes_the_report(tiny_result, tmp_path):
+    """`run` starts its drawing processes before it loads the model (analysis.figure_jobs.DrawingPool) and
+    hands them the figures, the font check and the report; the files are those of one process."""
+    from analysis.figure_jobs import Drawing, DrawingPool, font_note, run_jobs, run_texts
+    from analysis.report import write_report
+    from analysis.tables import summary
+
+    for folder in ("serial", "pooled"):
+        (tmp_path / folder).mkdir()
+    serial = write_run_figures(tmp_path / "serial", tiny_result, ("png",), workers=1)
+    with DrawingPool(2) as pool:
+        drawing = Drawing(run_jobs(tmp_path / "pooled", tiny_result, ("png",)), pool=pool)
+        note = pool.font_note(run_texts(tiny_result))
+        report = pool.write_report(tmp_path / "pooled" / "report.html", tiny_result, summary(tiny_result))
+        pooled = drawing.wait(quiet=True)
+        report.get()
+    assert [p.name for p in pooled] == [p.name for p in serial]
+    assert all(a.read_bytes() == b.read_bytes() for a, b in zip(serial, pooled))
+    write_report(tmp_path / "report.html", tiny_result, summary(tiny_result))
+    assert (tmp_path / "pooled" / "report.html").read_bytes() == (tmp_path / "report.html").read_bytes()
+    assert note.get() == font_note(run_texts(tiny_result))
+
+
+def test_a_run_result_unpickles_without_torch(tiny_result, tmp_path):
+    """A drawing worker forked before torch was imported gets the RunResult for the report: unpickling it must
+    not import torch (a TorchVersion in `versions` once did, for a second)."""
+    import pickle
+
+    (tmp_path / "result.pkl").write_bytes(pickle.dumps(tiny_result))
+    code = ("import pickle, sys; pickle.loads(open(sys.argv[1], 'rb').read()); "
+            "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "result.pkl")], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parent.parent).stdout
+    assert out.strip() == "[]"
+
+
+def test_a_run_that_fails_after_the_drawing_processes_started_ends_them(tmp_path, tiny_model_dir, monkeypatch):
+    import multiprocessing
+
+    from analysis import pipeline
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(pipeline, "analyse", fail)
+    result = CliRunner().invoke(cli, ["run", "--model", str(tiny_model_dir), "--out", str(tmp_path)])
+    assert result.exit_code == 1 and "hit a bug" in result.output
+    assert multiprocessing.active_children() == []  # terminated and joined, none left behind
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
