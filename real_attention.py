@@ -219,7 +219,7 @@ def run_command(lang, config_path, model_name, revision, offline, device, units,
     OUT/figures/LANG/ always holds exactly what this run drew: with --no-figures --no-report it is removed.
     """
     from analysis.atomic import staged_outputs
-    from analysis.measures import MEASURES, folder_suffix
+    from analysis.measures import MEASURES, check_supported, folder_suffix
     from analysis.models import choose_model
     from analysis.naming import short_revision
     from analysis.report import REPORT_NAME, write_report
@@ -246,6 +246,8 @@ def run_command(lang, config_path, model_name, revision, offline, device, units,
 
             loaded = load_model(choice, device=device, offline=offline)
             check_encodes(loaded, [sentence.text for sentence in sentence_set.sentences])
+            for m in measures:  # before any measure is computed or drawn
+                check_supported(loaded, m)
             for m in measures:
                 folder = lang + folder_suffix(m)
                 result = analyse(loaded, sentence_set, units=units, measure=m)

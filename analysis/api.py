@@ -214,14 +214,19 @@ def classify(att: Attention, focus: str | None = None, sense: str | Sequence[str
 
 
 def heatmap(sentence: WordAttention, layer: int, head: int, *, focus: str | None = None,
-            sense: str | None = None, model: str = "", revision: str = "", number: int = 1) -> Figure:
+            sense: str | None = None, model: str = "", revision: str = "", number: int = 1,
+            measure: str = "weights") -> Figure:
     """The word x word heatmap of one head on one sentence, as a matplotlib Figure (no pyplot, no backend change).
 
     layer and head count from 1, as in every table. `focus`/`sense` (words of the sentence) frame the focus
-    row and colour the sense column.
+    row and colour the sense column. `measure`: what the maps hold, for the title and colour bar (pass
+    `att.measure` for the sentences of `ra.attend(..., measure="norm")`).
     """
     from analysis.focus import find_word
+    from analysis.measures import check_measure
     from analysis.plots import draw_heatmap
+
+    check_measure(measure)
 
     for name, value, count in (("layer", layer, sentence.layers), ("head", head, sentence.heads)):
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= count:
@@ -230,7 +235,7 @@ def heatmap(sentence: WordAttention, layer: int, head: int, *, focus: str | None
     sense_index = None if sense is None else find_word(sentence, sense, "sense")
     return draw_heatmap(sentence.weights[layer - 1, head - 1], sentence.words, focus=focus_index,
                         sense=sense_index, model=model or "model", revision=revision, layer=layer - 1,
-                        head=head - 1, sentence=number - 1, text=sentence.text)
+                        head=head - 1, sentence=number - 1, text=sentence.text, measure=measure)
 
 
 def corpus_stats(model: LoadedModel, lines: Iterable[str], *, batch_size: int = 32, truncate: bool = False,
@@ -240,7 +245,7 @@ def corpus_stats(model: LoadedModel, lines: Iterable[str], *, batch_size: int = 
     every word of every line, plus n_sentences and n_words. Blank lines are skipped; lines longer than the
     model takes are skipped (or cut, with truncate=True). Memory does not grow with the number of lines.
     units: the unit rule, and measure: "weights" or "norm", as in `attend`."""
-    from analysis.corpus import CorpusReader, Thresholds, corpus_sums, heads_frame, label_heads
+    from analysis.corpus import CorpusReader, Thresholds, check_analysable, corpus_sums, heads_frame, label_heads
     from analysis.measures import check_measure
 
     check_measure(measure)
@@ -249,8 +254,6 @@ def corpus_stats(model: LoadedModel, lines: Iterable[str], *, batch_size: int = 
     reader = CorpusReader(stream, "text", source="lines")
     sums = corpus_sums(model, reader, batch_size=batch_size, truncate=truncate, progress=progress,
                        units=check_rule(units), measure=measure)
-    if sums.sentences == 0:
-        raise InputError(f"no sentences to analyse: {sums.lines} line(s), {sums.blank} blank, "
-                         f"{sums.skipped} too long")
+    check_analysable(sums, "the lines")
     labels = label_heads(sums.means(), sums.uniform_entropy, thresholds or Thresholds())
     return heads_frame(sums, labels)

@@ -6,12 +6,13 @@ markers, under each measure.
 """
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from analysis.categories import focus_categories
+from analysis.categories import FIRST, focus_categories
 from analysis.measures import NORM, WEIGHTS
 from analysis.pipeline import RunResult
 
@@ -48,9 +49,13 @@ def compare_line(by_weight: RunResult, by_norm: RunResult) -> str:
     """'marker heads: 58 of 144 by weight, K of 144 by norm; ...' and in how many heads norm lowers the share."""
     total = by_weight.report.marker_head.size
     lower = int((marker_share(by_norm) < marker_share(by_weight)).sum())
-    return (f"marker heads: {int(by_weight.report.marker_head.sum())} of {total} by weight, "
+    line = (f"marker heads: {int(by_weight.report.marker_head.sum())} of {total} by weight, "
             f"{int(by_norm.report.marker_head.sum())} of {total} by norm; the focus word's share on markers is "
             f"lower by norm in {lower} of {total} heads")
+    if by_weight.causal:  # a decoder's sink is its first token, which need not be a marker
+        first = [int((focus_categories(r.report, r.sentences) == FIRST).sum()) for r in (by_weight, by_norm)]
+        line += f"; first-token heads: {first[0]} of {total} by weight, {first[1]} of {total} by norm"
+    return line
 
 
 def draw_compare(by_weight: RunResult, by_norm: RunResult):
@@ -61,16 +66,21 @@ def draw_compare(by_weight: RunResult, by_norm: RunResult):
     from analysis.figio import new_figure
     from analysis.measures import MEASURE_TITLE
     from analysis.naming import short_revision
-    from analysis.plots import HEATMAP_CMAP, annotate_cells
+    from analysis.plots import EM, HEATMAP_CMAP, annotate_cells
 
     _check_pair(by_weight, by_norm)
     layers, heads = by_weight.report.shape
     cell = 0.42
     panel_w, panel_h = cell * heads, cell * layers
-    gap, left, top, bottom = 0.6, 0.6, 1.2, 0.5
-    fig = new_figure(figsize=(left + 2 * panel_w + gap + 0.3, bottom + panel_h + top))
-    width, height = fig.get_size_inches()
+    gap, left, bottom = 0.6, 0.6, 0.5
+    width = left + 2 * panel_w + gap + 0.3
     focus = by_weight.sentence_set.focus
+    title = (f"{by_weight.model} @ {short_revision(by_weight.revision)}: share of «{focus}»'s attention on "
+             "markers, mean over the sentences")
+    title = textwrap.fill(title, max(30, int((width - 0.2) / (10 * EM))))  # a narrow grid clips no title
+    top = 1.2 + 0.18 * title.count("\n")
+    fig = new_figure(figsize=(width, bottom + panel_h + top))
+    height = fig.get_size_inches()[1]
     for index, result in enumerate((by_weight, by_norm)):
         share = marker_share(result)
         x0 = left + index * (panel_w + gap)
@@ -88,8 +98,7 @@ def draw_compare(by_weight: RunResult, by_norm: RunResult):
         count = int(result.report.marker_head.sum())
         ax.set_title(f"by {MEASURE_TITLE[result.measure]}\nmarker heads (framed): {count} of {layers * heads}",
                      fontsize=10)
-    fig.suptitle(f"{by_weight.model} @ {short_revision(by_weight.revision)}: share of «{focus}»'s attention on "
-                 "markers, mean over the sentences", fontsize=10, y=1 - 0.12 / height, va="top")
+    fig.suptitle(title, fontsize=10, y=1 - 0.12 / height, va="top")
     return fig
 
 

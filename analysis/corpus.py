@@ -278,7 +278,8 @@ def corpus_sums(
             kinds = torch.from_numpy(batch.kinds).to(device)
 
             def on_layer(layer: int, weights) -> None:  # as each layer ends: its maps die with it
-                totals[:, layer] += kernel(weights, piece_units, kinds, causal=loaded.causal)[1]
+                # float32, as `run`: a model loaded in bf16 or fp16 gives its maps in that precision
+                totals[:, layer] += kernel(weights.float(), piece_units, kinds, causal=loaded.causal)[1]
 
             forward_measured(loaded, batch, on_layer, measure)
             sizes = [len(s.kinds) for s in batch_sentences]
@@ -370,7 +371,9 @@ def summary(run: CorpusRun, sums: HeadSums, labels: np.ndarray) -> dict:
         "heads_total": layers * heads,
         "causal": sums.causal,  # a decoder: statistics over query units i >= 1, nothing sees the next word
         "labels": {label: int((labels == label).sum()) for label in LABELS},
-        "strongest": {name: _strongest(means[name]) for name in STATISTICS if name != "entropy"}
+        # a decoder's head cannot see the next word: no "strongest next" of all zeros, as `run`'s next_head
+        "strongest": {name: None if name == "next" and sums.causal else _strongest(means[name])
+                      for name in STATISTICS if name != "entropy"}
         if sums.sentences else None,
         "uniform_entropy": round(sums.uniform_entropy, 6) if sums.units else None,
         "thresholds": asdict(run.thresholds),
@@ -384,6 +387,17 @@ LABELS_FIGURE = "labels"  # the label grid
 STATISTICS_FIGURE = "statistics"  # every pooled statistic as a layer x head heatmap
 
 
+def check_analysable(sums: HeadSums, what: str) -> None:
+    """CorpusError unless some word of some sentence enters the statistics (means of nothing are no result)."""
+    if sums.sentences == 0:
+        hint = "; pass --truncate to cut long lines" if sums.skipped else ""
+        raise CorpusError(f"{what} has no sentences to analyse: {sums.lines} line(s) read, {sums.blank} blank, "
+                          f"{sums.skipped} too long{hint}")
+    if sums.units == 0:  # a decoder's first word sees only itself and enters no statistic
+        raise CorpusError(f"{what} has no word that enters the statistics: {sums.sentences} sentence(s) of one "
+                          "word each, and a decoder's first word sees only itself; give sentences of two words or more")
+
+
 def write_corpus(results_folder: Path, figures_folder: Path, run: CorpusRun, sums: HeadSums,
                  formats: tuple[str, ...] = ("png",)) -> dict:
     """Write heads.csv, summary.json, sums.json (exact, for merge), the label grid and the statistics figure
@@ -391,10 +405,8 @@ def write_corpus(results_folder: Path, figures_folder: Path, run: CorpusRun, sum
     from analysis.corpus_plots import label_grid, statistics_grid
     from analysis.figio import save_figure
 
-    if sums.sentences == 0 and run.shard is None:  # an empty shard is fine: the merge may still have sentences
-        hint = "; pass --truncate to cut long lines" if sums.skipped else ""
-        raise CorpusError(f"the corpus {run.name!r} has no sentences to analyse: {sums.lines} line(s) read, "
-                          f"{sums.blank} blank, {sums.skipped} too long{hint}")
+    if run.shard is None:  # an empty shard is fine: the merge may still have sentences
+        check_analysable(sums, f"the corpus {run.name!r}")
     labels = label_heads(sums.means(), sums.uniform_entropy, run.thresholds)
     write_csv(heads_frame(sums, labels), results_folder / "heads.csv")
     data = summary(run, sums, labels)
@@ -534,7 +546,7 @@ def describe(data: dict) -> str:
     # sep head would mislead.
     for name, label in (("prev", "previous"), ("next", "next"), ("self", "self"), ("first_special", "first_special"),
                         ("last_special", "last_special"), ("punct", "punct"), ("first", "first")):
-        if data["strongest"] and data["labels"].get(label):
+        if data["strongest"] and data["labels"].get(label) and data["strongest"].get(name):
             head = data["strongest"][name]
             lines.append(f"strongest {label}: layer {head['layer']}, head {head['head']} "
                          f"(mean weight {head['score']:.2f})")

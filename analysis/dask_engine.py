@@ -108,10 +108,12 @@ def connect(workers: int | None, scheduler: str | None, threads: int) -> Iterato
         with client:
             yield client
         return
-    # One Dask thread per worker (one partition at a time); torch's threads are the plugin's business.
+    # One Dask thread per worker (one partition at a time); torch's threads are the plugin's business. A failed
+    # task comes back to the client as its error (one Error: line); the worker's own log of it, with a
+    # traceback, would only repeat it.
     with dask.config.set({NANNY_TRIM: None}), \
             LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                         silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+                         silence_logs=logging.CRITICAL) as cluster, Client(cluster) as client:
         yield client
 
 

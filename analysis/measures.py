@@ -67,8 +67,15 @@ def projections(model, heads: int) -> list[Projections]:
     for name, module in model.named_modules():
         for child in module.children():
             parents[id(child)] = module
+    modules = attention_modules(model)
+    layers = getattr(getattr(model, "config", None), "num_hidden_layers", None)
+    if modules is None or (layers is not None and len(modules) != layers):
+        # MPNet and DeBERTa name no attention module; ALBERT shares one across its layers
+        raise ModelUnavailable(f"--measure norm needs one attention module per layer with a value and an output "
+                               f"projection; {type(model).__name__} gives its maps only through "
+                               "output_attentions. Use --measure weights")
     found = []
-    for module in attention_modules(model):
+    for module in modules:
         owners = (module, parents.get(id(module)))
         value = next((v for v in (_attribute(module, name) for name in VALUE_NAMES) if v is not None), None)
         output = next((o for owner in owners if owner is not None
@@ -84,6 +91,12 @@ def projections(model, heads: int) -> list[Projections]:
         gram = (per_head @ per_head.transpose(1, 2)).float()  # (heads, d, d), in float64 then rounded once
         found.append(Projections(value=value, gram=gram, group=heads // kv_heads))
     return found
+
+
+def check_supported(loaded, measure: str) -> None:
+    """ModelUnavailable now, before any work, if the model cannot give the maps of `measure`."""
+    if check_measure(measure) == NORM:
+        projections(loaded.model, loaded.heads)
 
 
 def value_norms(values, layer: Projections):

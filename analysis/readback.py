@@ -116,8 +116,11 @@ def head_role(summary: dict, layer: int, head: int) -> str:
     best = summary.get("best_sense_head")
     if best and (best["layer"], best["head"]) == (layer + 1, head + 1):
         roles.append("best sense-word head")
-    for key, name in (("prev_head", "previous-word head"), ("next_head", "next-word head"),
-                      ("strongest_markers_head", "marker head"), ("first_head", "first-token head")):
+    keys = [("prev_head", "previous-word head"), ("next_head", "next-word head"),
+            ("strongest_markers_head", "marker head")]
+    if summary.get("causal"):  # as `run` names them: a first-token head only in a decoder
+        keys.append(("first_head", "first-token head"))
+    for key, name in keys:
         chosen = summary.get(key)
         if chosen and (chosen["layer"], chosen["head"]) == (layer + 1, head + 1):
             roles.append(name)

@@ -495,3 +495,17 @@ def test_length_batches_sort_by_length_and_cap_long_batches():
     assert all(1 <= len(batch) <= 16 for batch in batches)
     assert all(len(batch) * len(batch[-1].ids) ** 2 <= 16 * PAIR_TOKENS**2 or len(batch) == 1 for batch in batches)
     assert len(batches[0]) == 16 and len(batches[-1]) < 16  # short ones fill a batch, long ones do not
+
+
+def test_a_half_precision_model_gives_run_and_corpus_the_same_statistics(tiny_model_dir):
+    """transformers loads a bf16 checkpoint in bf16: both paths merge and pool its maps in float32."""
+    import torch
+
+    from analysis.models import choose_model, load_model
+
+    loaded = load_model(choose_model("es", str(tiny_model_dir), None))
+    loaded.model.to(torch.bfloat16)
+    expected = word_sums(attend_words(loaded, SENTENCES)).means()
+    got = corpus_sums(loaded, reader(SENTENCES), batch_size=4).means()
+    for name in STATISTICS:
+        np.testing.assert_allclose(got[name], expected[name], rtol=0, atol=2e-6, err_msg=name)

@@ -204,6 +204,51 @@ def test_heads_corpus_on_a_decoder_records_it(llama_dir, tmp_path):
     assert sums.uniform == pytest.approx(sum(math.lgamma(n + 1) for n in sizes))
 
 
+def test_a_decoder_corpus_of_one_word_lines_is_one_error_not_nan(llama_dir, tmp_path):
+    from analysis.models import choose_model, load_model
+
+    gpt2 = tiny_decoder(tmp_path / "gpt2", "gpt2")  # no <s>: a one-word line has one unit, which sees only itself
+    corpus = tmp_path / "one.txt"
+    corpus.write_text("bank\nriver\n")
+    result = CliRunner().invoke(cli, ["heads", "--corpus", str(corpus), "--model", str(gpt2), "--out",
+                                      str(tmp_path / "out"), "--quiet"])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        "Error: the corpus 'one' has no word that enters the statistics: 2 sentence(s) of one word each, and a "
+        "decoder's first word sees only itself; give sentences of two words or more"]
+    assert [p for p in (tmp_path / "out").rglob("*") if p.is_file()] == []
+    import real_attention as ra
+
+    with pytest.raises(ra.InputError, match="no word that enters the statistics"):
+        ra.corpus_stats(load_model(choose_model(None, str(gpt2), None)), ["bank", "river"])
+
+
+def test_a_decoder_corpus_summary_has_no_strongest_next_head(llama_dir, tmp_path):
+    corpus = tmp_path / "lines.txt"
+    corpus.write_text("\n".join(s.text for s in CAUSAL.sentences) + "\n")
+    result = CliRunner().invoke(cli, ["heads", "--corpus", str(corpus), "--model", str(llama_dir), "--out",
+                                      str(tmp_path / "out"), "--quiet"])
+    assert result.exit_code == 0, result.output
+    strongest = json.loads((tmp_path / "out/results/corpus/lines/summary.json").read_text())["strongest"]
+    assert strongest["next"] is None and strongest["prev"] is not None  # as run's next_head: null
+
+
+def test_show_names_a_first_token_head_only_in_a_decoder():
+    from analysis.readback import head_role
+
+    summary = {"first_head": {"layer": 1, "head": 2}, "strongest_markers_head": {"layer": 1, "head": 2}}
+    assert head_role(summary, 0, 1) == "marker head"  # an encoder's summary.json has a first_head too
+    assert head_role({**summary, "causal": True}, 0, 1) == "marker head, first-token head"
+
+
+def test_compare_measures_on_a_decoder_counts_its_first_token_heads(llama_dir, tmp_path):
+    result = CliRunner().invoke(cli, ["run", "--model", str(llama_dir), "--lang", "en-causal", "--compare-measures",
+                                      "--out", str(tmp_path / "out"), "--no-report"])
+    assert result.exit_code == 0, result.output
+    line = result.output.strip().splitlines()[-2]
+    assert line.startswith("marker heads: ") and "; first-token heads: " in line and line.endswith(" by norm")
+
+
 # ---------------------------------------------------------------------------- hand-made causal maps
 
 

@@ -214,3 +214,15 @@ def test_minilm_norm_lowers_the_marker_share_in_most_heads(needs_minilm):
         share[measure] = att.result.report.marker_weight.mean(axis=0)  # (layers, heads)
     lower = int((share["norm"] < share["weights"]).sum())
     assert lower > share["norm"].size // 2, lower
+
+
+def test_the_api_heatmap_names_the_measure_it_is_given(tiny_loaded):
+    import real_attention as ra
+    from analysis.measures import MEASURE_TITLE
+
+    att = ra.attend(tiny_loaded, ["Fui al banco a sacar dinero."], measure="norm")
+    figure = ra.heatmap(att[0], 1, 1, measure=att.measure)
+    assert figure.axes[1].get_ylabel() == MEASURE_TITLE["norm"]  # the colour bar
+    assert ra.heatmap(att[0], 1, 1).axes[1].get_ylabel() == MEASURE_TITLE["weights"]
+    with pytest.raises(ra.InputError, match="unknown measure"):
+        ra.heatmap(att[0], 1, 1, measure="nrom")

@@ -247,6 +247,9 @@ def test_encoders_that_give_maps_only_through_output_attentions(family, xlmr_tok
     for sentence in att:
         assert sentence.weights.shape[:2] == (2, 2)
         np.testing.assert_allclose(sentence.weights.sum(axis=-1), 1.0, atol=1e-5)
+    # norm-based maps need a value projection per layer: these models give one clear error, no traceback
+    with pytest.raises(ra.ModelUnavailable, match="--measure norm needs one attention module per layer"):
+        ra.attend(ra.load(folder), ["Il boit de l'eau."], measure="norm")
 
 
 FRENCH = """
