@@ -50,7 +50,7 @@ HEATMAP_LIGHT_TEXT_FROM = 0.6
 # One line each, for a note under a legend.
 CATEGORY_NOTES = {
     FIRST: "the first unit, whatever it is: a decoder's attention sink",
-    MARKER: "[CLS], [SEP] or punctuation",
+    MARKER: "a token the tokenizer added ([CLS], <s>, ...) or punctuation",
     OTHER: "another word, or not the same kind of word in every sentence",
 }
 
