@@ -54,9 +54,25 @@ def _attribute(module, dotted: str):
 class Projections:
     """One layer's value projection (hooked) and its output projection's per-head slices."""
 
-    value: object  # the torch module whose output is x W_V + b_V, (B, t, kv_heads * d)
+    value: object  # the torch module whose output holds x W_V + b_V, (B, t, kv_heads * d) at `columns`
     gram: object  # (heads, d, d) float32 tensor W_O^h W_O^h^T, so that ||v W_O^h||^2 = v W_O^h W_O^h^T v^T
     group: int  # query heads per key/value head (grouped-query attention; 1 otherwise)
+    columns: slice | None = None  # where the values are in the module's output (GPT-2's c_attn gives q, k, v)
+
+
+def _fused(module, heads: int) -> Projections | None:
+    """GPT-2-style attention: one Conv1D `c_attn` gives queries, keys and values side by side (the values are
+    its last third), and the Conv1D `c_proj` is the output projection, its weight stored (in, out)."""
+    qkv, output = getattr(module, "c_attn", None), getattr(module, "c_proj", None)
+    if qkv is None or output is None or getattr(module, "is_cross_attention", False):
+        return None
+    hidden = output.weight.shape[0]  # Conv1D: (in = heads * d, out = hidden)
+    d = hidden // heads
+    if qkv.weight.shape[1] != 3 * hidden or d * heads != hidden:
+        return None
+    per_head = output.weight.detach().reshape(heads, d, output.weight.shape[1]).double()  # (heads, d, hidden)
+    gram = (per_head @ per_head.transpose(1, 2)).float()
+    return Projections(value=qkv, gram=gram, group=1, columns=slice(2 * hidden, 3 * hidden))
 
 
 def projections(model, heads: int) -> list[Projections]:
@@ -76,13 +92,18 @@ def projections(model, heads: int) -> list[Projections]:
                                "output_attentions. Use --measure weights")
     found = []
     for module in modules:
+        fused = _fused(module, heads)
+        if fused is not None:
+            found.append(fused)
+            continue
         owners = (module, parents.get(id(module)))
         value = next((v for v in (_attribute(module, name) for name in VALUE_NAMES) if v is not None), None)
         output = next((o for owner in owners if owner is not None
                        for o in (_attribute(owner, name) for name in OUTPUT_NAMES) if o is not None), None)
         if value is None or output is None or not hasattr(output, "weight"):
             raise ModelUnavailable(f"{type(module).__name__} has no value or output projection that --measure "
-                                   "norm knows (BERT's value and output.dense, or v_proj and o_proj)")
+                                   "norm knows (BERT's value and output.dense, v_proj and o_proj, or GPT-2's "
+                                   "c_attn and c_proj)")
         weight = output.weight  # (hidden, heads * d): torch's Linear stores W_O transposed
         d = weight.shape[1] // heads
         kv_heads = value.weight.shape[0] // d
@@ -108,7 +129,7 @@ def value_norms(values, layer: Projections):
 
     heads, d, _ = layer.gram.shape
     batch, t, _ = values.shape
-    per_head = values.view(batch, t, heads // layer.group, d).transpose(1, 2)  # (B, kv_heads, t, d)
+    per_head = values.reshape(batch, t, heads // layer.group, d).transpose(1, 2)  # (B, kv_heads, t, d)
     per_head = per_head.repeat_interleave(layer.group, dim=1)  # (B, heads, t, d): query heads share kv heads
     squared = (torch.matmul(per_head, layer.gram.to(values.device)) * per_head).sum(dim=-1)  # (B, heads, t)
     return squared.clamp(min=0).sqrt()
@@ -139,8 +160,10 @@ class Measurer:
 
     def __enter__(self) -> Measurer:
         def hook(layer: int):
+            columns = self.layers[layer].columns
+
             def call(module, args, output):
-                self.values[layer] = output
+                self.values[layer] = output if columns is None else output[..., columns]
             return call
 
         self._handles = [p.value.register_forward_hook(hook(i)) for i, p in enumerate(self.layers)]

@@ -148,6 +148,58 @@ def test_norm_on_a_grouped_query_decoder(tiny_model_dir, causal_lm):
     assert np.allclose(np.triu(tool, k=1), 0.0)  # causal: nothing from the future
 
 
+def tiny_gpt2(tiny_model_dir):
+    """A tiny random GPT-2: fused q, k, v in one Conv1D (c_attn), the output projection a Conv1D (c_proj)."""
+    from transformers import AutoTokenizer, GPT2Config, GPT2Model
+
+    from analysis.models import LoadedModel, ModelChoice
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    config = GPT2Config(vocab_size=len(tokenizer), n_embd=16, n_layer=2, n_head=4, n_positions=32,
+                        attn_implementation="eager")
+    torch.manual_seed(2)
+    model = GPT2Model(config).eval()
+    with torch.no_grad():  # random biases: the value bias must be counted, the output bias must not
+        for block in model.h:
+            block.attn.c_attn.bias.normal_()
+            block.attn.c_proj.bias.normal_()
+    choice = ModelChoice(name="tiny-gpt2", revision=None, path=None)
+    return LoadedModel(choice=choice, revision="none", tokenizer=tokenizer, model=model, device="cpu", layers=2,
+                       heads=4, max_tokens=32)
+
+
+def reference_gpt2_norm(loaded, text: str) -> np.ndarray:
+    """From the state dict: the attention's input is ln_1 of the layer's input; values are c_attn's last third."""
+    inputs = loaded.tokenizer(text, return_tensors="pt", return_token_type_ids=False)
+    with torch.no_grad():
+        out = loaded.model(**inputs, output_attentions=True, output_hidden_states=True)
+    state = {name: tensor.detach() for name, tensor in loaded.model.state_dict().items()}
+    hidden, heads = loaded.model.config.n_embd, loaded.heads
+    d = hidden // heads
+    result = []
+    for layer in range(loaded.layers):
+        x = torch.nn.functional.layer_norm(out.hidden_states[layer][0], (hidden,), state[f"h.{layer}.ln_1.weight"],
+                                           state[f"h.{layer}.ln_1.bias"], loaded.model.config.layer_norm_epsilon)
+        qkv = x @ state[f"h.{layer}.attn.c_attn.weight"] + state[f"h.{layer}.attn.c_attn.bias"]  # Conv1D: x W + b
+        v = qkv[:, 2 * hidden:]
+        w_o = state[f"h.{layer}.attn.c_proj.weight"]  # (heads * d, hidden)
+        maps = []
+        for h in range(heads):
+            f = v[:, h * d:(h + 1) * d] @ w_o[h * d:(h + 1) * d]  # (t, hidden), without c_proj's bias
+            n = out.attentions[layer][0, h] * torch.linalg.vector_norm(f, dim=-1)[None, :]
+            maps.append(n / n.sum(dim=-1, keepdim=True))
+        result.append(torch.stack(maps))
+    return torch.stack(result).numpy()
+
+
+def test_norm_on_a_gpt2_style_decoder_with_fused_projections(tiny_model_dir):
+    loaded = tiny_gpt2(tiny_model_dir)
+    tool = piece_maps(loaded, SENTENCE, NORM)
+    np.testing.assert_allclose(tool, reference_gpt2_norm(loaded, SENTENCE), atol=1e-5)
+    assert np.allclose(np.triu(tool, k=1), 0.0)
+    np.testing.assert_allclose(tool.sum(axis=-1), 1.0, atol=1e-5)
+
+
 def test_norm_maps_scale_each_key_by_its_norm_and_renormalise():
     weights = torch.tensor([[[[0.5, 0.5, 0.0], [0.2, 0.3, 0.5], [0.0, 0.0, 0.0]]]])  # (1, 1, 3, 3)
     norms = torch.tensor([[[2.0, 0.0, 1.0]]])  # (1, 1, 3)
