@@ -98,8 +98,6 @@ def tiny_llama(tiny_model_dir, causal_lm: bool):
     tokenizer for its text."""
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, LlamaModel
 
-    from analysis.models import LoadedModel, ModelChoice
-
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
@@ -109,9 +107,15 @@ def tiny_llama(tiny_model_dir, causal_lm: bool):
     with torch.no_grad():  # make the value biases and output weights matter: random, not zero
         for layer in (model.model.layers if causal_lm else model.layers):
             layer.self_attn.v_proj.weight.normal_()
-    choice = ModelChoice(name="tiny-llama", revision=None, path=None)
-    return LoadedModel(choice=choice, revision="none", tokenizer=tokenizer, model=model, device="cpu", layers=2,
-                       heads=4, max_tokens=32)
+    return loaded_tiny("tiny-llama", tokenizer, model)
+
+
+def loaded_tiny(name: str, tokenizer, model):
+    """A LoadedModel around a tiny model of 2 layers x 4 heads built in a test."""
+    from analysis.models import LoadedModel, ModelChoice
+
+    return LoadedModel(choice=ModelChoice(name=name, revision=None, path=None), revision="none", tokenizer=tokenizer,
+                       model=model, device="cpu", layers=2, heads=4, max_tokens=32)
 
 
 def reference_llama_norm(loaded, text: str) -> np.ndarray:
@@ -152,8 +156,6 @@ def tiny_gpt2(tiny_model_dir):
     """A tiny random GPT-2: fused q, k, v in one Conv1D (c_attn), the output projection a Conv1D (c_proj)."""
     from transformers import AutoTokenizer, GPT2Config, GPT2Model
 
-    from analysis.models import LoadedModel, ModelChoice
-
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     config = GPT2Config(vocab_size=len(tokenizer), n_embd=16, n_layer=2, n_head=4, n_positions=32,
                         attn_implementation="eager")
@@ -163,9 +165,7 @@ def tiny_gpt2(tiny_model_dir):
         for block in model.h:
             block.attn.c_attn.bias.normal_()
             block.attn.c_proj.bias.normal_()
-    choice = ModelChoice(name="tiny-gpt2", revision=None, path=None)
-    return LoadedModel(choice=choice, revision="none", tokenizer=tokenizer, model=model, device="cpu", layers=2,
-                       heads=4, max_tokens=32)
+    return loaded_tiny("tiny-gpt2", tokenizer, model)
 
 
 def reference_gpt2_norm(loaded, text: str) -> np.ndarray:
