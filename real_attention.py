@@ -228,6 +228,10 @@ def run_command(lang, config_path, model_name, revision, offline, device, units,
 
     measures = MEASURES if compare_measures else (measure,)
     with friendly_errors():
+        if compare_measures and measure != MEASURES[0]:
+            from analysis.errors import InputError
+
+            raise InputError(f"--compare-measures runs both measures; leave out --measure {measure}")
         lang = lang_folder(lang)
         sentence_set = load_sentences(config_path, lang)
         choice = choose_model(lang, model_name, revision)

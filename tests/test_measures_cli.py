@@ -226,3 +226,11 @@ def test_the_api_heatmap_names_the_measure_it_is_given(tiny_loaded):
     assert ra.heatmap(att[0], 1, 1).axes[1].get_ylabel() == MEASURE_TITLE["weights"]
     with pytest.raises(ra.InputError, match="unknown measure"):
         ra.heatmap(att[0], 1, 1, measure="nrom")
+
+
+def test_compare_measures_with_a_measure_is_one_error(tmp_path, tiny_model_dir):
+    result = CliRunner().invoke(cli, ["run", "--model", str(tiny_model_dir), "--compare-measures", "--measure", "norm",
+                                      "--out", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == ["Error: --compare-measures runs both measures; leave out --measure norm"]
+    assert not any(tmp_path.iterdir())
