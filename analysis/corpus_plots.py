@@ -5,6 +5,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from analysis.figio import new_figure
+from analysis.plots import label_cells
 
 # One colour per label, in LABELS order (previous, next, self, first_special, last_special, punct, markers, first,
 # broad, mixed).
@@ -28,10 +29,8 @@ def label_grid(labels: np.ndarray, names: tuple[str, ...], title: str) -> Figure
     fig = new_figure(figsize=(1.0 + 0.55 * heads + 1.6, 1.2 + 0.45 * layers))
     ax = fig.subplots()
     ax.imshow(codes, cmap=colours, norm=norm, aspect="auto", interpolation="nearest")
-    for layer in range(layers):
-        for head in range(heads):
-            ax.text(head, layer, SHORT.get(labels[layer, head], labels[layer, head]), ha="center",
-                    va="center", fontsize=7)
+    short = np.vectorize(lambda label: SHORT.get(label, label), otypes=[object])(labels)  # (layers, heads)
+    label_cells(ax, short, ["black"] * short.size, 7)
     ax.set_xticks(range(heads), [str(h + 1) for h in range(heads)])
     ax.set_yticks(range(layers), [str(l + 1) for l in range(layers)])
     ax.set_xlabel("head")
@@ -41,6 +40,13 @@ def label_grid(labels: np.ndarray, names: tuple[str, ...], title: str) -> Figure
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
     fig.tight_layout()
     return fig
+
+
+def _short_number(value: float) -> str:
+    """.87 for 0.87, 1.0 for 1.0; nothing for a mean of no rows (an empty shard's NaN)."""
+    if value != value:
+        return ""
+    return f"{value:.2f}"[1:] if 0 <= value < 1 else f"{value:.1f}"
 
 
 def statistics_grid(means: dict[str, np.ndarray], uniform_entropy: float, title: str) -> Figure:
@@ -60,10 +66,9 @@ def statistics_grid(means: dict[str, np.ndarray], uniform_entropy: float, title:
         values = means[name] / uniform_entropy if name == "entropy" else means[name]  # (layers, heads)
         image = ax.imshow(values, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
         if heads <= 16:  # room for the numbers
-            for layer, head in np.ndindex(layers, heads):
-                value = values[layer, head]
-                ax.text(head, layer, f"{value:.2f}"[1:] if 0 <= value < 1 else f"{value:.1f}", ha="center",
-                        va="center", fontsize=5, color="black" if value > 0.6 else "white")
+            numbers = np.array([_short_number(float(value)) for value in values.reshape(-1)], dtype=object)
+            label_cells(ax, numbers.reshape(values.shape),
+                        ["black" if value > 0.6 else "white" for value in values.reshape(-1).tolist()], 5)
         ax.set_title("entropy / uniform" if name == "entropy" else name, fontsize=9)
         ax.set_xticks(range(heads), [str(h + 1) for h in range(heads)], fontsize=6)
         ax.set_yticks(range(layers), [str(l + 1) for l in range(layers)], fontsize=6)

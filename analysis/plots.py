@@ -104,16 +104,24 @@ def _centred_outline(label: str, size: float):
     return outline.transformed(Affine2D().translate(-(box.x0 + box.x1) / 2, -(box.y0 + box.y1) / 2))
 
 
+def label_cells(ax, labels: np.ndarray, colours: Sequence, size: float) -> CellLabels:
+    """Write (rows, cols) strings `labels` in the cells of a (rows, cols) image, in `colours` (one per cell,
+    row-major; empty labels are left out) -> the one artist that draws them."""
+    rows, cols = np.indices(labels.shape).reshape(2, -1)
+    texts, colours = [str(label) for label in labels.reshape(-1)], list(colours)
+    shown = [i for i, text in enumerate(texts) if text]  # an empty label has no outline to draw
+    cells = CellLabels(ax, [texts[i] for i in shown], np.column_stack([cols, rows])[shown].astype(float),
+                       [colours[i] for i in shown], float(size))
+    ax.add_collection(cells, autolim=False)
+    return cells
+
+
 def annotate_cells(ax, values: np.ndarray, size: float, dark: np.ndarray | None = None) -> CellLabels:
     """The whole percentage of every cell of a (rows, cols) image, white on the dark cells (by default those
     at or above HEATMAP_LIGHT_TEXT_FROM; or where `dark` (rows, cols) says) -> the one artist that draws them."""
-    rows, cols = np.indices(values.shape).reshape(2, -1)
     dark = (values >= HEATMAP_LIGHT_TEXT_FROM) if dark is None else dark
-    labels = [percent(value) for value in values.reshape(-1)]
-    colours = [WHITE if light else INK for light in dark.reshape(-1)]
-    cells = CellLabels(ax, labels, np.column_stack([cols, rows]).astype(float), colours, float(size))
-    ax.add_collection(cells, autolim=False)
-    return cells
+    labels = np.vectorize(percent, otypes=[object])(values)
+    return label_cells(ax, labels, [WHITE if light else INK for light in dark.reshape(-1)], size)
 
 
 def _highlight(label, colour: str) -> None:
