@@ -122,8 +122,9 @@ def quiet_option(function):
 def lang_folder(lang: str) -> str:
     """--lang names a folder under results/ and figures/: one plain name, checked before anything loads."""
     from analysis.atomic import plain_folder_name
+    from analysis.measures import check_own_folder
 
-    return plain_folder_name(lang, "--lang")
+    return check_own_folder(plain_folder_name(lang, "--lang"), "--lang")
 
 
 def units_option(function):

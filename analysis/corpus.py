@@ -320,9 +320,9 @@ def folder_name(name: str, shard: Shard | None, measure: str = "weights") -> str
     """results/corpus/<folder_name>: the corpus name, plus '-norm' for the norm measure and '-shard-i-of-N' for a
     shard, so measures and shards can share --out."""
     from analysis.atomic import plain_folder_name
-    from analysis.measures import folder_suffix
+    from analysis.measures import check_own_folder, folder_suffix
 
-    plain_folder_name(name, "corpus name (--name)")
+    check_own_folder(plain_folder_name(name, "corpus name (--name)"), "corpus name (--name)")
     name += folder_suffix(measure)
     return name if shard is None else f"{name}-shard-{shard.index}-of-{shard.count}"
 

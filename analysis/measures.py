@@ -42,6 +42,17 @@ def folder_suffix(measure: str) -> str:
     return "" if check_measure(measure) == WEIGHTS else f"-{measure}"
 
 
+def check_own_folder(name: str, what: str) -> str:
+    """`name` unless it ends like the folder of another measure (`es-norm` is where `--lang es --measure norm`
+    writes), which would mix two runs in one folder; InputError otherwise."""
+    for measure in MEASURES:
+        suffix = folder_suffix(measure)
+        if suffix and name.endswith(suffix):
+            raise InputError(f"{what} {name!r} ends in {suffix!r}, the ending of the folders of --measure {measure}; "
+                             "choose another name")
+    return name
+
+
 def _attribute(module, dotted: str):
     for part in dotted.split("."):
         module = getattr(module, part, None)

@@ -234,3 +234,20 @@ def test_compare_measures_with_a_measure_is_one_error(tmp_path, tiny_model_dir):
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == ["Error: --compare-measures runs both measures; leave out --measure norm"]
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "--lang", "es-norm"], "Error: --lang 'es-norm' ends in '-norm', the ending of the folders of --measure "
+                                   "norm; choose another name"),
+    (["heads", "--corpus", "CORPUS", "--name", "wiki-norm"],
+     "Error: corpus name (--name) 'wiki-norm' ends in '-norm', the ending of the folders of --measure norm; "
+     "choose another name"),
+])
+def test_a_name_that_ends_like_a_norm_folder_is_refused(tmp_path, tiny_model_dir, args, message):
+    corpus = tmp_path / "lines.txt"
+    corpus.write_text("Fui al banco.\n")
+    args = [str(corpus) if arg == "CORPUS" else arg for arg in args]
+    result = CliRunner().invoke(cli, [*args, "--model", str(tiny_model_dir), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines()[-1] == message
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*.csv"))
