@@ -47,6 +47,11 @@ def _draw_job(job: Job) -> list[Path]:
 
 
 def _warm_up() -> None:
+    import signal
+
+    # Ctrl-C reaches the whole process group: the main process stops the run and ends the workers; a worker
+    # of its own would only print a KeyboardInterrupt traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from analysis.plots import warm_up
     from analysis.report import heatmap_colours
 

@@ -514,3 +514,23 @@ def test_a_run_that_fails_after_the_drawing_processes_started_ends_them(tmp_path
     assert result.exit_code == 1 and "hit a bug" in result.output
     assert multiprocessing.active_children() == []  # terminated and joined, none left behind
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
+def test_drawing_workers_leave_ctrl_c_to_the_main_process(tiny_result, tmp_path):
+    """Ctrl-C reaches every process of the group: the workers ignore it (no KeyboardInterrupt traceback of
+    their own) and the main process ends them."""
+    import os
+    import signal
+    import time
+
+    from analysis.figure_jobs import DrawingPool, run_jobs
+
+    with DrawingPool(2) as pool:
+        jobs = run_jobs(tmp_path, tiny_result, ("png",))
+        list(pool.imap(jobs[:2]))  # the workers have warmed up and drawn
+        workers = list(pool._pool._pool)  # multiprocessing's processes (it replaces any that die)
+        for worker in workers:
+            os.kill(worker.pid, signal.SIGINT)
+        time.sleep(0.5)
+        assert all(worker.is_alive() for worker in workers) and pool._pool._pool == workers
+        assert len(list(pool.imap(jobs[2:4]))) == 2  # and they still draw
