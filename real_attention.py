@@ -275,7 +275,7 @@ def run_command(lang, config_path, model_name, revision, offline, device, units,
                 if drawing is not None:
                     figures = drawing.wait(quiet=quiet)
                 if report is not None:
-                    report.get()
+                    pool.get(report)
                 runs[m] = (folder, result, summary, figures, figures_folder)
             if compare_measures:
                 from analysis.compare import compare_line, write_compare
@@ -287,7 +287,7 @@ def run_command(lang, config_path, model_name, revision, offline, device, units,
     if not no_figures:
         from analysis.figure_jobs import font_note as missing_glyphs
 
-        note = font_note.get() if font_note is not None else missing_glyphs(run_texts(result))
+        note = font_note.get() if font_note is not None else missing_glyphs(run_texts(result))  # ready: pool joined
         if note:
             warn(note)
     if quiet:

@@ -11,8 +11,8 @@ from analysis.plots import label_cells
 # broad, mixed).
 COLOURS = ("#1f77b4", "#ff7f0e", "#9467bd", "#d62728", "#2ca02c", "#8c564b", "#bcbd22", "#e377c2", "#17becf",
            "#dddddd")
-SHORT = {"previous": "prev", "next": "next", "self": "self", "first_special": "first", "last_special": "last",
-         "punct": "punct", "markers": "mark", "first": "1st", "broad": "broad", "mixed": ""}
+SHORT = {"previous": "prev", "next": "next", "self": "self", "first_special": "1st sp", "last_special": "last sp",
+         "punct": "punct", "markers": "mark", "first": "first", "broad": "broad", "mixed": ""}
 
 
 def label_grid(labels: np.ndarray, names: tuple[str, ...], title: str) -> Figure:

@@ -26,6 +26,13 @@ FIGURE_SENTENCES = 10  # per-sentence figures are drawn for the first 10 sentenc
 PARALLEL_FROM = 6  # this many figures or more are drawn by forked worker processes (where fork exists)
 PROGRESS_FROM = 24  # this many figures or more show a progress bar on stderr (unless quiet)
 MAX_WORKERS = 8
+POLL_SECONDS = 0.5  # how often a wait checks that the drawing processes are alive
+
+
+def multiprocessing_timeout() -> type[Exception]:
+    import multiprocessing
+
+    return multiprocessing.TimeoutError
 
 # The lesson's four heads: file prefix, the HeadReport property that picks it, and its name in titles.
 LESSON_HEADS = (
@@ -52,11 +59,14 @@ def _warm_up() -> None:
     # Ctrl-C reaches the whole process group: the main process stops the run and ends the workers; a worker
     # of its own would only print a KeyboardInterrupt traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from analysis.plots import warm_up
-    from analysis.report import heatmap_colours
+    try:
+        from analysis.plots import warm_up
+        from analysis.report import heatmap_colours
 
-    warm_up()
-    heatmap_colours()  # the report's colour map: its module, pandas and matplotlib's colour maps are loaded
+        warm_up()
+        heatmap_colours()  # the report's colour map: its module, pandas and matplotlib's colour maps are loaded
+    except Exception:  # noqa: BLE001  the first job meets the same error and reports it; a worker that died
+        pass  # here would be replaced by the pool, fail again, and so on for ever
 
 
 def _write_report(path: Path, result: RunResult, summary: dict) -> Path:
@@ -117,6 +127,34 @@ class DrawingPool:
             if quiet_tokenizers:
                 del os.environ["TOKENIZERS_PARALLELISM"]
         self.count = count
+        # Pool replaces a worker that dies and loses its task, which would leave the run waiting for ever; the
+        # first processes never end before the pool does, so one that has an exit code was killed.
+        self._workers = list(self._pool._pool)
+
+    def _check_alive(self) -> None:
+        from analysis.errors import OutputError
+
+        if any(worker.exitcode is not None for worker in self._workers):
+            raise OutputError("a drawing process died before it finished (killed, or out of memory?); nothing "
+                              "was written. Run again, or with --no-figures")
+
+    def results(self, pending) -> Iterator:
+        """The items of a pool iterator, in order; OutputError if a worker dies meanwhile."""
+        while True:
+            try:
+                yield pending.next(timeout=POLL_SECONDS)
+            except StopIteration:
+                return
+            except multiprocessing_timeout():
+                self._check_alive()
+
+    def get(self, pending):
+        """An AsyncResult's value; OutputError if a worker dies meanwhile."""
+        while True:
+            try:
+                return pending.get(timeout=POLL_SECONDS)
+            except multiprocessing_timeout():
+                self._check_alive()
 
     @classmethod
     def start(cls, workers: int | None = None) -> DrawingPool | None:
@@ -126,7 +164,8 @@ class DrawingPool:
         return cls(count) if count > 1 and can_fork() else None
 
     def imap(self, jobs: list[Job]) -> Iterator[list[Path]]:
-        return self._pool.imap(_draw_job, jobs)  # in job order, whoever finishes first
+        """Each job's saved paths, in job order, whoever finishes first; the jobs start at once."""
+        return self.results(self._pool.imap(_draw_job, jobs))
 
     def font_note(self, texts: Sequence[str]):
         """font_note(texts) in a worker, which has matplotlib's fonts loaded already; `.get()` the line."""

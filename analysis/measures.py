@@ -81,7 +81,7 @@ def _fused(module, heads: int) -> Projections | None:
     d = hidden // heads
     if qkv.weight.shape[1] != 3 * hidden or d * heads != hidden:
         return None
-    per_head = output.weight.detach().reshape(heads, d, output.weight.shape[1]).double()  # (heads, d, hidden)
+    per_head = output.weight.detach().cpu().reshape(heads, d, output.weight.shape[1]).double()  # (heads, d, hidden)
     gram = (per_head @ per_head.transpose(1, 2)).float()
     return Projections(value=qkv, gram=gram, group=1, columns=slice(2 * hidden, 3 * hidden))
 
@@ -119,7 +119,8 @@ def projections(model, heads: int) -> list[Projections]:
         d = weight.shape[1] // heads
         kv_heads = value.weight.shape[0] // d
         assert d * heads == weight.shape[1] and kv_heads * d == value.weight.shape[0] and heads % kv_heads == 0
-        per_head = weight.detach().T.reshape(heads, d, weight.shape[0]).double()  # (heads, d, hidden): W_O^h
+        # (heads, d, hidden): W_O^h, in float64 on the CPU (MPS has no float64)
+        per_head = weight.detach().cpu().T.reshape(heads, d, weight.shape[0]).double()
         gram = (per_head @ per_head.transpose(1, 2)).float()  # (heads, d, d), in float64 then rounded once
         found.append(Projections(value=value, gram=gram, group=heads // kv_heads))
     return found

@@ -79,29 +79,34 @@ def percent(weight: float) -> str:
 
 
 class CellLabels(PathCollection):
-    """The numbers of a grid's cells as one artist: each number's outline (a TextPath, centred on its cell),
-    drawn in one pass. A Text artist per cell made up about a third of a heatmap's drawing time.
+    """The labels of a grid's cells as one artist: each label's outline (a TextPath, centred on its cell),
+    drawn in one pass. A Text artist per cell made up about a third of a heatmap's drawing time. Being
+    outlines, the numbers of a PDF or SVG cannot be selected as text.
 
-    `labels` (k,) are the numbers as written and `positions` (k, 2) their (column, row) cells, row-major.
+    `labels` (k,) are the labels as written and `positions` (k, 2) their (column, row) cells, row-major.
     """
 
     def __init__(self, ax, labels: list[str], positions: np.ndarray, colours: list[str], size: float):
         points_to_pixels = Affine2D().scale(1 / 72) + ax.figure.dpi_scale_trans  # follows savefig's dpi
-        super().__init__([_centred_outline(label, size) for label in labels], offsets=positions,
+        family = tuple(np.atleast_1d(matplotlib.rcParams["font.family"]).tolist())
+        super().__init__([_centred_outline(label, size, family) for label in labels], offsets=positions,
                          offset_transform=ax.transData, transform=points_to_pixels, facecolors=colours,
                          edgecolors="none", linewidths=0, gid="cell", zorder=3)
         self.labels, self.positions = labels, positions
 
 
 @functools.lru_cache(maxsize=4096)
-def _centred_outline(label: str, size: float):
-    """A number's outline in points, centred on (0, 0) the way va="center" centres a Text: the digits' height."""
+def _centred_outline(label: str, size: float, family: tuple[str, ...]):
+    """A label's outline in points: centred across on its own width, and down on the middle of the font's line
+    ("lp": ascender to descender), as va="center" centres a Text, so every label shares one baseline."""
     from matplotlib.font_manager import FontProperties
     from matplotlib.textpath import TextPath
 
-    outline = TextPath((0, 0), label, size=size, prop=FontProperties(family=matplotlib.rcParams["font.family"]))
+    prop = FontProperties(family=list(family))
+    outline = TextPath((0, 0), label, size=size, prop=prop)
+    line = TextPath((0, 0), "lp", size=size, prop=prop).get_extents()
     box = outline.get_extents()
-    return outline.transformed(Affine2D().translate(-(box.x0 + box.x1) / 2, -(box.y0 + box.y1) / 2))
+    return outline.transformed(Affine2D().translate(-(box.x0 + box.x1) / 2, -(line.y0 + line.y1) / 2))
 
 
 def label_cells(ax, labels: np.ndarray, colours: Sequence, size: float) -> CellLabels:

@@ -534,3 +534,47 @@ def test_drawing_workers_leave_ctrl_c_to_the_main_process(tiny_result, tmp_path)
         time.sleep(0.5)
         assert all(worker.is_alive() for worker in workers) and pool._pool._pool == workers
         assert len(list(pool.imap(jobs[2:4]))) == 2  # and they still draw
+
+
+def _slow_job(*job):
+    import time
+
+    time.sleep(0.4)
+    return []
+
+
+def test_a_drawing_worker_that_dies_is_one_error_not_a_wait_for_ever(tmp_path, monkeypatch):
+    import os
+    import signal
+    import time
+
+    from analysis import plots
+    from analysis.errors import OutputError
+    from analysis.figure_jobs import Drawing, DrawingPool
+
+    monkeypatch.setattr(plots, "draw_and_save", _slow_job)  # before the fork: the workers have it
+    jobs = [("heatmap", {}, tmp_path, f"job{i}", ("png",)) for i in range(6)]
+    started = time.monotonic()
+    with pytest.raises(OutputError, match="a drawing process died before it finished"):
+        with DrawingPool(2) as pool:
+            drawing = Drawing(jobs, pool=pool)
+            time.sleep(0.2)  # both workers are in a job
+            os.kill(pool._workers[0].pid, signal.SIGKILL)
+            drawing.wait(quiet=True)
+    assert time.monotonic() - started < 30
+
+
+def test_a_worker_whose_warm_up_fails_still_takes_jobs(tmp_path, monkeypatch):
+    """A worker that died while warming up would be replaced by the pool, fail again, and so on for ever."""
+    from analysis import plots
+    from analysis.figure_jobs import DrawingPool
+
+    def broken():
+        raise RuntimeError("no backend")
+
+    monkeypatch.setattr(plots, "warm_up", broken)
+    monkeypatch.setattr(plots, "draw_and_save", _slow_job)
+    with DrawingPool(2) as pool:
+        workers = list(pool._workers)
+        assert list(pool.imap([("heatmap", {}, tmp_path, "a", ("png",))] * 3)) == [[], [], []]
+        assert all(worker.is_alive() for worker in workers) and pool._pool._pool == workers
