@@ -15,6 +15,7 @@ import hashlib
 import itertools
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator
@@ -323,6 +324,9 @@ def folder_name(name: str, shard: Shard | None, measure: str = "weights") -> str
     from analysis.measures import check_own_folder, folder_suffix
 
     check_own_folder(plain_folder_name(name, "corpus name (--name)"), "corpus name (--name)")
+    if re.search(r"-shard-\d+-of-\d+$", name):  # where `--shard i/N` of another corpus writes
+        raise CorpusError(f"corpus name (--name) {name!r} ends like the folder of a shard (-shard-i-of-N); "
+                          "choose another name")
     name += folder_suffix(measure)
     return name if shard is None else f"{name}-shard-{shard.index}-of-{shard.count}"
 

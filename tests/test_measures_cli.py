@@ -242,6 +242,9 @@ def test_compare_measures_with_a_measure_is_one_error(tmp_path, tiny_model_dir):
     (["heads", "--corpus", "CORPUS", "--name", "wiki-norm"],
      "Error: corpus name (--name) 'wiki-norm' ends in '-norm', the ending of the folders of --measure norm; "
      "choose another name"),
+    (["heads", "--corpus", "CORPUS", "--name", "wiki-shard-1-of-2"],
+     "Error: corpus name (--name) 'wiki-shard-1-of-2' ends like the folder of a shard (-shard-i-of-N); "
+     "choose another name"),
 ])
 def test_a_name_that_ends_like_a_norm_folder_is_refused(tmp_path, tiny_model_dir, args, message):
     corpus = tmp_path / "lines.txt"
