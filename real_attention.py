@@ -27,13 +27,20 @@ import click
 
 __version__ = "0.1.0"
 
+# The engine lives in analysis/ beside this file (a checkout) or in real_attention/ beside it (an installed wheel,
+# a folder without __init__.py, so this module wins the name). Giving the module a __path__ makes it the package
+# of those stage folders: the engine is real_attention.engine, .outputs, .corpus, .jobs, ... and the
+# distribution installs no other import name, so a user's own `analysis.py` cannot shadow it.
+_HERE = Path(__file__).resolve().parent
+__path__ = [str(folder) for folder in (_HERE / "analysis", _HERE / "real_attention") if folder.is_dir()]
+
 # The public API, imported from analysis on first use (PEP 562), so `import real_attention` stays light.
 _API = {
-    "load": "analysis.api", "attend": "analysis.api", "classify": "analysis.api", "heatmap": "analysis.api",
-    "corpus_stats": "analysis.api", "Attention": "analysis.api",
-    "LoadedModel": "analysis.models", "WordAttention": "analysis.words", "Thresholds": "analysis.corpus",
-    "RealAttentionError": "analysis.errors", "InputError": "analysis.errors",
-    "ModelUnavailable": "analysis.errors", "OutputError": "analysis.errors",
+    "load": "real_attention.jobs.api", "attend": "real_attention.jobs.api", "classify": "real_attention.jobs.api", "heatmap": "real_attention.jobs.api",
+    "corpus_stats": "real_attention.jobs.api", "Attention": "real_attention.jobs.api",
+    "LoadedModel": "real_attention.engine.models", "WordAttention": "real_attention.engine.words", "Thresholds": "real_attention.corpus.sums",
+    "RealAttentionError": "real_attention.engine.errors", "InputError": "real_attention.engine.errors",
+    "ModelUnavailable": "real_attention.engine.errors", "OutputError": "real_attention.engine.errors",
 }
 __all__ = sorted(_API) + ["cli", "__version__"]
 
@@ -65,7 +72,7 @@ class CommandError(click.ClickException):
 @contextmanager
 def friendly_errors():
     """Turn the library's own errors, and only those, into one `Error:` line; a bug keeps its traceback."""
-    from analysis.errors import RealAttentionError
+    from real_attention.engine.errors import RealAttentionError
 
     try:
         yield
@@ -121,8 +128,8 @@ def quiet_option(function):
 
 def lang_folder(lang: str) -> str:
     """--lang names a folder under results/ and figures/: one plain name, checked before anything loads."""
-    from analysis.atomic import plain_folder_name
-    from analysis.measures import check_own_folder
+    from real_attention.outputs.staging import plain_folder_name
+    from real_attention.engine.measures import check_own_folder
 
     return check_own_folder(plain_folder_name(lang, "--lang"), "--lang")
 
@@ -167,8 +174,8 @@ def lesson_command(out_dir: Path, formats: tuple[str, ...], quiet: bool) -> None
 
     Writes OUT/results/lesson/ (CSV, JSON) and OUT/figures/lesson/ and prints each number next to the lesson's.
     """
-    from analysis.lesson import compute_lesson
-    from analysis.lesson_io import format_report, write_lesson
+    from real_attention.lesson.numbers import compute_lesson
+    from real_attention.lesson.files import format_report, write_lesson
 
     results = compute_lesson()
     with friendly_errors():
@@ -179,7 +186,7 @@ def lesson_command(out_dir: Path, formats: tuple[str, ...], quiet: bool) -> None
 
 
 def measure_option(function):
-    from analysis.measures import MEASURES, WEIGHTS
+    from real_attention.engine.measures import MEASURES, WEIGHTS
 
     return click.option(
         "--measure", type=click.Choice(MEASURES), default=WEIGHTS, show_default=True,
@@ -219,18 +226,18 @@ def run_command(lang, config_path, model_name, revision, offline, device, units,
     With --measure norm the folders are LANG-norm instead of LANG.
     OUT/figures/LANG/ always holds exactly what this run drew: with --no-figures --no-report it is removed.
     """
-    from analysis.atomic import staged_outputs
-    from analysis.measures import MEASURES, check_supported, folder_suffix
-    from analysis.models import choose_model
-    from analysis.naming import short_revision
-    from analysis.report import REPORT_NAME, write_report
-    from analysis.sentences import load_sentences
-    from analysis.tables import describe, sense_head_note, write_results
+    from real_attention.outputs.staging import staged_outputs
+    from real_attention.engine.measures import MEASURES, check_supported, folder_suffix
+    from real_attention.engine.models import choose_model
+    from real_attention.engine.naming import short_revision
+    from real_attention.outputs.report import REPORT_NAME, write_report
+    from real_attention.engine.sentences import load_sentences
+    from real_attention.outputs.tables import describe, sense_head_note, write_results
 
     measures = MEASURES if compare_measures else (measure,)
     with friendly_errors():
         if compare_measures and measure != MEASURES[0]:
-            from analysis.errors import InputError
+            from real_attention.engine.errors import InputError
 
             raise InputError(f"--compare-measures runs both measures; leave out --measure {measure}")
         lang = lang_folder(lang)
@@ -240,14 +247,14 @@ def run_command(lang, config_path, model_name, revision, offline, device, units,
         font_note = None  # the line about missing glyphs, worked out by a drawing worker
         with staged_outputs() as staging, ExitStack() as drawing_processes:
             results_folders = {m: staging.folder(out_dir / "results" / (lang + folder_suffix(m))) for m in measures}
-            from analysis.figure_jobs import FIGURE_SENTENCES, Drawing, DrawingPool, run_jobs, run_texts
+            from real_attention.outputs.drawing import FIGURE_SENTENCES, Drawing, DrawingPool, run_jobs, run_texts
 
             # Started now, the drawing processes import matplotlib while this one loads the model.
             pool = None if no_figures else DrawingPool.start()
             if pool is not None:
                 drawing_processes.enter_context(pool)
-            from analysis.models import check_encodes, load_model
-            from analysis.pipeline import analyse
+            from real_attention.engine.models import check_encodes, load_model
+            from real_attention.engine.pipeline import analyse
 
             loaded = load_model(choice, device=device, offline=offline)
             check_encodes(loaded, [sentence.text for sentence in sentence_set.sentences])
@@ -278,14 +285,14 @@ def run_command(lang, config_path, model_name, revision, offline, device, units,
                     pool.get(report)
                 runs[m] = (folder, result, summary, figures, figures_folder)
             if compare_measures:
-                from analysis.compare import compare_line, write_compare
+                from real_attention.outputs.compare import compare_line, write_compare
 
                 weights_run, norm_run = (runs[m] for m in MEASURES)
                 write_compare(results_folders[MEASURES[0]], None if no_figures else weights_run[4],
                               weights_run[1], norm_run[1], formats)
     report_leftovers(staging)
     if not no_figures:
-        from analysis.figure_jobs import font_note as missing_glyphs
+        from real_attention.outputs.drawing import font_note as missing_glyphs
 
         note = font_note.get() if font_note is not None else missing_glyphs(run_texts(result))  # ready: pool joined
         if note:
@@ -307,7 +314,7 @@ def run_command(lang, config_path, model_name, revision, offline, device, units,
             click.echo(f"wrote {out_dir / 'figures' / folder / REPORT_NAME}")
     if compare_measures:
         click.echo(compare_line(runs[MEASURES[0]][1], runs[MEASURES[1]][1]))
-        from analysis.compare import COMPARE_NAME
+        from real_attention.outputs.compare import COMPARE_NAME
 
         folder = runs[MEASURES[0]][0]
         click.echo(f"wrote {out_dir / 'results' / folder / COMPARE_NAME}.csv"
@@ -330,13 +337,13 @@ def show_command(lang, layer, head, sentence, out_dir, measure, formats, quiet) 
     Reads OUT/results/LANG/attention.csv and summary.json, writes OUT/figures/LANG/head_L<l>H<h>_s<k>.png
     and prints its path. With --measure norm: the LANG-norm folders of `run --measure norm`.
     """
-    from analysis.errors import OutputError
-    from analysis.figure_jobs import font_note, write_head_figures
-    from analysis.readback import load_run
+    from real_attention.engine.errors import OutputError
+    from real_attention.outputs.drawing import font_note, write_head_figures
+    from real_attention.outputs.readback import load_run
 
     with friendly_errors():
         lang = lang_folder(lang)
-        from analysis.measures import folder_suffix
+        from real_attention.engine.measures import folder_suffix
 
         run = load_run(out_dir, lang, measure)
         folder = out_dir / "figures" / (lang + folder_suffix(measure))
@@ -398,11 +405,11 @@ def heads_command(corpus_specs, more_specs, corpus_format, corpus_name, lang, mo
     statistics.png). With --workers or --scheduler the partitions run on a Dask cluster. With --measure norm
     the statistics pool the norm-based maps, into NAME-norm/ folders.
     """
-    from analysis.atomic import staged_outputs
-    from analysis.cluster import Engine, run_corpus
-    from analysis.corpus import CorpusError, CorpusRun, Shard, Thresholds, describe, folder_name, write_corpus
-    from analysis.inputs import CorpusText, expand
-    from analysis.naming import short_revision
+    from real_attention.outputs.staging import staged_outputs
+    from real_attention.corpus.cluster import Engine, run_corpus
+    from real_attention.corpus.sums import CorpusError, CorpusRun, Shard, Thresholds, describe, folder_name, write_corpus
+    from real_attention.corpus.inputs import CorpusText, expand
+    from real_attention.engine.naming import short_revision
 
     with friendly_errors():
         shard = Shard.parse(shard_text) if shard_text is not None else None
@@ -420,7 +427,7 @@ def heads_command(corpus_specs, more_specs, corpus_format, corpus_name, lang, mo
             figures_folder = staging.folder(out_dir / "figures" / "corpus" / folder)
             from tqdm.auto import tqdm
 
-            from analysis.pipeline import versions
+            from real_attention.engine.pipeline import versions
 
             text = CorpusText(inputs, shard or Shard())
             with tqdm(total=text.total_lines(), unit="sent", desc=folder, disable=quiet, file=sys.stderr,
@@ -455,9 +462,9 @@ def merge_command(shard_dirs, out_dir, formats, quiet) -> None:
     Each SHARD_DIR is a results/corpus/NAME-shard-i-of-N/ folder; all N shards are needed. Writes
     OUT/results/corpus/NAME/ and OUT/figures/corpus/NAME/ in the same form as `heads` without --shard.
     """
-    from analysis.atomic import staged_outputs
-    from analysis.corpus import describe, merge_shards, write_corpus
-    from analysis.naming import short_revision
+    from real_attention.outputs.staging import staged_outputs
+    from real_attention.corpus.sums import describe, merge_shards, write_corpus
+    from real_attention.engine.naming import short_revision
 
     with friendly_errors():
         run, sums = merge_shards(shard_dirs)

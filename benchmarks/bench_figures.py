@@ -29,9 +29,9 @@ def main() -> None:
     args = parser.parse_args()
     formats = tuple(args.formats or ["png"])
 
-    from analysis.models import choose_model, load_model
-    from analysis.pipeline import analyse
-    from analysis.sentences import load_sentences
+    from real_attention.engine.models import choose_model, load_model
+    from real_attention.engine.pipeline import analyse
+    from real_attention.engine.sentences import load_sentences
 
     choice = choose_model(args.lang, "minilm", None)
     load_cold, loaded = timed(lambda: load_model(choice))  # imports torch and transformers on first call
@@ -40,7 +40,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as folder:
         def draw():
-            from analysis.figure_jobs import write_run_figures  # its workers import matplotlib
+            from real_attention.outputs.drawing import write_run_figures  # its workers import matplotlib
 
             return write_run_figures(Path(folder), result, formats)
 

@@ -21,8 +21,8 @@ import time
 BARE = """
 import torch
 from transformers import AutoModel, AutoTokenizer
-from analysis.models import minilm_path
-from analysis.sentences import load_sentences
+from real_attention.engine.models import minilm_path
+from real_attention.engine.sentences import load_sentences
 path = minilm_path()
 tokenizer = AutoTokenizer.from_pretrained(path)
 model = AutoModel.from_pretrained(path, attn_implementation="eager").eval()
@@ -36,8 +36,8 @@ assert len(maps) == model.config.num_hidden_layers
 BARE_SMOLLM2 = """
 import torch
 from transformers import AutoModel, AutoTokenizer
-from analysis.models import smollm2_gguf
-from analysis.sentences import load_sentences
+from real_attention.engine.models import smollm2_gguf
+from real_attention.engine.sentences import load_sentences
 gguf = smollm2_gguf()
 tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
 model = AutoModel.from_pretrained(gguf.parent, gguf_file=gguf.name, attn_implementation="eager",

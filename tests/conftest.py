@@ -55,7 +55,7 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_loaded(tiny_model_dir):
-    from analysis.models import choose_model, load_model
+    from real_attention.engine.models import choose_model, load_model
 
     return load_model(choose_model("es", str(tiny_model_dir), None))
 

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.atomic import OutputError, staged_outputs
+from real_attention.outputs.staging import OutputError, staged_outputs
 
 
 def test_all_folders_land_together_and_replace_the_old_ones(tmp_path):

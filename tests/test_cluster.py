@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from analysis.cluster import Engine, OrderedSum, partitions, run_corpus
-from analysis.corpus import STATISTICS, CorpusError, HeadSums, Shard, Thresholds, heads_frame, label_heads
-from analysis.inputs import CorpusText, expand
-from analysis.tables import write_csv
+from real_attention.corpus.cluster import Engine, OrderedSum, partitions, run_corpus
+from real_attention.corpus.sums import STATISTICS, CorpusError, HeadSums, Shard, Thresholds, heads_frame, label_heads
+from real_attention.corpus.inputs import CorpusText, expand
+from real_attention.outputs.tables import write_csv
 from real_attention import cli
 
 SEEDS = Path(__file__).resolve().parent.parent / "benchmarks" / "corpus_seeds.txt"
@@ -161,7 +161,7 @@ def test_an_unreachable_scheduler_is_one_line_that_says_what_to_do(tmp_path, tin
     import socket
 
     pytest.importorskip("distributed")
-    from analysis import dask_engine
+    from real_attention.corpus import dask_engine
 
     monkeypatch.setattr(dask_engine, "CONNECT_TIMEOUT", "1s")
     with socket.socket() as probe:  # a port nobody listens on
@@ -309,8 +309,8 @@ def test_a_killed_worker_is_replaced_and_the_result_is_the_same(cluster, single_
 
 @pytest.mark.slow
 def test_a_worker_with_another_model_fails_the_run_with_a_clear_error(cluster, needs_minilm_module):
-    from analysis.dask_engine import ModelSpec, dask_sums
-    from analysis.errors import ModelUnavailable
+    from real_attention.corpus.dask_engine import ModelSpec, dask_sums
+    from real_attention.engine.errors import ModelUnavailable
 
     _, client = cluster
     wrong = ModelSpec(lang=None, model="minilm", request=None, expected="sha256:" + "0" * 64)
@@ -345,7 +345,7 @@ def test_heads_workers_writes_the_single_process_files(tmp_path, tiny_model_dir)
 
 @pytest.mark.slow
 def test_an_interrupted_cluster_run_writes_nothing(cluster, tmp_path, tiny_model_dir, monkeypatch):
-    from analysis import dask_engine
+    from real_attention.corpus import dask_engine
 
     corpus = tmp_path / "tiny.txt"
     corpus.write_text("\n".join(TINY_SENTENCES * 3) + "\n")

@@ -10,12 +10,12 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from analysis import corpus
-from analysis.corpus import (STATISTICS, CorpusError, CorpusReader, HeadSums, LABELS, Shard, Thresholds, corpus_sums,
+from real_attention.corpus import sums as corpus
+from real_attention.corpus.sums import (STATISTICS, CorpusError, CorpusReader, HeadSums, LABELS, Shard, Thresholds, corpus_sums,
                              label_heads, merge_shards)
-from analysis.heads import NEXT_OFFSET, PREVIOUS_OFFSET, kernel, word_sums
-from analysis.pipeline import attend_words
-from analysis.words import FIRST_SPECIAL, LAST_SPECIAL, PAD, PUNCT, WORD, merge_maps
+from real_attention.engine.heads import NEXT_OFFSET, PREVIOUS_OFFSET, kernel, word_sums
+from real_attention.engine.pipeline import attend_words
+from real_attention.engine.words import FIRST_SPECIAL, LAST_SPECIAL, PAD, PUNCT, WORD, merge_maps
 from real_attention import cli
 
 # Words of the tiny vocabulary; "sentí", "jardín" and "unos" are split into pieces.
@@ -92,7 +92,7 @@ def test_piece_statistics_are_those_of_the_merged_word_maps():
     np.testing.assert_allclose(got["punct"], words[..., 2].mean(axis=-1), atol=1e-6)
     np.testing.assert_allclose(got["markers"], words[..., [0, 2, 4]].sum(axis=-1).mean(axis=-1), atol=1e-6)
     # the piece-level path and the word-level path (run's word_sums) are one function on the same maps
-    from analysis.words import WordAttention
+    from real_attention.engine.words import WordAttention
 
     attention = WordAttention("x", tuple("abcde"), tuple(kinds[0]), np.ascontiguousarray(words, dtype=np.float32))
     np.testing.assert_allclose(word_sums([attention]).totals, sums_of(maps, units[None], kinds).totals, atol=1e-6)
@@ -224,8 +224,8 @@ def test_padding_does_not_change_any_statistic(tiny_loaded):
 @pytest.mark.parametrize("units", ["text", "tokenizer"])
 def test_every_bucket_of_a_long_corpus_uses_the_unit_rule(tiny_loaded, units):
     """More lines than one length-sorted bucket holds: each bucket is cut into units by the same rule."""
-    from analysis.corpus import BUCKET_BATCHES
-    from analysis.extract import encode
+    from real_attention.corpus.sums import BUCKET_BATCHES
+    from real_attention.engine.extract import encode
 
     # the rules differ on "bank's": one unit by the text, three (bank ' s) by the tokenizer's words
     lines = ["fui al banco, a sacar dinero.", "i sat at the bank's end."] * (2 * BUCKET_BATCHES)
@@ -399,7 +399,7 @@ def test_an_interrupted_or_failing_run_leaves_nothing(tmp_path, corpus_file, tin
 
 
 def test_label_grid_shows_every_head(tiny_loaded):
-    from analysis.corpus_plots import label_grid
+    from real_attention.outputs.corpus_figures import label_grid
 
     labels = np.array([["previous", "next", "mixed"], ["last_special", "broad", "mixed"]], dtype=object)
     fig = label_grid(labels, LABELS, "title")
@@ -411,7 +411,7 @@ def test_label_grid_shows_every_head(tiny_loaded):
 
 
 def test_statistics_grid_draws_each_statistic_on_one_scale():
-    from analysis.corpus_plots import statistics_grid
+    from real_attention.outputs.corpus_figures import statistics_grid
 
     layers, heads = 2, 3
     means = {name: np.full((layers, heads), 0.25) for name in STATISTICS}
@@ -460,7 +460,7 @@ def test_minilm_on_a_small_real_corpus(tmp_path, needs_minilm):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 def test_cuda_gives_the_cpu_statistics(tiny_model_dir):
-    from analysis.models import choose_model, load_model
+    from real_attention.engine.models import choose_model, load_model
 
     cpu = load_model(choose_model("en", str(tiny_model_dir), None), device="cpu")
     cuda = load_model(choose_model("en", str(tiny_model_dir), None), device="cuda")
@@ -483,8 +483,8 @@ def test_an_empty_shard_is_written_and_merges(tmp_path, tiny_model_dir):
 
 
 def test_length_batches_sort_by_length_and_cap_long_batches():
-    from analysis.corpus import PAIR_TOKENS, length_batches
-    from analysis.extract import Encoded
+    from real_attention.corpus.sums import PAIR_TOKENS, length_batches
+    from real_attention.engine.extract import Encoded
 
     rng = np.random.default_rng(3)
     lengths = rng.integers(3, 3 * PAIR_TOKENS, size=300)
@@ -502,7 +502,7 @@ def test_a_half_precision_model_gives_run_and_corpus_the_same_statistics(tiny_mo
     """transformers loads a bf16 checkpoint in bf16: both paths merge and pool its maps in float32."""
     import torch
 
-    from analysis.models import choose_model, load_model
+    from real_attention.engine.models import choose_model, load_model
 
     loaded = load_model(choose_model("es", str(tiny_model_dir), None))
     loaded.model.to(torch.bfloat16)

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from analysis.categories import CATEGORIES, CAUSAL_CATEGORIES, category_counts, focus_categories, key_relations
-from analysis.focus import FocusedSentence, SentenceError, focus_sentences
-from analysis.heads import STATISTICS, HeadSums, classify, sentence_counts, word_sums
-from analysis.sentences import Sentence, SentenceSet, load_sentences
-from analysis.words import FIRST_SPECIAL, PUNCT, WORD, WordAttention
+from real_attention.engine.categories import CATEGORIES, CAUSAL_CATEGORIES, category_counts, focus_categories, key_relations
+from real_attention.engine.focus import FocusedSentence, SentenceError, focus_sentences
+from real_attention.engine.heads import STATISTICS, HeadSums, classify, sentence_counts, word_sums
+from real_attention.engine.sentences import Sentence, SentenceSet, load_sentences
+from real_attention.engine.words import FIRST_SPECIAL, PUNCT, WORD, WordAttention
 from real_attention import cli
 
 WORDS = ["the", "river", "flooded", "bank", ".", "she", "deposited", "her", "salary", "at", "fishermen", "sat",
@@ -80,7 +80,7 @@ def llama_dir(tmp_path_factory) -> Path:
 
 
 def load(folder: Path):
-    from analysis.models import choose_model, load_model
+    from real_attention.engine.models import choose_model, load_model
 
     return load_model(choose_model(None, str(folder), None))
 
@@ -95,7 +95,7 @@ def upper(weights: np.ndarray) -> np.ndarray:
 
 
 def test_tiny_decoders_load_as_causal_with_every_query_head(decoder_dir):
-    from analysis.pipeline import attend_words
+    from real_attention.engine.pipeline import attend_words
 
     loaded = load(decoder_dir)
     assert loaded.causal
@@ -109,7 +109,7 @@ def test_tiny_decoders_load_as_causal_with_every_query_head(decoder_dir):
 
 
 def test_llama_adds_a_first_special_and_gpt2_none(llama_dir, tmp_path):
-    from analysis.pipeline import attend_words
+    from real_attention.engine.pipeline import attend_words
 
     with_bos = attend_words(load(llama_dir), ["The river flooded the bank."])[0]
     assert with_bos.words[0] == "<s>" and with_bos.kinds[0] == FIRST_SPECIAL and with_bos.kinds[-1] == PUNCT
@@ -119,7 +119,7 @@ def test_llama_adds_a_first_special_and_gpt2_none(llama_dir, tmp_path):
 
 
 def test_an_encoder_stays_an_encoder(tiny_loaded):
-    from analysis.pipeline import attend_with_sums
+    from real_attention.engine.pipeline import attend_with_sums
 
     assert not tiny_loaded.causal
     attentions, sums, _ = attend_with_sums(tiny_loaded, ["Me senté en el banco de mi jardín.", "Fui al banco."])
@@ -151,8 +151,8 @@ def test_run_on_a_decoder_writes_its_categories(llama_dir, tmp_path):
 
 
 def test_attention_csv_is_streamed_with_the_bytes_of_the_whole_table(tiny_loaded, tmp_path):
-    from analysis.pipeline import attend_words
-    from analysis.tables import attention_frame, attention_frames, write_csv, write_csv_chunks
+    from real_attention.engine.pipeline import attend_words
+    from real_attention.outputs.tables import attention_frame, attention_frames, write_csv, write_csv_chunks
 
     attentions = attend_words(tiny_loaded, ["Me senté en el banco de mi jardín.", "Fui al banco a sacar dinero.",
                                             "the bank, at the end of my garden!"])
@@ -207,7 +207,7 @@ def test_heads_corpus_on_a_decoder_records_it(llama_dir, tmp_path):
 
 
 def test_a_decoder_corpus_of_one_word_lines_is_one_error_not_nan(llama_dir, tmp_path):
-    from analysis.models import choose_model, load_model
+    from real_attention.engine.models import choose_model, load_model
 
     gpt2 = tiny_decoder(tmp_path / "gpt2", "gpt2")  # no <s>: a one-word line has one unit, which sees only itself
     corpus = tmp_path / "one.txt"
@@ -226,7 +226,7 @@ def test_a_decoder_corpus_of_one_word_lines_is_one_error_not_nan(llama_dir, tmp_
 
 
 def test_show_names_a_first_token_head_only_in_a_decoder():
-    from analysis.readback import head_role
+    from real_attention.outputs.readback import head_role
 
     summary = {"first_head": {"layer": 1, "head": 2}, "strongest_markers_head": {"layer": 1, "head": 2}}
     assert head_role(summary, 0, 1) == "marker head"  # an encoder's summary.json has a first_head too
@@ -337,8 +337,8 @@ def test_every_packaged_causal_sentence_has_its_sense_word_first():
 def test_smollm2_without_its_package_names_what_to_install(monkeypatch):
     from importlib import metadata
 
-    from analysis.errors import ModelUnavailable
-    from analysis.models import choose_model
+    from real_attention.engine.errors import ModelUnavailable
+    from real_attention.engine.models import choose_model
 
     def missing(name):
         raise metadata.PackageNotFoundError(name)
@@ -351,8 +351,8 @@ def test_smollm2_without_its_package_names_what_to_install(monkeypatch):
 def test_smollm2_without_gguf_names_what_to_install(monkeypatch):
     import importlib.util
 
-    from analysis.errors import ModelUnavailable
-    from analysis.models import ModelChoice, load_model
+    from real_attention.engine.errors import ModelUnavailable
+    from real_attention.engine.models import ModelChoice, load_model
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *rest: None if name == "gguf" else real(name, *rest))
@@ -365,8 +365,8 @@ def test_smollm2_without_gguf_names_what_to_install(monkeypatch):
 @pytest.fixture(scope="session")
 def smollm2():
     """The packaged SmolLM2 (about 20 s and 1.2 GB to load), once per session."""
-    from analysis.errors import ModelUnavailable
-    from analysis.models import choose_model, load_model
+    from real_attention.engine.errors import ModelUnavailable
+    from real_attention.engine.models import choose_model, load_model
 
     try:
         return load_model(choose_model(None, "smollm2", None))
@@ -376,7 +376,7 @@ def smollm2():
 
 @pytest.mark.slow
 def test_smollm2_masks_every_later_word_exactly(smollm2):
-    from analysis.extract import encode, forward_layers, pad_batch
+    from real_attention.engine.extract import encode, forward_layers, pad_batch
 
     assert smollm2.causal and (smollm2.layers, smollm2.heads) == (30, 9)
     assert smollm2.model.config.num_key_value_heads == 3  # 9 query heads share 3 key/value heads
@@ -393,7 +393,7 @@ def test_smollm2_masks_every_later_word_exactly(smollm2):
 
 @pytest.mark.slow
 def test_smollm2_has_first_token_heads(smollm2):
-    from analysis.pipeline import analyse
+    from real_attention.engine.pipeline import analyse
 
     result = analyse(smollm2, CAUSAL)
     for sentence in result.sentences:
@@ -406,9 +406,9 @@ def test_smollm2_has_first_token_heads(smollm2):
 
 @pytest.mark.slow
 def test_smollm2_run_end_to_end(smollm2, monkeypatch, tmp_path):
-    import analysis.models
+    import real_attention.engine.models
 
-    monkeypatch.setattr(analysis.models, "load_model", lambda *args, **kwargs: smollm2)  # loaded once per session
+    monkeypatch.setattr(real_attention.engine.models, "load_model", lambda *args, **kwargs: smollm2)  # loaded once per session
     out = tmp_path / "out"
     result = CliRunner().invoke(cli, ["run", "--model", "smollm2", "--lang", "en-causal", "--out", str(out)])
     assert result.exit_code == 0, result.output
@@ -447,9 +447,9 @@ def test_the_report_of_a_decoder_shows_its_categories_in_the_browser(llama_dir, 
 
 def test_a_dask_worker_gives_a_decoders_sums_of_one_process(llama_dir, tmp_path):
     pytest.importorskip("distributed")
-    from analysis.cluster import Engine, run_corpus
-    from analysis.corpus import Shard
-    from analysis.inputs import CorpusText, expand
+    from real_attention.corpus.cluster import Engine, run_corpus
+    from real_attention.corpus.sums import Shard
+    from real_attention.corpus.inputs import CorpusText, expand
 
     corpus = tmp_path / "lines.txt"
     corpus.write_text("\n".join(s.text for s in CAUSAL.sentences) * 2 + "\n")

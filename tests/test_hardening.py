@@ -187,7 +187,7 @@ def test_no_figures_no_report_leaves_no_stale_figures(tiny_model_dir, tmp_path):
 
 
 def test_an_old_folder_that_cannot_be_removed_is_reported(tiny_model_dir, tmp_path, monkeypatch):
-    from analysis import atomic
+    from real_attention.outputs import staging as atomic
 
     assert run_tiny(tiny_model_dir, tmp_path).exit_code == 0
 
@@ -203,7 +203,7 @@ def test_an_old_folder_that_cannot_be_removed_is_reported(tiny_model_dir, tmp_pa
 
 
 def test_show_into_an_unwritable_folder_is_one_line(tiny_model_dir, tmp_path, monkeypatch):
-    from analysis import plots
+    from real_attention.outputs import plots
 
     assert run_tiny(tiny_model_dir, tmp_path).exit_code == 0
 
@@ -218,7 +218,7 @@ def test_show_into_an_unwritable_folder_is_one_line(tiny_model_dir, tmp_path, mo
 
 
 def test_a_bug_keeps_its_traceback_and_asks_for_a_report(tiny_model_dir, tmp_path, monkeypatch):
-    from analysis import pipeline
+    from real_attention.engine import pipeline
 
     def broken(*args, **kwargs):
         raise ValueError("an internal numpy problem")
@@ -326,7 +326,7 @@ def test_every_command_takes_quiet_and_every_drawing_command_format():
 def test_logging_levels_are_restored_after_loading(tiny_model_dir):
     from transformers.utils import logging as hf_logging
 
-    from analysis.models import choose_model, load_model
+    from real_attention.engine.models import choose_model, load_model
 
     before = (hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled(),
               logging.getLogger("huggingface_hub").level)

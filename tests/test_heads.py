@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from analysis.focus import FocusedSentence, SentenceError, locate
-from analysis.heads import STATISTICS, classify, word_sums
-from analysis.words import FIRST_SPECIAL, LAST_SPECIAL, PUNCT, SPECIAL, WORD, WordAttention
+from real_attention.engine.focus import FocusedSentence, SentenceError, locate
+from real_attention.engine.heads import STATISTICS, classify, word_sums
+from real_attention.engine.words import FIRST_SPECIAL, LAST_SPECIAL, PUNCT, SPECIAL, WORD, WordAttention
 
 WORDS = ("[CLS]", "Me", "senté", "en", "el", "banco", ".", "[SEP]")
 KINDS = (FIRST_SPECIAL, WORD, WORD, WORD, WORD, WORD, PUNCT, LAST_SPECIAL)
@@ -144,7 +144,7 @@ def test_repeated_focus_word_needs_an_occurrence():
 
 
 def test_find_word_names_a_sentence_on_its_own():
-    from analysis.focus import find_word
+    from real_attention.engine.focus import find_word
 
     attention = sentence([one_hot_rows(N, 0)]).attention
     assert find_word(attention, "Banco", "focus") == 5
@@ -153,8 +153,8 @@ def test_find_word_names_a_sentence_on_its_own():
 
 
 def test_classify_words_needs_no_model():
-    from analysis.pipeline import classify_words
-    from analysis.sentences import Sentence, SentenceSet
+    from real_attention.engine.pipeline import classify_words
+    from real_attention.engine.sentences import Sentence, SentenceSet
 
     attention = sentence([previous_head(N), one_hot_rows(N, 2)]).attention
     sentence_set = SentenceSet(lang="es", focus="banco", sentences=(Sentence(attention.text, "senté"),))

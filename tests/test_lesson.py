@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-import analysis.lesson as L
-from analysis.lesson_io import format_report, lesson_summary, write_tables
+import real_attention.lesson.numbers as L
+from real_attention.lesson.files import format_report, lesson_summary, write_tables
 from real_attention import cli
 
 REPO = Path(__file__).resolve().parents[1]
@@ -296,10 +296,10 @@ def test_lesson_imports_no_torch():
     # A fresh interpreter: everything the command imports, and a run on small inputs.
     code = (
         "import sys\n"
-        "import real_attention, analysis.lesson, analysis.lesson_io, analysis.lesson_plots, analysis.figio\n"
-        "from analysis.lesson import scene\n"
-        "from analysis.lesson_plots import scene_figure\n"
-        "from analysis.figio import save_figure\n"
+        "import real_attention, real_attention.lesson.numbers, real_attention.lesson.files, real_attention.lesson.plots, real_attention.outputs.figio\n"
+        "from real_attention.lesson.numbers import scene\n"
+        "from real_attention.lesson.plots import scene_figure\n"
+        "from real_attention.outputs.figio import save_figure\n"
         "import tempfile, pathlib\n"
         "save_figure(scene_figure(scene()), pathlib.Path(tempfile.mkdtemp()) / 'x.png')\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers'))\n"
@@ -313,7 +313,7 @@ def test_lesson_imports_no_torch():
 def test_save_figure_is_byte_identical(tmp_path, suffix):
     import matplotlib.pyplot as plt
 
-    from analysis.figio import save_figure
+    from real_attention.outputs.figio import save_figure
 
     def draw() -> plt.Figure:
         fig, ax = plt.subplots(figsize=(2, 2))
@@ -330,7 +330,7 @@ def test_save_figure_is_byte_identical(tmp_path, suffix):
 def test_save_figure_refuses_unknown_formats(tmp_path):
     import matplotlib.pyplot as plt
 
-    from analysis.figio import save_figure
+    from real_attention.outputs.figio import save_figure
 
     with pytest.raises(ValueError, match="use one of .pdf, .png, .svg"):
         save_figure(plt.figure(), tmp_path / "x.jpg")

@@ -6,17 +6,17 @@ import numpy as np
 import pytest
 import torch
 
-from analysis.errors import InputError
-from analysis.measures import NORM, WEIGHTS, check_measure, folder_suffix, norm_maps
-from analysis.rollout import rollout
+from real_attention.engine.errors import InputError
+from real_attention.engine.measures import NORM, WEIGHTS, check_measure, folder_suffix, norm_maps
+from real_attention.engine.rollout import rollout
 
 SENTENCE = "Me senté en el banco de mi jardín."
 
 
 def piece_maps(loaded, text: str, measure: str) -> np.ndarray:
     """(L, H, t, t) piece-level maps of one sentence, as the tool computes them."""
-    from analysis.extract import encode, pad_batch
-    from analysis.measures import forward_measured
+    from real_attention.engine.extract import encode, pad_batch
+    from real_attention.engine.measures import forward_measured
 
     (encoded,), _ = encode(loaded.tokenizer, [text], loaded.max_tokens)
     out = {}
@@ -73,7 +73,7 @@ def test_norm_agrees_with_the_state_dict_on_minilm(needs_minilm):
 
 def test_a_token_whose_value_vector_is_zero_gets_no_norm_weight(tiny_model_dir):
     """Patch layer 1's value projection so that f_h(x_j) = 0 for the [CLS] token's input, whatever alpha is."""
-    from analysis.models import choose_model, load_model
+    from real_attention.engine.models import choose_model, load_model
 
     loaded = load_model(choose_model("es", str(tiny_model_dir), None))
     weights_before = piece_maps(loaded, SENTENCE, WEIGHTS)
@@ -112,7 +112,7 @@ def tiny_llama(tiny_model_dir, causal_lm: bool):
 
 def loaded_tiny(name: str, tokenizer, model):
     """A LoadedModel around a tiny model of 2 layers x 4 heads built in a test."""
-    from analysis.models import LoadedModel, ModelChoice
+    from real_attention.engine.models import LoadedModel, ModelChoice
 
     return LoadedModel(choice=ModelChoice(name=name, revision=None, path=None), revision="none", tokenizer=tokenizer,
                        model=model, device="cpu", layers=2, heads=4, max_tokens=32)
@@ -227,7 +227,7 @@ def test_rollout_multiplies_layers_up_and_rows_sum_to_one():
 
 
 def test_word_rollout_of_a_run_sums_to_one_and_starts_at_the_first_layer(tiny_loaded):
-    from analysis.pipeline import attend_with_sums
+    from real_attention.engine.pipeline import attend_with_sums
 
     attentions, _, rollouts = attend_with_sums(tiny_loaded, [SENTENCE, "Fui al banco a sacar dinero."])
     for attention, rolled in zip(attentions, rollouts):
@@ -241,7 +241,7 @@ def test_word_rollout_of_a_run_sums_to_one_and_starts_at_the_first_layer(tiny_lo
 
 
 def test_rollout_of_a_causal_model_stays_lower_triangular(tiny_model_dir):
-    from analysis.pipeline import attend_with_sums
+    from real_attention.engine.pipeline import attend_with_sums
 
     loaded = tiny_llama(tiny_model_dir, causal_lm=False)
     for measure in (WEIGHTS, NORM):

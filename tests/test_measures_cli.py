@@ -99,9 +99,9 @@ def test_compare_measures_puts_both_side_by_side(tiny_model_dir, tmp_path):
 
 
 def test_compare_figure_shows_both_measures_per_head(tiny_loaded):
-    from analysis.api import sentence_set
-    from analysis.compare import draw_compare
-    from analysis.pipeline import analyse
+    from real_attention.jobs.api import sentence_set
+    from real_attention.outputs.compare import draw_compare
+    from real_attention.engine.pipeline import analyse
 
     chosen = sentence_set(TEXTS, "banco", ["jardín", "dinero"], "es")
     by_weight, by_norm = analyse(tiny_loaded, chosen, measure="weights"), analyse(tiny_loaded, chosen, measure="norm")
@@ -136,9 +136,9 @@ def test_api_attend_takes_the_measure(tiny_loaded):
 
 def test_corpus_measure_norm(tiny_loaded, tiny_model_dir, tmp_path):
     import real_attention as ra
-    from analysis.corpus import CorpusReader, corpus_sums
-    from analysis.heads import STATISTICS, word_sums
-    from analysis.pipeline import attend_words
+    from real_attention.corpus.sums import CorpusReader, corpus_sums
+    from real_attention.engine.heads import STATISTICS, word_sums
+    from real_attention.engine.pipeline import attend_words
 
     lines = TEXTS + ["el banco de mi jardín ."]
     stream = iter([(line + "\n").encode() for line in lines])
@@ -172,7 +172,7 @@ def test_corpus_measure_norm(tiny_loaded, tiny_model_dir, tmp_path):
 
 
 def test_figure_titles_name_the_norm_measure(tiny_loaded):
-    from analysis.plots import draw_heatmap, draw_rollout
+    from real_attention.outputs.plots import draw_heatmap, draw_rollout
 
     n = 4
     weights = np.full((n, n), 0.25, dtype=np.float32)
@@ -192,7 +192,7 @@ def test_figure_titles_name_the_norm_measure(tiny_loaded):
 
 def test_report_data_holds_the_measure_and_the_focus_rollout(tiny_loaded):
     import real_attention as ra
-    from analysis.report import report_data
+    from real_attention.outputs.report import report_data
 
     att = ra.attend(tiny_loaded, TEXTS, focus="banco", sense=["jardín", "dinero"], measure="norm")
     data = report_data(att.result, att.summary())
@@ -218,7 +218,7 @@ def test_minilm_norm_lowers_the_marker_share_in_most_heads(needs_minilm):
 
 def test_the_api_heatmap_names_the_measure_it_is_given(tiny_loaded):
     import real_attention as ra
-    from analysis.measures import MEASURE_TITLE
+    from real_attention.engine.measures import MEASURE_TITLE
 
     att = ra.attend(tiny_loaded, ["Fui al banco a sacar dinero."], measure="norm")
     figure = ra.heatmap(att[0], 1, 1, measure=att.measure)

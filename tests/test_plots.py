@@ -12,18 +12,18 @@ import pytest
 from click.testing import CliRunner
 from matplotlib.colors import to_rgba_array
 
-from analysis.categories import CATEGORIES, HEATMAP_LIGHT_TEXT_FROM, category_counts, focus_categories
-from analysis.figio import save_figure
-from analysis.focus import FocusedSentence
-from analysis.heads import classify
-from analysis.pipeline import RunResult
-from analysis.figure_jobs import write_run_figures
-from analysis.naming import short_revision
-from analysis.plots import SENSE_COLOUR, draw_focus_bars, draw_heatmap, draw_overview, percent
-from analysis.readback import load_run, stored_head
-from analysis.sentences import Sentence, SentenceSet, load_sentences
-from analysis.tables import write_results
-from analysis.words import PUNCT, SPECIAL, WORD, WordAttention
+from real_attention.engine.categories import CATEGORIES, HEATMAP_LIGHT_TEXT_FROM, category_counts, focus_categories
+from real_attention.outputs.figio import save_figure
+from real_attention.engine.focus import FocusedSentence
+from real_attention.engine.heads import classify
+from real_attention.engine.pipeline import RunResult
+from real_attention.outputs.drawing import write_run_figures
+from real_attention.engine.naming import short_revision
+from real_attention.outputs.plots import SENSE_COLOUR, draw_focus_bars, draw_heatmap, draw_overview, percent
+from real_attention.outputs.readback import load_run, stored_head
+from real_attention.engine.sentences import Sentence, SentenceSet, load_sentences
+from real_attention.outputs.tables import write_results
+from real_attention.engine.words import PUNCT, SPECIAL, WORD, WordAttention
 from real_attention import cli
 
 REVISION = "3f076fdb1ab68d5b2880cb87a0886f315b8146f8"
@@ -67,7 +67,7 @@ def hand_result() -> RunResult:
 
 @pytest.fixture(scope="module")
 def tiny_result(tiny_loaded) -> RunResult:
-    from analysis.pipeline import analyse
+    from real_attention.engine.pipeline import analyse
 
     return analyse(tiny_loaded, load_sentences(None, "es"))
 
@@ -107,7 +107,7 @@ def test_previous_needs_every_sentence():
 
 
 def cell_labels(ax) -> list[str]:
-    """The numbers written in an axes' cells (analysis.plots.CellLabels), row-major."""
+    """The numbers written in an axes' cells (real_attention.outputs.plots.CellLabels), row-major."""
     (cells,) = [c for c in ax.collections if c.get_gid() == "cell"]
     return cells.labels
 
@@ -351,10 +351,10 @@ def test_drawing_leaves_the_users_backend_rcparams_and_pyplot_alone(tmp_path):
         "import matplotlib\nmatplotlib.use('svg')\nimport matplotlib.pyplot as plt\n"
         "plt.figure()\nbefore = dict(matplotlib.rcParams)\n"
         "import numpy as np\n"
-        "import analysis.plots, analysis.figio, analysis.lesson_plots, analysis.corpus_plots\n"
-        "from analysis.figio import save_figure\n"
-        "from analysis.corpus_plots import label_grid\n"
-        "fig = analysis.plots.draw_heatmap(np.full((2, 2), 0.5, dtype=np.float32), ['a', 'b'], focus=0, model='m',\n"
+        "import real_attention.outputs.plots, real_attention.outputs.figio, real_attention.lesson.plots, real_attention.outputs.corpus_figures\n"
+        "from real_attention.outputs.figio import save_figure\n"
+        "from real_attention.outputs.corpus_figures import label_grid\n"
+        "fig = real_attention.outputs.plots.draw_heatmap(np.full((2, 2), 0.5, dtype=np.float32), ['a', 'b'], focus=0, model='m',\n"
         "                                  revision='r', layer=0, head=0, sentence=0, text='a b')\n"
         f"save_figure(fig, {str(tmp_path / 'h.png')!r})\n"
         f"save_figure(label_grid(np.array([['next']]), ('next',), 't'), {str(tmp_path / 'l.png')!r})\n"
@@ -375,7 +375,7 @@ def test_drawing_leaves_the_users_backend_rcparams_and_pyplot_alone(tmp_path):
 
 
 def _cjk_font_installed() -> bool:
-    from analysis.fonts import text_families
+    from real_attention.outputs.fonts import text_families
 
     return text_families(["银行"]) is not None
 
@@ -398,7 +398,7 @@ def test_chinese_words_render_with_a_font_that_has_their_glyphs(tmp_path, recwar
         if os.environ.get("CI"):
             pytest.fail("CI must install fonts-noto-cjk (.ci/run)")
         pytest.skip("no CJK font installed (apt-get install fonts-noto-cjk)")
-    from analysis.figure_jobs import font_note
+    from real_attention.outputs.drawing import font_note
 
     words = ["[CLS]", "我", "坐", "在", "银行", "旁边", "。", "[SEP]"]
     n = len(words)
@@ -421,7 +421,7 @@ def test_latin_words_keep_the_default_font():
 
 
 def test_missing_glyphs_give_one_line_naming_the_package(monkeypatch):
-    from analysis import fonts
+    from real_attention.outputs import fonts
 
     monkeypatch.setattr(fonts, "FALLBACK_FAMILIES", ())  # as if no fallback font were installed
     fonts._families.cache_clear()
@@ -466,11 +466,11 @@ def test_workers_draw_the_same_bytes_in_the_same_order(tiny_result, tmp_path, ca
 
 
 def test_a_pool_started_early_draws_the_same_bytes_and_writes_the_report(tiny_result, tmp_path):
-    """`run` starts its drawing processes before it loads the model (analysis.figure_jobs.DrawingPool) and
+    """`run` starts its drawing processes before it loads the model (real_attention.outputs.drawing.DrawingPool) and
     hands them the figures, the font check and the report; the files are those of one process."""
-    from analysis.figure_jobs import Drawing, DrawingPool, font_note, run_jobs, run_texts
-    from analysis.report import write_report
-    from analysis.tables import summary
+    from real_attention.outputs.drawing import Drawing, DrawingPool, font_note, run_jobs, run_texts
+    from real_attention.outputs.report import write_report
+    from real_attention.outputs.tables import summary
 
     for folder in ("serial", "pooled"):
         (tmp_path / folder).mkdir()
@@ -504,7 +504,7 @@ def test_a_run_result_unpickles_without_torch(tiny_result, tmp_path):
 def test_a_run_that_fails_after_the_drawing_processes_started_ends_them(tmp_path, tiny_model_dir, monkeypatch):
     import multiprocessing
 
-    from analysis import pipeline
+    from real_attention.engine import pipeline
 
     def fail(*args, **kwargs):
         raise RuntimeError("stop")
@@ -523,7 +523,7 @@ def test_drawing_workers_leave_ctrl_c_to_the_main_process(tiny_result, tmp_path)
     import signal
     import time
 
-    from analysis.figure_jobs import DrawingPool, run_jobs
+    from real_attention.outputs.drawing import DrawingPool, run_jobs
 
     with DrawingPool(2) as pool:
         jobs = run_jobs(tmp_path, tiny_result, ("png",))
@@ -548,9 +548,9 @@ def test_a_drawing_worker_that_dies_is_one_error_not_a_wait_for_ever(tmp_path, m
     import signal
     import time
 
-    from analysis import plots
-    from analysis.errors import OutputError
-    from analysis.figure_jobs import Drawing, DrawingPool
+    from real_attention.outputs import plots
+    from real_attention.engine.errors import OutputError
+    from real_attention.outputs.drawing import Drawing, DrawingPool
 
     monkeypatch.setattr(plots, "draw_and_save", _slow_job)  # before the fork: the workers have it
     jobs = [("heatmap", {}, tmp_path, f"job{i}", ("png",)) for i in range(6)]
@@ -566,8 +566,8 @@ def test_a_drawing_worker_that_dies_is_one_error_not_a_wait_for_ever(tmp_path, m
 
 def test_a_worker_whose_warm_up_fails_still_takes_jobs(tmp_path, monkeypatch):
     """A worker that died while warming up would be replaced by the pool, fail again, and so on for ever."""
-    from analysis import plots
-    from analysis.figure_jobs import DrawingPool
+    from real_attention.outputs import plots
+    from real_attention.outputs.drawing import DrawingPool
 
     def broken():
         raise RuntimeError("no backend")

@@ -23,20 +23,20 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from analysis.categories import (
+from real_attention.engine.categories import (
     CATEGORIES, CATEGORY_COLOURS, HEATMAP_CMAP, HEATMAP_LIGHT_TEXT_FROM, category_counts, focus_categories,
     key_relations, key_rules,
 )
-from analysis.focus import focus_sentences
-from analysis.heads import classify
-from analysis.pipeline import RunResult
-from analysis.report import (
+from real_attention.engine.focus import focus_sentences
+from real_attention.engine.heads import classify
+from real_attention.engine.pipeline import RunResult
+from real_attention.outputs.report import (
     REPORT_NAME, WEIGHT_SCALE, report_html, report_iframe, sentence_gaps, unpack_weights, write_report,
 )
-from analysis.sentences import Sentence, SentenceSet, load_sentences
-from analysis.tables import summary as make_summary
-from analysis.tables import write_results
-from analysis.words import PUNCT, SPECIAL, WORD, WordAttention
+from real_attention.engine.sentences import Sentence, SentenceSet, load_sentences
+from real_attention.outputs.tables import summary as make_summary
+from real_attention.outputs.tables import write_results
+from real_attention.engine.words import PUNCT, SPECIAL, WORD, WordAttention
 from real_attention import cli
 
 MB = 1024 * 1024
@@ -145,7 +145,7 @@ def hand_made_result() -> tuple[RunResult, dict]:
 @pytest.fixture(scope="module")
 def tiny_run(tiny_loaded, tmp_path_factory):
     """The tiny model on the lesson's Spanish sentences: results and report.html in one folder."""
-    from analysis.pipeline import analyse
+    from real_attention.engine.pipeline import analyse
 
     folder = tmp_path_factory.mktemp("tiny-report")
     result = analyse(tiny_loaded, load_sentences(None, "es"))
@@ -324,7 +324,7 @@ def heatmap_colour(weight: float) -> str:
 
 
 def test_heatmap_ramp_is_matplotlibs_colour_map():
-    from analysis import plots
+    from real_attention.outputs import plots
 
     assert plots.HEATMAP_CMAP is HEATMAP_CMAP  # the PNGs use the same colour map
     heatmap = report_data(report_html(*hand_made_result()))["heatmap"]
@@ -338,7 +338,7 @@ def test_heatmap_ramp_is_matplotlibs_colour_map():
 
 def test_js_names_no_category_or_kind():
     """The page's script draws the categories, kinds and relations it is given; it names none of them."""
-    from analysis.report import _template
+    from real_attention.outputs.report import _template
 
     script = _template("js")
     for name in (*CATEGORIES, SPECIAL, PUNCT, WORD):
@@ -764,8 +764,8 @@ def test_128_words_stay_usable(browser, tmp_path):
 
 def minilm_screenshot(driver, folder: Path, png: Path) -> Path:
     """Run the packaged MiniLM on the lesson's sentences, open its report and save a full-page screenshot."""
-    from analysis.models import choose_model, load_model
-    from analysis.pipeline import analyse
+    from real_attention.engine.models import choose_model, load_model
+    from real_attention.engine.pipeline import analyse
 
     result = analyse(load_model(choose_model("es", "minilm", None)), load_sentences(None, "es"))
     summary = write_results(folder, result)
@@ -811,7 +811,7 @@ if __name__ == "__main__":  # python tests/test_report.py figures/demo-minilm/re
 
 
 def test_packed_weights_round_trip_exactly():
-    from analysis.report import _packed
+    from real_attention.outputs.report import _packed
 
     weights = np.array([[0.0, 1.0, 0.00004, 0.00005], [0.5, 0.25, 0.12345, 0.99996]])  # (2, 4)
     expected = np.rint(weights * WEIGHT_SCALE).astype(np.int64).reshape(-1)

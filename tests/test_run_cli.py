@@ -155,7 +155,7 @@ def test_focus_occurrence_picks_the_repeated_word(tiny_model_dir, tmp_path):
 
 
 def test_show_reads_back_the_configured_occurrence(tiny_model_dir, tmp_path):
-    from analysis.readback import load_run, stored_head
+    from real_attention.outputs.readback import load_run, stored_head
 
     config = write_config(tmp_path, '[es]\nfocus = "banco"\n[[es.sentences]]\ntext = "el banco, mi banco."\n'
                                     'sense = "mi"\nfocus_occurrence = 2\n')
@@ -261,7 +261,7 @@ def no_hub(monkeypatch):
 
 
 def test_an_unreachable_hub_fails_fast_with_one_line(tmp_path, hub_cache, no_hub):
-    from analysis.models import hub_problem
+    from real_attention.engine.models import hub_problem
 
     assert hub_problem().startswith("cannot reach http://127.0.0.1:9: ")
     start = time.perf_counter()
@@ -273,7 +273,7 @@ def test_an_unreachable_hub_fails_fast_with_one_line(tmp_path, hub_cache, no_hub
 
 
 def test_behind_a_proxy_the_hub_is_not_probed(monkeypatch, no_hub):
-    from analysis.models import hub_problem
+    from real_attention.engine.models import hub_problem
 
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
     assert hub_problem() is None

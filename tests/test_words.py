@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from analysis.extract import encode
-from analysis.words import FIRST_SPECIAL, LAST_SPECIAL, PUNCT, SPECIAL, WORD, Kind, WordAttention, group, is_punctuation, merge_maps, unit_ids
+from real_attention.engine.extract import encode
+from real_attention.engine.words import FIRST_SPECIAL, LAST_SPECIAL, PUNCT, SPECIAL, WORD, Kind, WordAttention, group, is_punctuation, merge_maps, unit_ids
 
 
 def merged(weights: np.ndarray, units: np.ndarray) -> np.ndarray:
@@ -115,7 +115,7 @@ def test_a_cased_tokenizer_keeps_case_accents_and_multi_piece_words():
 
 
 def test_tiny_model_keeps_accents_in_labels(tiny_loaded):
-    from analysis.pipeline import attend_words
+    from real_attention.engine.pipeline import attend_words
 
     (words,) = attend_words(tiny_loaded, ["Me senté en el banco de mi jardín."])
     assert words.words == ("[CLS]", "Me", "senté", "en", "el", "banco", "de", "mi", "jardín", ".", "[SEP]")
@@ -124,7 +124,7 @@ def test_tiny_model_keeps_accents_in_labels(tiny_loaded):
 
 
 def test_attend_batches_sentences_of_any_length_alike(tiny_loaded):
-    from analysis.pipeline import attend_words
+    from real_attention.engine.pipeline import attend_words
 
     texts = ["fui al banco .", "Me senté en el banco de mi jardín."]
     together = attend_words(tiny_loaded, texts)

@@ -1,0 +1,224 @@
+"""Where `heads --corpus` runs: this process, or a Dask cluster; partitions of sentences out, exact sums back.
+
+Every run cuts the corpus into partitions of `partition_size` sentences and runs each through
+real_attention.corpus.sums.corpus_sums on its own; the partitions' HeadSums are added in partition order, whatever order
+they finish in. The single process and a cluster therefore compute the same batches and add the same float64
+sums in the same order: with the same number of torch threads per process the results are equal bit for bit.
+(MKL's float32 matrix products may split their work differently for another thread count, which moves the
+means in the 7th significant digit; MKL_CBWR=AVX2,STRICT in every process's environment removes that, at a
+cost in speed; see README "On a cluster".)
+
+Dask is an optional extra: real_attention.corpus.dask_engine imports it, and only a run that asks for a cluster imports
+that module.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator
+
+from .sums import CorpusError, CorpusReader, HeadSums, corpus_sums
+from ..engine.units import DEFAULT_UNITS
+from ..engine.errors import RealAttentionError
+
+# 1024 = the default batch size (32) x the batches that corpus_sums sorts by length at once (32): a partition
+# is then one of the buckets a whole-corpus run would form, so partitioning changes no batch of today's run.
+DEFAULT_PARTITION_SIZE = 1024
+SINGLE_PROCESS, DASK_LOCAL, DASK_SCHEDULER = "single-process", "dask-local", "dask-scheduler"
+
+
+class DaskMissing(RealAttentionError):
+    """A cluster was asked for, but Dask is not installed; the message says what to install."""
+
+
+def require_dask(option: str):
+    """The `distributed` module; DaskMissing names the extra to install."""
+    try:
+        import distributed
+    except ImportError:
+        raise DaskMissing(f'{option} needs Dask: pip install "real-attention[dask]"') from None
+    return distributed
+
+
+@dataclass(frozen=True)
+class Engine:
+    """Where a corpus run computes: this process, a local Dask cluster or an existing one."""
+
+    workers: int | None = None  # --workers: start a local cluster of this many worker processes
+    scheduler: str | None = None  # --scheduler: connect to the cluster whose scheduler listens here
+    threads: int | None = None  # torch threads per process; None: torch's default here, 1 per cluster worker
+    partition_size: int = DEFAULT_PARTITION_SIZE  # sentences per partition (blank lines not counted)
+
+    def __post_init__(self) -> None:
+        if self.workers is not None and self.scheduler is not None:
+            raise CorpusError("--workers starts a local cluster and --scheduler connects to one; pass only one")
+        for name in ("workers", "threads", "partition_size"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise CorpusError(f"--{name.replace('_', '-')} must be at least 1, not {value}")
+
+    @property
+    def kind(self) -> str:
+        return SINGLE_PROCESS if self.workers is None and self.scheduler is None else (
+            DASK_LOCAL if self.workers is not None else DASK_SCHEDULER)
+
+    def check(self) -> None:
+        """DaskMissing now, before any work, if this engine needs Dask and it is not installed."""
+        if self.kind != SINGLE_PROCESS:
+            require_dask("--workers" if self.kind == DASK_LOCAL else "--scheduler")
+
+    @property
+    def worker_threads(self) -> int | None:
+        return self.threads if self.threads is not None or self.kind == SINGLE_PROCESS else 1
+
+
+@dataclass(frozen=True)
+class Partition:
+    """A run of consecutive sentences of the corpus: the unit of work a worker gets."""
+
+    index: int  # from 0, in corpus order: the order the sums are added in
+    texts: tuple[str, ...]  # the sentences, stripped, blank lines left out
+    lines: int  # lines of the corpus read for it, blank ones included (for the progress bar)
+
+
+def partitions(sentences: Iterable[str], size: int, lines_read: Callable[[], int]) -> Iterator[Partition]:
+    """Cut a stream of sentences into partitions of `size`; at least one, maybe empty, so the sums have a shape.
+
+    lines_read() is the count of lines read so far (the reader's `lines`): it attributes blank lines to a
+    partition. Only one partition is held at a time.
+    """
+    sentences = iter(sentences)
+    before = 0
+    for index in itertools.count():
+        texts = tuple(itertools.islice(sentences, size))
+        if not texts and index > 0:
+            return
+        now = lines_read()
+        yield Partition(index, texts, now - before)
+        before = now
+        if len(texts) < size:
+            return
+
+
+def partition_sums(loaded, texts: tuple[str, ...], batch_size: int, truncate: bool, progress=None,
+                   units: str = DEFAULT_UNITS, measure: str = "weights") -> HeadSums:
+    """One partition's exact sums: corpus_sums over its sentences (its `lines` count them, blank ones aside)."""
+    reader = CorpusReader((text.encode("utf-8") + b"\n" for text in texts), "text", source="a partition")
+    return corpus_sums(loaded, reader, batch_size=batch_size, truncate=truncate, progress=progress, units=units,
+                       measure=measure)
+
+
+class OrderedSum:
+    """Add partition sums in partition order, whatever order they arrive in; holds only the early arrivals."""
+
+    def __init__(self) -> None:
+        self.total: HeadSums | None = None
+        self.added = 0  # partitions added so far: 0 .. added - 1
+        self._waiting: dict[int, HeadSums] = {}
+
+    def add(self, index: int, sums: HeadSums) -> None:
+        assert index >= self.added and index not in self._waiting, index
+        self._waiting[index] = sums
+        while self.added in self._waiting:
+            part = self._waiting.pop(self.added)
+            self.total = part if self.total is None else self.total + part
+            self.added += 1
+
+
+def single_process_sums(loaded, parts: Iterable[Partition], batch_size: int, truncate: bool,
+                        progress=None, units: str = DEFAULT_UNITS,
+                        measure: str = "weights") -> tuple[HeadSums, int]:
+    """Run every partition here, in order; -> (the summed partitions, the number of partitions)."""
+    ordered = OrderedSum()
+    for part in parts:
+        ordered.add(part.index, partition_sums(loaded, part.texts, batch_size, truncate, progress, units, measure))
+        if progress is not None and part.lines > len(part.texts):
+            progress.update(part.lines - len(part.texts))  # blank lines, which corpus_sums never saw
+    assert ordered.total is not None
+    return ordered.total, ordered.added
+
+
+def engine_record(engine: Engine, workers: int, partitions_run: int) -> dict:
+    """summary.json's "engine": how the run was computed (the statistics do not depend on it)."""
+    dask_version = None
+    if engine.kind != SINGLE_PROCESS:
+        import dask
+
+        dask_version = dask.__version__
+    return {
+        "name": engine.kind,
+        "workers": workers,
+        "torch_threads": engine.worker_threads,
+        "partitions": partitions_run,
+        "partition_size": engine.partition_size,
+        "dask": dask_version,
+    }
+
+
+@dataclass(frozen=True)
+class CorpusResult:
+    """What a corpus run computed, and how."""
+
+    sums: HeadSums
+    model: str  # the model's name, as summary.json shows it
+    revision: str  # the resolved commit, or "sha256:..." of a folder's weights
+    engine: dict  # engine_record()
+
+
+def resolved_revision(choice, offline: bool) -> str:
+    """The revision a run pins every worker to, found without loading the model: a Hub id's commit (from the
+    cache or the Hub), or the sha256 of a folder's weights."""
+    from ..engine.models import folder_revision, hub_options, resolved_commit
+
+    if choice.path is not None:
+        return folder_revision(choice)
+    return resolved_commit(choice, hub_options(choice, offline))
+
+
+def run_corpus(engine: Engine, sentences, *, lang: str | None, model: str | None, revision: str | None,
+               device: str = "cpu", offline: bool = False, batch_size: int = 32, truncate: bool = False,
+               progress=None, on_partition: Callable[[int], None] | None = None,
+               units: str = DEFAULT_UNITS, measure: str = "weights") -> CorpusResult:
+    """Pool a corpus's per-head sums where `engine` says; `sentences` is a CorpusText (or a CorpusReader).
+
+    The model is chosen as real_attention.engine.models.choose_model(lang, model, revision); `units` is the unit rule; the
+    statistics are pooled over the maps of `measure` (real_attention.engine.measures). In a single process the model is
+    loaded here; on a cluster every worker loads it once and checks the revision this process resolved.
+    Library errors only: CorpusError, ModelUnavailable, DaskMissing.
+    """
+    from ..engine.models import choose_model
+
+    choice = choose_model(lang, model, revision)
+    parts = partitions(sentences, engine.partition_size, lambda: sentences.lines)
+    if engine.kind == SINGLE_PROCESS:
+        import torch
+
+        from ..engine.models import load_model
+
+        loaded = load_model(choice, device=device, offline=offline)
+        before = torch.get_num_threads()
+        threads = engine.threads or before
+        torch.set_num_threads(threads)
+        try:
+            sums, count = single_process_sums(loaded, parts, batch_size, truncate, progress, units, measure)
+        finally:
+            torch.set_num_threads(before)  # the caller's setting, as it was
+        record = engine_record(dataclasses.replace(engine, threads=threads), 1, count)
+        name, pinned = loaded.choice.name, loaded.revision
+    else:
+        engine.check()
+        from .dask_engine import ModelSpec, connect, dask_sums
+
+        pinned = resolved_revision(choice, offline)
+        spec = ModelSpec(lang=lang, model=model, request=None if choice.path is not None else pinned,
+                         expected=pinned, device=device, offline=offline)
+        with connect(engine.workers, engine.scheduler, engine.worker_threads) as client:
+            workers = len(client.scheduler_info()["workers"])
+            sums, count = dask_sums(client, spec, engine.worker_threads, parts, batch_size, truncate, progress,
+                                    on_partition, units=units, measure=measure)
+        record = engine_record(engine, workers, count)
+        name = choice.name
+    # partitions see no blank lines: the reader counted them
+    return CorpusResult(sums=dataclasses.replace(sums, lines=sentences.lines, blank=sentences.blank), model=name,
+                        revision=pinned, engine=record)

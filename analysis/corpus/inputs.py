@@ -1,0 +1,177 @@
+"""The inputs of `heads --corpus`: several files, globs or fsspec URLs, read in order as one corpus.
+
+The corpus is the inputs' lines, in the order given (a glob's matches sorted by name). Its identity, the
+sha256 in summary.json, is the digest of the inputs' bytes joined in that order, with a newline added after an
+input that does not end with one (unless it is the last): for one file, the sha256 of the file. `--shard i/N`
+takes lines i, i+N, ... of each input, so every input is split the same way. Each input keeps its own format
+(`auto`: jsonl for a .jsonl name) and its own line numbers in error messages.
+
+A name ending in .gz, .bz2 or .xz is decompressed as it is read (local files and URLs alike); the identity is
+that of the decompressed text, so `corpus.txt.gz` and `corpus.txt` are the same corpus.
+"""
+from __future__ import annotations
+
+import bz2
+import contextlib
+import glob
+import gzip
+import hashlib
+import lzma
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Iterator
+
+from .sums import CorpusError, CorpusReader, Shard, corpus_format, count_lines
+
+STDIN = "-"
+GLOB_CHARACTERS = "*?["
+# Compressed inputs, by suffix: the standard library's reader of each, and fsspec's name for it.
+COMPRESSIONS = {".gz": (gzip.open, "gzip"), ".bz2": (bz2.open, "bz2"), ".xz": (lzma.open, "xz")}
+
+
+def compression(name: str) -> str | None:
+    """The compressed suffix of a name (.gz, .bz2, .xz), or None."""
+    suffix = Path(name.rstrip("/").split("/")[-1]).suffix.lower()
+    return suffix if suffix in COMPRESSIONS else None
+
+
+def plain_name(name: str) -> str:
+    """The name without its compressed suffix: `corpus.jsonl.gz` -> `corpus.jsonl`."""
+    suffix = compression(name)
+    return name[:-len(suffix)] if suffix else name
+
+
+@dataclass(frozen=True)
+class Input:
+    """One input of a corpus: a local file, stdin ('-') or an fsspec URL."""
+
+    name: str  # as the user wrote it, or a glob's match: what error messages show
+    format: str  # "text" or "jsonl"
+
+    @property
+    def is_url(self) -> bool:
+        return "://" in self.name
+
+    @property
+    def stem(self) -> str:
+        """The default corpus name: the file's name without its suffix ('stdin' for -)."""
+        return "stdin" if self.name == STDIN else Path(plain_name(self.name).rstrip("/").split("/")[-1]).stem
+
+    def lines(self) -> int | None:
+        """The number of lines of a local file (for the progress bar); None for stdin, URLs and compressed files
+        (counting those would mean decompressing them twice)."""
+        if self.name == STDIN or self.is_url or compression(self.name):
+            return None
+        return count_lines(Path(self.name))
+
+    def open(self) -> contextlib.AbstractContextManager[BinaryIO]:
+        """The input's bytes; CorpusError if it cannot be read."""
+        if self.name == STDIN:
+            return contextlib.nullcontext(sys.stdin.buffer)
+        try:
+            if self.is_url:
+                import fsspec
+
+                suffix = compression(self.name)
+                return fsspec.open(self.name, "rb", compression=suffix and COMPRESSIONS[suffix][1]).open()
+            suffix = compression(self.name)
+            return COMPRESSIONS[suffix][0](self.name, "rb") if suffix else Path(self.name).open("rb")
+        except (OSError, ValueError) as error:
+            raise CorpusError(f"cannot read --corpus {self.name}: {getattr(error, 'strerror', None) or error}") from None
+
+
+def _fsspec():
+    try:
+        import fsspec
+    except ImportError:
+        raise CorpusError('--corpus URLs need fsspec: pip install "real-attention[dask]" (and the filesystem\'s '
+                          "package, e.g. s3fs for s3://)") from None
+    return fsspec
+
+
+def expand(specs: list[str] | tuple[str, ...], fmt: str = "auto") -> list[Input]:
+    """--corpus values -> the inputs, in order; a glob gives its matches sorted by name.
+
+    CorpusError for a missing file, a folder, a glob or URL that matches nothing, or '-' among other inputs.
+    """
+    if not specs:
+        raise CorpusError("heads needs --corpus FILE (one or more files, globs or URLs; '-' for stdin)")
+    if STDIN in specs and len(specs) > 1:
+        raise CorpusError("--corpus - reads stdin and cannot be combined with other inputs")
+    names: list[str] = []
+    for spec in specs:
+        if spec == STDIN:
+            names.append(spec)
+        elif "://" in spec:
+            fsspec = _fsspec()
+            try:
+                files = fsspec.open_files(spec, "rb")
+            except (OSError, ValueError, ImportError) as error:
+                raise CorpusError(f"--corpus {spec}: {error}") from None
+            if not files:
+                raise CorpusError(f"--corpus {spec} matches no file")
+            names.extend(file.fs.unstrip_protocol(file.path) for file in files)
+        elif any(char in spec for char in GLOB_CHARACTERS) and not Path(spec).exists():
+            matches = sorted(path for path in glob.glob(spec, recursive=True) if Path(path).is_file())
+            if not matches:
+                raise CorpusError(f"--corpus {spec} matches no file")
+            names.extend(matches)
+        else:
+            path = Path(spec)
+            if path.is_dir():
+                raise CorpusError(f"--corpus {spec} is a folder; pass a text or .jsonl file (or - for stdin)")
+            if not path.is_file():
+                raise CorpusError(f"--corpus {spec}: no such file")
+            names.append(spec)
+    return [Input(name, corpus_format(plain_name(name), fmt)) for name in names]
+
+
+class CorpusText:
+    """Iterate over the sentences of one shard of several inputs, in order; hashes every byte, counts lines.
+
+    After the iteration: `sha256` (see the module docstring), `lines` (lines of the shard read, blank ones
+    included) and `blank`.
+    """
+
+    def __init__(self, inputs: list[Input], shard: Shard = Shard()):
+        assert inputs
+        self.inputs, self.shard = inputs, shard
+        self._digest = hashlib.sha256()
+        self._readers: list[CorpusReader] = []
+
+    @property
+    def sha256(self) -> str:
+        return self._digest.hexdigest()
+
+    @property
+    def lines(self) -> int:
+        return sum(reader.lines for reader in self._readers)
+
+    @property
+    def blank(self) -> int:
+        return sum(reader.blank for reader in self._readers)
+
+    def _hashed(self, handle: BinaryIO, last: bool, name: str) -> Iterator[bytes]:
+        raw = b"\n"
+        try:
+            for raw in handle:
+                self._digest.update(raw)
+                yield raw
+        except (OSError, EOFError, lzma.LZMAError) as error:  # a damaged or cut compressed file shows only now
+            raise CorpusError(f"cannot read --corpus {name}: {error or type(error).__name__}") from None
+        if not last and not raw.endswith(b"\n"):  # the next input starts on a line of its own
+            self._digest.update(b"\n")
+
+    def __iter__(self) -> Iterator[str]:
+        for number, item in enumerate(self.inputs, start=1):
+            with item.open() as handle:
+                reader = CorpusReader(self._hashed(handle, number == len(self.inputs), item.name), item.format, self.shard,
+                                      source="stdin" if item.name == STDIN else item.name)
+                self._readers.append(reader)
+                yield from reader
+
+    def total_lines(self) -> int | None:
+        """How many lines of the shard the inputs hold, if every input is a local file (for the progress bar)."""
+        counts = [item.lines() for item in self.inputs]
+        return None if None in counts else sum(self.shard.lines_of(count) for count in counts)

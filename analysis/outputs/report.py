@@ -1,0 +1,274 @@
+"""The interactive report: one self-contained HTML file (CSS, JavaScript and data inline) of every head.
+
+The page opens from file:// with no network: no CDN, no library, no external URL. The template lives in
+analysis/report_template.{html,css,js}; this module only fills it with the run's data as inline JSON.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import json
+import re
+import zlib
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from ..engine import words as words_module
+from ..engine.categories import (
+    CATEGORY_COLOURS, CATEGORY_LABELS, CATEGORY_NOTES, DARK_CATEGORIES, FOCUS_COLOUR, HEATMAP_CMAP,
+    HEATMAP_LIGHT_TEXT_FROM, SENSE, categories_for, category_counts, focus_categories, key_relations,
+)
+from ..engine.heads import NEXT_OFFSET, PREVIOUS_OFFSET
+from ..engine.measures import MEASURE_TEXT
+from ..engine.pipeline import RunResult
+from .tables import describe
+from ..engine.words import MARKERS_TEXT, WordAttention
+
+REPORT_NAME = "report.html"
+WEIGHT_SCALE = 10_000  # weights are stored as whole ten-thousandths, i.e. rounded to 4 decimals
+TEMPLATE = "report_template"  # .html, .css and .js in the analysis package
+IFRAME_HEIGHT = 900  # px: the report inside a notebook cell
+
+
+def _template(suffix: str) -> str:
+    return resources.files(__package__).joinpath(f"{TEMPLATE}.{suffix}").read_text(encoding="utf-8")
+
+
+def _ten_thousandths(weights: np.ndarray) -> np.ndarray:
+    """Any float array -> flat int64 array of whole ten-thousandths (C order)."""
+    return np.rint(np.asarray(weights, dtype=np.float64) * WEIGHT_SCALE).astype(np.int64).reshape(-1)
+
+
+def _scaled(weights: np.ndarray) -> list[int]:
+    return _ten_thousandths(weights).tolist()
+
+
+def _packed(weights: np.ndarray) -> str:
+    """Weights as whole ten-thousandths in uint16, all low bytes then all high bytes (apart, they deflate
+    better), zlib-deflated and base64-encoded: about a third of the size of a JSON list of the same ints.
+    The page inflates them with the browser's DecompressionStream("deflate")."""
+    ints = _ten_thousandths(weights).astype("<u2")
+    planes = ints.view(np.uint8).reshape(-1, 2).T  # (2, N): low bytes, high bytes
+    return base64.b64encode(zlib.compress(planes.tobytes(), 9)).decode("ascii")
+
+
+def unpack_weights(text: str) -> np.ndarray:
+    """The inverse of _packed: flat int64 ten-thousandths (for tests and for readers of the page's JSON)."""
+    planes = np.frombuffer(zlib.decompress(base64.b64decode(text)), dtype=np.uint8).reshape(2, -1)
+    return planes[0].astype(np.int64) | (planes[1].astype(np.int64) << 8)
+
+
+def _rounded(values: np.ndarray) -> list[float]:
+    return [round(float(v), 4) for v in np.asarray(values, dtype=np.float64).reshape(-1)]
+
+
+# What each category's rule is, in the words of the report's legend note.
+CATEGORY_RULES = {
+    "sense": "sense word (the word that decides the sense)",
+    "first": "first token (the first unit, whatever it is: a decoder's attention sink)",
+    "marker": "marker",
+    "previous": f"previous word (the word at offset {PREVIOUS_OFFSET:+d})",
+    "next": f"next word (offset {NEXT_OFFSET:+d})",
+}
+# The pooled statistics the page shows for the selected head: (statistic, label).
+HEAD_SCORES = {False: (("prev", "previous word"), ("next", "next word"), ("markers", "markers")),
+               True: (("prev", "previous word"), ("first", "first token"), ("markers", "markers"))}
+
+
+def definitions(focus: str, causal: bool = False) -> dict[str, str]:
+    """The rules the numbers rest on, in words, taken from the modules that apply them."""
+    merge_rule = words_module.__doc__.strip().splitlines()[0]
+    rules = ", ".join(CATEGORY_RULES[name] for name in categories_for(causal)[:-1])
+    decoder = (" The model is a decoder: each word sees only itself and the words before it, so no head can look at "
+               "the next word, and the first word (which sees only itself) enters no mean.") if causal else ""
+    return {
+        "words": merge_rule + " Each row still sums to 1 (100 %).",
+        "markers": "Markers: " + MARKERS_TEXT + ".",
+        "categories": (
+            f"Each head is coloured by where the focus word \u00ab{focus}\u00bb looks most (its top target), "
+            f"if that holds in every sentence; the first rule that holds wins: {rules}, otherwise other.{decoder}"
+        ),
+        "counting": "Layers and heads are counted from 1. Weights are rounded to 4 decimals.",
+        "rollout": "Rollout (Abnar & Zuidema, 2020): per layer, the heads' mean map mixed half and half with the "
+                   "identity (the residual stream), rows summing to 1, multiplied up layer by layer over the word "
+                   "pieces, then merged into words as above.",
+    }
+
+
+def heatmap_colours(name: str = HEATMAP_CMAP) -> list[str]:
+    """The matplotlib colour map `name` as its N hex colours ("#rrggbb"), the lookup table imshow uses.
+
+    A weight w in [0, 1] takes colour min(floor(w * N), N - 1), as matplotlib maps it with vmin=0, vmax=1.
+    Imports matplotlib's colour maps only, never pyplot, and sets no backend.
+    """
+    from matplotlib import colormaps
+    from matplotlib.colors import to_hex
+
+    cmap = colormaps[name]
+    return [to_hex(colour) for colour in cmap(np.arange(cmap.N))]  # (N,)
+
+
+def sentence_gaps(attention: WordAttention) -> list[str | None]:
+    """(n,) what the page writes before each unit to show the sentence as written: " ", "" (glued, as in
+    "banco." or "«dinero»"), or None for a special token, which the sentence does not show."""
+    gaps, cursor, shown = [], 0, False
+    for word, kind in zip(attention.words, attention.kinds):
+        if kind.group == "special":
+            gaps.append(None)
+            continue
+        start = attention.text.find(word, cursor)
+        if start < 0:  # not in the text as written: show it after a space
+            gaps.append(" " if shown else "")
+        else:
+            gaps.append(" " if shown and start > cursor else "")
+            cursor = start + len(word)
+        shown = True
+    return gaps
+
+
+def start_head(summary: dict) -> dict:
+    """The head the page opens on (counted from 1): the best sense head, else the strongest previous-word head."""
+    best = summary["best_sense_head"] or summary["prev_head"]
+    return {"layer": best["layer"], "head": best["head"]}
+
+
+def report_data(result: RunResult, summary: dict) -> dict:
+    """Everything the page draws, as plain JSON: weights (S x (layers, heads, n, n)) as ten-thousandths.
+
+    Every rule is applied here, not in the page's script: each head's category, each unit's marker flag,
+    what each key unit is to the focus word (the bars' colours), the heatmap's colours and text rule.
+    `summary` is tables.summary(result), in memory or read back from summary.json.
+    """
+    report, sentences = result.report, list(result.sentences)
+    layers, heads = report.shape
+    categories = focus_categories(report, sentences)  # (layers, heads)
+    counts = category_counts(categories, result.causal)
+    return {
+        "model": result.model,
+        "revision": result.revision,
+        "lang": result.sentence_set.lang,
+        "focus_word": result.sentence_set.focus,
+        "measure": result.measure,
+        "measure_text": MEASURE_TEXT[result.measure],
+        "versions": result.versions,
+        "layers": layers,
+        "heads": heads,
+        "weight_scale": WEIGHT_SCALE,
+        "weights_packing": "uint16 ten-thousandths, low bytes then high bytes, zlib, base64",
+        "focus_colour": FOCUS_COLOUR,
+        "heatmap": {
+            "cmap": HEATMAP_CMAP,
+            "colours": heatmap_colours(HEATMAP_CMAP),  # (N,) weight w -> colours[min(floor(w * N), N - 1)]
+            "light_text_from": HEATMAP_LIGHT_TEXT_FROM,  # white cell text when w >= this
+        },
+        "start_head": start_head(summary),
+        "causal": result.causal,
+        "categories": [
+            {"name": name, "label": CATEGORY_LABELS[name], "note": CATEGORY_NOTES.get(name, ""),
+             "colour": CATEGORY_COLOURS[name],
+             "dark": name in DARK_CATEGORIES, "count": counts[name]}
+            for name in categories_for(result.causal)
+        ],
+        "head_category": categories.reshape(-1).tolist(),  # (layers * heads,) row-major
+        "head_scores": {
+            "sense_head": report.sense_head.reshape(-1).tolist(),
+            "marker_head": report.marker_head.reshape(-1).tolist(),
+            **{name: _rounded(getattr(report, name)) for name, _ in HEAD_SCORES[result.causal]},
+            "entropy": _rounded(report.entropy),
+        },
+        "head_score_names": [list(pair) for pair in HEAD_SCORES[result.causal]],  # (statistic, label) shown
+        "sentences": [
+            {
+                "text": sentence.attention.text,
+                "words": list(sentence.attention.words),
+                "kinds": [kind.group for kind in sentence.attention.kinds],  # "special", "punct" or "word"
+                "markers": sentence.attention.markers.tolist(),  # (n,) bool
+                "relations": key_relations(sentence, result.causal).tolist(),  # (n,) category name of each key, any head
+                "gaps": sentence_gaps(sentence.attention),  # (n,) text before each unit, None: not shown
+                "focus": sentence.focus,
+                "sense": sentence.sense,
+                "top_key": report.top_key[i].reshape(-1).tolist(),  # (layers * heads,)
+                "top_weight": _scaled(report.top_weight[i]),  # (layers * heads,)
+                "weights": _packed(sentence.attention.weights),  # (layers * heads * n * n,) packed
+                # (layers * n,) the focus word's rollout row after each layer; None if not computed
+                "rollout": _scaled(result.rollout[i][:, sentence.focus]) if result.rollout else None,
+            }
+            for i, sentence in enumerate(sentences)
+        ],
+        "summary": summary,
+        "summary_lines": describe(summary).splitlines(),
+    }
+
+
+def _json_for_script(data: dict) -> str:
+    """JSON that cannot close its <script> tag: "</" becomes "<\\/" and "<!--" cannot open a comment."""
+    text = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return text.replace("</", "<\\/").replace("<!--", "<\\u0021--")
+
+
+def _header_sentences(result: RunResult) -> str:
+    items = []
+    for configured, located in zip(result.sentence_set.sentences, result.sentences):
+        items.append(
+            f"<li>{html.escape(configured.text)} <span class=\"sense-note\">sense word: "
+            f"<b>{html.escape(located.attention.words[located.sense])}</b></span></li>"
+        )
+    return "\n".join(items)
+
+
+def report_html(result: RunResult, summary: dict) -> str:
+    """The whole page as one string; the same inputs give the same string (no dates, sorted keys)."""
+    data = report_data(result, summary)
+    rules = definitions(result.sentence_set.focus, result.causal)
+    versions = ", ".join(f"{name} {version}" for name, version in sorted(result.versions.items()))
+    values = {
+        "title": html.escape(f"real-attention: «{result.sentence_set.focus}» in every head of {result.model}"),
+        "model": html.escape(result.model),
+        "revision": html.escape(result.revision),
+        "lang": html.escape(result.sentence_set.lang),
+        "focus": html.escape(result.sentence_set.focus),
+        "versions": html.escape(versions),
+        "heads_total": str(summary["heads_total"]),
+        "layers": str(summary["layers"]),
+        "heads_per_layer": str(summary["heads_per_layer"]),
+        "model_kind": html.escape("; a decoder" * result.causal
+                                  + (f"; weights {result.weights_note}" if result.weights_note else "")),
+        "sentences": _header_sentences(result),
+        "summary_lines": "<br>\n".join(html.escape(line) for line in data["summary_lines"]),
+        "rule_words": html.escape(rules["words"]),
+        "rule_markers": html.escape(rules["markers"]),
+        "rule_categories": html.escape(rules["categories"]),
+        "rule_counting": html.escape(rules["counting"]),
+        "rule_measure": html.escape(MEASURE_TEXT[result.measure]),
+        "rule_rollout": html.escape(rules["rollout"]),
+        "focus_colour": html.escape(FOCUS_COLOUR),
+        "sense_colour": html.escape(CATEGORY_COLOURS[SENSE]),
+        "css": _template("css"),
+        "js": _template("js"),
+        "data": _json_for_script(data),
+    }
+    # One pass, so nothing inserted is scanned again for placeholders.
+    return re.sub(r"\{\{(\w+)\}\}", lambda match: values[match.group(1)], _template("html"))
+
+
+def report_iframe(page_html: str, height: int = IFRAME_HEIGHT) -> str:
+    """The whole page in an <iframe srcdoc>, e.g. for a notebook's _repr_html_.
+
+    The page stays self-contained and offline; the sandbox allows its scripts and nothing else (no same
+    origin, no forms, no pop-ups, no top navigation), so its script and styles cannot touch the notebook's.
+    """
+    assert height > 0, height
+    title = html.escape("real-attention report")
+    return (
+        f'<iframe srcdoc="{html.escape(page_html, quote=True)}" sandbox="allow-scripts" title="{title}" '
+        f'style="width: 100%; height: {int(height)}px; border: 1px solid #d0d7de;"></iframe>'
+    )
+
+
+def write_report(path: Path, result: RunResult, summary: dict) -> Path:
+    """Write the report to `path` (e.g. figures/<lang>/report.html); returns the path."""
+    path = Path(path)
+    path.write_text(report_html(result, summary), encoding="utf-8", newline="\n")
+    return path
