@@ -89,8 +89,8 @@ class Group(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
-            raise
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, BrokenPipeError):
+            raise  # BrokenPipeError: the reader went away; main() ends quietly
         except KeyboardInterrupt:
             raise click.exceptions.Abort() from None
         except Exception:  # noqa: BLE001 - a bug, not bad input

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..engine.errors import InputError, OutputError
+from ..engine.errors import InputError, OutputError, RealAttentionError
 from .folders import plain_folder_name
 
 __all__ = ["OutputError", "Staging", "plain_folder_name", "staged_outputs", "write_failure"]
@@ -79,12 +79,19 @@ class Staging:
             self._lock(target)
             staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.staging-", dir=target.parent))
             staging.chmod(0o755)
+        except RealAttentionError:
+            raise
         except OSError as error:
             raise OutputError(
                 f"cannot write to {target.parent}: {error.strerror or error}. Choose a writable folder with --out."
             ) from None
         self._staged.append((staging, target))
         return staging
+
+    def where(self) -> Path | None:
+        """The folder that holds every target (the --out folder, or below it), to name in an error."""
+        targets = [str(target) for _, target in self._staged]
+        return Path(os.path.commonpath(targets)) if targets else None
 
     def staged(self, target: str | Path) -> Path:
         """The staging folder already made for `target`."""
@@ -213,9 +220,10 @@ def staged_outputs(*, wait: bool = True, on_wait: Callable[[str], None] | None =
     try:
         yield staging
     except OSError as error:
+        where = staging.where()
         staging.discard()
-        if error.errno in WRITE_ERRNOS:
-            raise write_failure(error) from None
+        if error.errno in WRITE_ERRNOS and not isinstance(error, RealAttentionError):
+            raise write_failure(error, where) from None
         raise
     except BaseException:  # Ctrl-C included: leave no partial files
         staging.discard()

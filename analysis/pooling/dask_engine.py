@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Iterator
 import dask
 from distributed import Client, LocalCluster, WorkerPlugin, as_completed, get_worker
 
-from .cluster import OrderedSum, Partition, partition_sums
+from .partitions import OrderedSum, Partition, partition_sums
 from .sums import CorpusError, HeadSums
 from ..engine.errors import ModelUnavailable, RealAttentionError
 from ..engine.units import DEFAULT_UNITS
