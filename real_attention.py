@@ -19,7 +19,6 @@ function first needs it.
 from __future__ import annotations
 
 import sys
-import traceback
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -94,6 +93,8 @@ class Group(click.Group):
         except KeyboardInterrupt:
             raise click.exceptions.Abort() from None
         except Exception:  # noqa: BLE001 - a bug, not bad input
+            import traceback
+
             traceback.print_exc()
             click.echo(f"real-attention {__version__} hit a bug, not a problem with your input. Please report it "
                        "with the command you ran and the traceback above.", err=True)
