@@ -38,8 +38,8 @@ __path__ = [str(folder) for folder in (_HERE / "analysis", _HERE / "real_attenti
 _API = {
     "load": "real_attention.jobs.api", "attend": "real_attention.jobs.api", "classify": "real_attention.jobs.api", "heatmap": "real_attention.jobs.api",
     "corpus_stats": "real_attention.jobs.api", "Attention": "real_attention.jobs.api",
-    "syntax": "real_attention.syntax.probe", "write_syntax": "real_attention.syntax.probe",
-    "SyntaxResult": "real_attention.syntax.probe",
+    "syntax": "real_attention.parsing.probe", "write_syntax": "real_attention.parsing.probe",
+    "SyntaxResult": "real_attention.parsing.probe",
     "LoadedModel": "real_attention.engine.models", "WordAttention": "real_attention.engine.words", "Thresholds": "real_attention.corpus.sums",
     "RealAttentionError": "real_attention.engine.errors", "InputError": "real_attention.engine.errors",
     "ModelUnavailable": "real_attention.engine.errors", "OutputError": "real_attention.engine.errors",
@@ -512,8 +512,8 @@ def syntax_command(treebank, lang, model_name, revision, offline, device, measur
     """
     from tqdm.auto import tqdm
 
-    from real_attention.syntax.probe import check_options, default_name, describe, folder_name, scan_treebank
-    from real_attention.syntax.probe import syntax, write_syntax
+    from real_attention.parsing.probe import check_options, default_name, describe, folder_name, scan_treebank
+    from real_attention.parsing.probe import syntax, write_syntax
 
     with friendly_errors():
         if model_name is None and lang is None:

@@ -1,1 +1,0 @@
-"""The syntax probe: which head best predicts each dependency relation of a Universal Dependencies treebank."""
