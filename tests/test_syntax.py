@@ -10,15 +10,23 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
-
-import real_attention as ra
-from real_attention import cli
 from real_attention.engine.extract import encode_words
 from real_attention.engine.units import MissingWord
 from real_attention.parsing.probe import write_syntax
-from real_attention.parsing.scoring import (OFFSETS, GoldBatch, SyntaxCounts, baselines_frame, best_frame, heads_frame,
-                                           predict, scored_index)
+from real_attention.parsing.scoring import (
+    OFFSETS,
+    GoldBatch,
+    SyntaxCounts,
+    baselines_frame,
+    best_frame,
+    heads_frame,
+    predict,
+    scored_index,
+)
 from real_attention.parsing.treebank import TreebankError, TreeSentence, read_treebank
+
+import real_attention as ra
+from real_attention import cli
 
 
 def ud_folder() -> Path | None:
@@ -253,9 +261,9 @@ def test_attend_takes_texts_or_words_exactly_once(tiny_loaded):
     att = ra.attend(tiny_loaded, words=[["me", "senté", "en", "el", "banco", "."]])
     assert att[0].words == ("[CLS]", "me", "senté", "en", "el", "banco", ".", "[SEP]") and att.units == "words"
     assert att[0].weights.shape == (3, 4, 8, 8)
-    for bad, message in [(dict(), "either texts or words="), (dict(words=["el banco"]), "is a string"),
-                         (dict(words=[["el", " "]]), "word 2 is empty"),
-                         (dict(words=[["el"]], focus="el"), "takes no focus=")]:
+    for bad, message in [({}, "either texts or words="), ({"words": ["el banco"]}, "is a string"),
+                         ({"words": [["el", " "]]}, "word 2 is empty"),
+                         ({"words": [["el"]], "focus": "el"}, "takes no focus=")]:
         with pytest.raises(ra.InputError, match=message):
             ra.attend(tiny_loaded, **bad)
     with pytest.raises(ra.InputError, match="exactly one"):

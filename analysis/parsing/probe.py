@@ -20,7 +20,15 @@ import pandas as pd
 
 from ..engine.errors import InputError
 from ..engine.measures import WEIGHTS, check_measure
-from .scoring import DEFAULT_MIN_COUNT, DIRECTIONS, GoldBatch, SyntaxCounts, baselines_frame, best_frame, heads_frame
+from .scoring import (
+    DEFAULT_MIN_COUNT,
+    DIRECTIONS,
+    GoldBatch,
+    SyntaxCounts,
+    baselines_frame,
+    best_frame,
+    heads_frame,
+)
 from .treebank import TreeSentence, check_treebank, file_sha256, read_treebank
 
 DEFAULT_BATCH_SIZE = 32
@@ -141,7 +149,8 @@ def syntax_counts(loaded, sentences: Iterable[TreeSentence], batch_size: int = D
             lengths = torch.from_numpy(gold.lengths).to(device)
             words = int(gold.lengths.max())
 
-            def on_layer(layer: int, maps) -> None:  # as each layer ends: its maps die with it
+            def on_layer(layer: int, maps, pieces=pieces, words=words, gold=gold, lengths=lengths) -> None:
+                # as each layer ends: its maps die with it
                 word_maps = merge_maps(maps.float(), pieces, words)  # (B, H, W, W) without the specials
                 counts.add_layer(layer, gold, predict_cpu(word_maps, lengths))
 
