@@ -512,6 +512,7 @@ def syntax_command(treebank, lang, model_name, revision, offline, device, measur
     """
     from tqdm.auto import tqdm
 
+    from real_attention.jobs.api import load
     from real_attention.parsing.probe import check_options, default_name, describe, folder_name, scan_treebank
     from real_attention.parsing.probe import syntax, write_syntax
 
@@ -524,7 +525,7 @@ def syntax_command(treebank, lang, model_name, revision, offline, device, measur
         folder_name(name, measure)  # a bad --name, before any work
         check_options(batch_size, min_count)
         bank = scan_treebank(treebank, limit)
-        loaded = ra_load(model_name, revision, lang, device, offline)
+        loaded = load(model_name, revision=revision, lang=lang, device=device, offline=offline)
         with tqdm(total=bank.sentences, unit="sent", desc=name, disable=quiet, file=sys.stderr,
                   dynamic_ncols=True) as bar:
             result = syntax(loaded, bank, measure=measure, min_count=min_count, batch_size=batch_size, progress=bar)
@@ -533,12 +534,6 @@ def syntax_command(treebank, lang, model_name, revision, offline, device, measur
         click.echo(f"{result.summary['model']} on {bank.name} (sha256 {bank.sha256[:12]})")
         click.echo(describe(result))
         click.echo(f"wrote {results_folder} and {figures_folder}")
-
-
-def ra_load(model_name, revision, lang, device, offline):
-    from real_attention.engine.models import choose_model, load_model
-
-    return load_model(choose_model(lang, model_name, revision), device=device, offline=offline)
 
 
 def main() -> None:
