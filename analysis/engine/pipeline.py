@@ -41,23 +41,32 @@ def versions() -> dict[str, str]:
             "transformers": str(transformers.__version__)}
 
 
-def attend_with_sums(loaded, texts: list[str], *, units: str = DEFAULT_UNITS,
-                     required: list[tuple[str, ...]] | None = None, measure: str = WEIGHTS
+def attend_with_sums(loaded, texts: list[str] | None, *, units: str = DEFAULT_UNITS,
+                     required: list[tuple[str, ...]] | None = None, measure: str = WEIGHTS,
+                     words: list[tuple[str, ...]] | None = None
                      ) -> tuple[list[WordAttention], HeadSums, list[np.ndarray]]:
     """One batched forward pass over the texts; each layer's maps of `measure` are merged into word maps, and
     their statistics summed, by the kernel as the layer ends. -> (one WordAttention per text, pooled sums over
     all of them, each text's (layers, n, n) rollout of the same maps; real_attention.engine.rollout).
     units: the unit rule; required[i]: the words that must be units of text i (real_attention.engine.extract.encode).
+    words: instead of texts, each sentence as its given words (the given-words rule, extract.encode_words);
+    MissingWord names a word that gets no piece.
 
     SentenceTooLong names the first text over the model's maximum length.
     """
     import torch
 
-    from .extract import SentenceTooLong, encode, pad_batch
+    from .extract import SentenceTooLong, encode, encode_words, pad_batch
     from .measures import forward_measured
     from .rollout import word_rollout
+    from .units import MissingWord
 
-    encoded, too_long = encode(loaded.tokenizer, texts, loaded.max_tokens, units=units, required=required)
+    if words is not None:
+        encoded, too_long, missing = encode_words(loaded.tokenizer, words, loaded.max_tokens)
+        if missing and (not too_long or missing[0][0] < too_long[0][0]):
+            raise MissingWord(f"sentence {missing[0][0] + 1}: {missing[0][1]}")
+    else:
+        encoded, too_long = encode(loaded.tokenizer, texts, loaded.max_tokens, units=units, required=required)
     if too_long:
         index, count = too_long[0]
         raise SentenceTooLong(

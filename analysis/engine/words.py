@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .units import DEFAULT_UNITS, Joined, assign
+from .units import DEFAULT_UNITS, GIVEN_WORDS, Joined, assign, given_assign
 
 
 class Kind(IntEnum):
@@ -94,16 +94,22 @@ class Grouping(NamedTuple):
 
 
 def group(text: str, tokens: list[str], word_ids: np.ndarray, special: np.ndarray, offsets: np.ndarray,
-          rule: str = DEFAULT_UNITS, required: Sequence[str] = ()) -> Grouping:
+          rule: str = DEFAULT_UNITS, required: Sequence[str] = (),
+          given: Sequence[tuple[int, int]] = ()) -> Grouping:
     """Assign pieces to units, and give each unit its Kind and its label as written.
 
     tokens (t,), word_ids (t,) int (-1 where the tokenizer has none), special (t,) bool (the tokenizer's
     special_tokens_mask), offsets (t, 2) character spans in `text`. rule "text": the units of real_attention.engine.units,
     with each `required` word (the focus and sense words) one unit; "tokenizer": the tokenizer's own words
-    (its word_ids), as Clark et al.'s code does. Specials are units of their own, told apart by position,
-    never by name: the first unit is FIRST_SPECIAL and the last LAST_SPECIAL when the tokenizer added them.
+    (its word_ids), as Clark et al.'s code does; "words": the given words, whose character spans in `text`
+    are `given` (units.join_words; units.given_assign places the pieces). Specials are units of their own, told
+    apart by position, never by name: the first unit is FIRST_SPECIAL and the last LAST_SPECIAL when the
+    tokenizer added them.
     """
-    if rule == "text":
+    if rule == GIVEN_WORDS:
+        spans, joined = list(given), ()
+        key = np.where(special, -1 - np.arange(len(special)), given_assign(text, spans, special, offsets))
+    elif rule == "text":
         pieces, spans, joined = assign(text, tokens, special, offsets, required)
         key = np.where(special, -1 - np.arange(len(special)), pieces)  # a special: a key of its own
     else:
@@ -112,7 +118,8 @@ def group(text: str, tokens: list[str], word_ids: np.ndarray, special: np.ndarra
     units = unit_ids(key)
     n = int(units[-1]) + 1
     first = np.searchsorted(units, np.arange(n))  # (n,) first piece of each unit
-    if rule != "text":  # a tokenizer word spans its pieces' offsets
+    by_key = rule in ("text", GIVEN_WORDS)  # a unit's span is that of its key; else of its pieces' offsets
+    if not by_key:  # a tokenizer word spans its pieces' offsets
         starts = np.minimum.reduceat(offsets[:, 0], first)
         ends = np.maximum.reduceat(offsets[:, 1], first)
         spans = list(zip(starts.tolist(), ends.tolist()))
@@ -123,7 +130,7 @@ def group(text: str, tokens: list[str], word_ids: np.ndarray, special: np.ndarra
             words.append(tokens[piece])
             kinds[unit] = FIRST_SPECIAL if unit == 0 else LAST_SPECIAL if unit == n - 1 else SPECIAL
         else:
-            start, end = spans[key[piece]] if rule == "text" else spans[unit]
+            start, end = spans[key[piece]] if by_key else spans[unit]
             word = text[start:end].strip()  # byte-level BPE offsets may hold the space before a word
             words.append(word)
             kinds[unit] = PUNCT if is_punctuation(word) else WORD

@@ -57,7 +57,7 @@ class Attention(Sequence):
     revision: str  # resolved commit, or sha256 of a folder's weights
     versions: dict[str, str]  # python, torch, transformers
     result: RunResult | None = None  # with focus and sense: located words and head labels
-    units: str = "text"  # the unit rule the sentences were cut by: "text" or "tokenizer"
+    units: str = "text"  # the unit rule the sentences were cut by: "text", "tokenizer" or "words" (given)
     measure: str = "weights"  # what the maps measure: "weights" or "norm" (real_attention.engine.measures)
     rollout: tuple = ()  # (S,) each (layers, n_i, n_i) float32: the attention rollout (real_attention.engine.rollout)
     causal: bool = False  # a decoder's maps: W[i, j] = 0 for j > i
@@ -142,12 +142,36 @@ def _texts(texts: str | Iterable[str]) -> list[str]:
     return [text.strip() for text in items]
 
 
-def attend(model: LoadedModel, texts: str | Iterable[str], *, focus: str | None = None,
-           sense: str | Sequence[str] | None = None, lang: str = "", units: str = "text",
-           measure: str = "weights") -> Attention:
+def _given_words(words) -> list[tuple[str, ...]]:
+    """words= of attend: sentences, each a list of words -> tuples of stripped words; InputError otherwise."""
+    sentences = [words] if isinstance(words, str) else list(words)
+    if not sentences:
+        raise InputError("attend needs at least one sentence")
+    result = []
+    for number, sentence in enumerate(sentences, start=1):
+        if isinstance(sentence, str):
+            raise InputError(f"words= sentence {number} is a string; give each sentence as a list of words, "
+                             "e.g. words=[['The', 'bank', '.']]")
+        items = list(sentence)
+        if not items:
+            raise InputError(f"words= sentence {number} has no words")
+        for index, word in enumerate(items, start=1):
+            if not isinstance(word, str) or not word.strip():
+                raise InputError(f"words= sentence {number}, word {index} is "
+                                 f"{'empty' if isinstance(word, str) else repr(word)}; pass non-empty strings")
+        result.append(tuple(word.strip() for word in items))
+    return result
+
+
+def attend(model: LoadedModel, texts: str | Iterable[str] | None = None, *, words: Iterable[Sequence[str]] | None = None,
+           focus: str | None = None, sense: str | Sequence[str] | None = None, lang: str = "",
+           units: str = "text", measure: str = "weights") -> Attention:
     """Every head's word-level attention for each sentence, in one batched forward pass.
 
-    texts: one sentence or several. With `focus` (the ambiguous word) and `sense` (one word per sentence that
+    texts: one sentence or several. Or words (instead of texts): each sentence as its own words, e.g.
+    `words=[["The", "bank", "'s", "rates"]]` for pre-tokenised input: the units are exactly those words plus the
+    tokenizer's special tokens, the text is the words joined by single spaces, and a piece belongs to the word
+    its first character is in (the "words" rule; focus, sense and units do not apply). With `focus` (the ambiguous word) and `sense` (one word per sentence that
     decides its sense) the words are located and every head is classified, as `real-attention run` does.
     units: "text" (words as the reader sees them, the same for every tokenizer; the focus and sense words are
     always units) or "tokenizer" (the tokenizer's own words, as Clark et al.'s code has them).
@@ -162,6 +186,16 @@ def attend(model: LoadedModel, texts: str | Iterable[str], *, focus: str | None 
     from ..engine.pipeline import analyse, attend_with_sums, versions
 
     check_measure(measure)
+    if (texts is None) == (words is None):
+        raise InputError("give attend either texts or words=, exactly one")
+    if words is not None:
+        if focus is not None or sense is not None or units != "text":
+            raise InputError("words= sets the units and takes no focus=, sense= or units=")
+        given = _given_words(words)
+        attentions, _, rollouts = attend_with_sums(model, None, words=given, measure=measure)
+        return Attention(sentences=tuple(attentions), model=model.choice.name, revision=model.revision,
+                         versions=versions(), units="words", measure=measure, rollout=tuple(rollouts),
+                         causal=model.causal)
     items = _texts(texts)
     check_rule(units)
     check_encodes(model, items)
