@@ -22,8 +22,16 @@ import sys
 import traceback
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:  # what IDEs and mypy see; at run time __getattr__ below imports each name on first use
+    from real_attention.corpus.sums import Thresholds
+    from real_attention.engine.errors import InputError, ModelUnavailable, OutputError, RealAttentionError
+    from real_attention.engine.models import LoadedModel
+    from real_attention.engine.words import WordAttention
+    from real_attention.jobs.api import Attention, attend, classify, corpus_stats, heatmap, load
 
 __version__ = "0.1.0"
 

@@ -48,7 +48,14 @@ class ModelChoice:
 
 @dataclass(frozen=True)
 class LoadedModel:
-    """A tokenizer and an encoder ready to give per-head attention."""
+    """A loaded model, ready to give per-head attention: an encoder (BERT, RoBERTa, XLM-R, MiniLM, ...) or a
+    decoder (GPT-2, Llama, SmolLM2, ...; `causal`), as its base model without a language-model head.
+
+    It holds the fast tokenizer (offsets trimmed of the space before a word), the torch module in eval mode on
+    `device` with eager attention, what was loaded (`choice`: the name as given, a local folder, a GGUF file and
+    how its weights differ), the exact `revision`, the shape `layers` x `heads`, and the longest sentence it
+    takes (`max_tokens`). Loading it changed no global state (log levels and progress bars are restored).
+    """
 
     choice: ModelChoice
     revision: str  # the resolved commit, or the sha256 of a local weights file

@@ -50,6 +50,9 @@ class WordAttention:
     kinds: tuple[Kind, ...]  # (n,) the Kind of each unit
     weights: np.ndarray  # (layers, heads, n, n) float32, query rows x key columns, each row sums to 1
     joined: tuple[Joined, ...] = ()  # units of the text rule that one piece straddles, joined into one
+    # On request (ra.attend(..., pieces=True)): the model's own pieces, to compare with bertviz or TransformerLens.
+    pieces: tuple[str, ...] = ()  # (t,) the tokenizer's pieces, specials included; () when not kept
+    piece_weights: np.ndarray | None = None  # (layers, heads, t, t) float32 piece-level maps of the same measure
 
     def __post_init__(self) -> None:
         n = len(self.words)
@@ -57,6 +60,9 @@ class WordAttention:
         assert len(self.kinds) == n and PAD not in self.kinds, self.kinds
         assert self.weights.ndim == 4 and self.weights.shape[2:] == (n, n), self.weights.shape
         assert self.weights.dtype == np.float32
+        if self.piece_weights is not None:
+            t = len(self.pieces)
+            assert self.piece_weights.shape == (*self.weights.shape[:2], t, t), self.piece_weights.shape
 
     @property
     def markers(self) -> np.ndarray:
