@@ -135,7 +135,8 @@ class CorpusText:
     """
 
     def __init__(self, inputs: list[Input], shard: Shard = Shard()):
-        assert inputs
+        if not inputs:
+            raise CorpusError("no corpus input: give at least one --corpus FILE")
         self.inputs, self.shard = inputs, shard
         self._digest = hashlib.sha256()
         self._readers: list[CorpusReader] = []

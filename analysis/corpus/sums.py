@@ -169,7 +169,8 @@ class CorpusReader:
     """
 
     def __init__(self, stream: BinaryIO, fmt: str = "text", shard: Shard = Shard(), source: str = "the corpus"):
-        assert fmt in ("text", "jsonl"), fmt
+        if fmt not in ("text", "jsonl"):
+            raise CorpusError(f"unknown corpus format {fmt!r}: use text or jsonl")
         self.stream, self.fmt, self.shard, self.source = stream, fmt, shard, source
         self._digest = hashlib.sha256()
         self.lines = 0  # lines of this shard read so far

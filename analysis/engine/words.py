@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .errors import InputError
 from .units import DEFAULT_UNITS, Joined, assign
 
 
@@ -57,12 +58,17 @@ class WordAttention:
     def __post_init__(self) -> None:
         n = len(self.words)
         object.__setattr__(self, "kinds", tuple(Kind(int(kind)) for kind in self.kinds))
-        assert len(self.kinds) == n and PAD not in self.kinds, self.kinds
-        assert self.weights.ndim == 4 and self.weights.shape[2:] == (n, n), self.weights.shape
-        assert self.weights.dtype == np.float32
+        # a public class: checked with InputError, which python -O keeps
+        if len(self.kinds) != n or PAD in self.kinds:
+            raise InputError(f"WordAttention: {len(self.kinds)} kinds (no PAD) for {n} words")
+        shape = getattr(self.weights, "shape", None)
+        if getattr(self.weights, "dtype", None) != np.float32 or len(shape or ()) != 4 or shape[2:] != (n, n):
+            raise InputError(f"WordAttention: weights must be float32 (layers, heads, {n}, {n}), not "
+                             f"{getattr(self.weights, 'dtype', type(self.weights).__name__)} {shape}")
         if self.piece_weights is not None:
             t = len(self.pieces)
-            assert self.piece_weights.shape == (*self.weights.shape[:2], t, t), self.piece_weights.shape
+            if getattr(self.piece_weights, "shape", None) != (*shape[:2], t, t):
+                raise InputError(f"WordAttention: piece_weights must be (layers, heads, {t}, {t}) for {t} pieces")
 
     @property
     def markers(self) -> np.ndarray:
