@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from .sums import CorpusError, CorpusReader, HeadSums, corpus_sums
 from ..engine.units import DEFAULT_UNITS

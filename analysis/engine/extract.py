@@ -5,7 +5,8 @@ The one encoding step and the one map extraction of both `run` and `heads --corp
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import NamedTuple
+from collections.abc import Callable
 
 import numpy as np
 

@@ -12,7 +12,7 @@ layer runs, and the output projection's weight gives W_O^h; the layer is never r
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 from .errors import InputError, ModelUnavailable
 
@@ -91,7 +91,7 @@ def projections(model, heads: int) -> list[Projections]:
     from .extract import attention_modules
 
     parents = {}
-    for name, module in model.named_modules():
+    for module in model.modules():
         for child in module.children():
             parents[id(child)] = module
     modules = attention_modules(model)

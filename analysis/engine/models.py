@@ -202,6 +202,7 @@ def weights_sha256(directory: Path, names: tuple[str, ...] = WEIGHT_FILES) -> st
 
 def folder_revision(choice: ModelChoice) -> str:
     """The 'revision' of a local model: the sha256 of its weights file (its GGUF file, if it has one)."""
+    assert choice.path is not None, choice  # a local model
     return weights_sha256(choice.path, (choice.gguf_file,) if choice.gguf_file else WEIGHT_FILES)
 
 
@@ -221,6 +222,7 @@ def _first_line(error: BaseException) -> str:
 
 def resolved_commit(choice: ModelChoice, options: dict) -> str:
     """The commit a Hub revision (branch, tag or sha) resolved to: the cache's snapshot folder is named by it."""
+    assert choice.revision is not None, choice  # a Hub id always has one (choose_model)
     if is_commit(choice.revision):
         return choice.revision
     from transformers.utils import cached_file

@@ -61,8 +61,8 @@ class WordAttention:
         # a public class: checked with InputError, which python -O keeps
         if len(self.kinds) != n or PAD in self.kinds:
             raise InputError(f"WordAttention: {len(self.kinds)} kinds (no PAD) for {n} words")
-        shape = getattr(self.weights, "shape", None)
-        if getattr(self.weights, "dtype", None) != np.float32 or len(shape or ()) != 4 or shape[2:] != (n, n):
+        shape: tuple = getattr(self.weights, "shape", ())
+        if getattr(self.weights, "dtype", None) != np.float32 or len(shape) != 4 or shape[2:] != (n, n):
             raise InputError(f"WordAttention: weights must be float32 (layers, heads, {n}, {n}), not "
                              f"{getattr(self.weights, 'dtype', type(self.weights).__name__)} {shape}")
         if self.piece_weights is not None:

@@ -26,7 +26,7 @@ CJK_PACKAGE = "fonts-noto-cjk"  # Debian/Ubuntu
 OTHER_PACKAGE = "fonts-noto-core"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _charmap(path: str, index: int = 0) -> frozenset[int]:
     from matplotlib.ft2font import FT2Font
 

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..engine.errors import InputError, OutputError
 
@@ -65,7 +66,7 @@ class Staging:
                 os.rename(staging, target)
             if backup is not None:
                 problems: list[str] = []
-                shutil.rmtree(backup, onerror=lambda _f, path, info: problems.append(f"{path}: {info[1]}"))
+                remove_tree(backup, problems)
                 if backup.exists():
                     reason = problems[0] if problems else "unknown reason"
                     self.leftovers.append(f"could not delete the old {target} (moved to {backup}; {reason}); "
@@ -93,3 +94,12 @@ def staged_outputs() -> Iterator[Staging]:
     except BaseException:
         staging.discard()  # the targets not yet swapped in keep their old contents
         raise
+
+
+def remove_tree(path: Path, problems: list[str]) -> None:
+    """shutil.rmtree, noting each path it cannot remove and why in `problems` (onexc from Python 3.12, where
+    onerror is deprecated; onerror before)."""
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=lambda _f, failed, error: problems.append(f"{failed}: {error}"))
+    else:
+        shutil.rmtree(path, onerror=lambda _f, failed, info: problems.append(f"{failed}: {info[1]}"))
