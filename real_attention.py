@@ -21,8 +21,18 @@ from __future__ import annotations
 import sys
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:  # what IDEs and mypy see; at run time __getattr__ below imports each name on first use
+    from real_attention.pooling.sums import Thresholds  # noqa: F401
+    from real_attention.engine.errors import (  # noqa: F401
+        InputError, ModelUnavailable, OutputError, RealAttentionError,
+    )
+    from real_attention.engine.models import LoadedModel  # noqa: F401
+    from real_attention.engine.words import WordAttention  # noqa: F401
+    from real_attention.jobs.api import Attention, attend, classify, corpus_stats, heatmap, load  # noqa: F401
 
 __version__ = "0.1.0"
 
@@ -35,14 +45,15 @@ __path__ = [str(folder) for folder in (_HERE / "analysis", _HERE / "real_attenti
 
 # The public API, imported from analysis on first use (PEP 562), so `import real_attention` stays light.
 _API = {
-    "load": "real_attention.jobs.api", "attend": "real_attention.jobs.api", "classify": "real_attention.jobs.api", "heatmap": "real_attention.jobs.api",
-    "corpus_stats": "real_attention.jobs.api", "Attention": "real_attention.jobs.api",
+    "load": "real_attention.jobs.api", "attend": "real_attention.jobs.api", "classify": "real_attention.jobs.api",
+    "heatmap": "real_attention.jobs.api", "corpus_stats": "real_attention.jobs.api", "Attention": "real_attention.jobs.api",
     "run": "real_attention.jobs.run", "RunOutput": "real_attention.jobs.run", "MeasureRun": "real_attention.jobs.run",
     "corpus": "real_attention.jobs.corpus", "merge": "real_attention.jobs.corpus",
     "CorpusOutput": "real_attention.jobs.corpus",
     "syntax": "real_attention.parsing.probe", "write_syntax": "real_attention.parsing.probe",
     "SyntaxResult": "real_attention.parsing.probe",
-    "LoadedModel": "real_attention.engine.models", "WordAttention": "real_attention.engine.words", "Thresholds": "real_attention.pooling.sums",
+    "LoadedModel": "real_attention.engine.models", "WordAttention": "real_attention.engine.words",
+    "Thresholds": "real_attention.pooling.sums",
     "RealAttentionError": "real_attention.engine.errors", "InputError": "real_attention.engine.errors",
     "ModelUnavailable": "real_attention.engine.errors", "OutputError": "real_attention.engine.errors",
 }
@@ -70,7 +81,7 @@ class CommandError(click.ClickException):
 
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        self.exit_code = exit_code  # type: ignore[misc]  # click declares it on the class
 
 
 @contextmanager

@@ -5,7 +5,8 @@ The one encoding step and the one map extraction of both `run` and `heads --corp
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import NamedTuple
+from collections.abc import Callable
 
 import numpy as np
 
@@ -189,4 +190,6 @@ def forward_layers(loaded, batch: Batch, on_layer: Callable) -> None:
     finally:
         for handle in handles:
             handle.remove()
-    assert seen == list(range(loaded.layers)), seen
+    if seen != list(range(loaded.layers)):  # the model's own structure, not a bug of ours
+        raise ModelUnavailable(f"{type(loaded.model).__name__} ran its attention layers as {seen}, not once each "
+                               f"in order 0 to {loaded.layers - 1}; its maps cannot be read layer by layer")

@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .errors import InputError
 from .units import DEFAULT_UNITS, GIVEN_WORDS, Joined, assign, given_assign
 
 
@@ -50,13 +51,24 @@ class WordAttention:
     kinds: tuple[Kind, ...]  # (n,) the Kind of each unit
     weights: np.ndarray  # (layers, heads, n, n) float32, query rows x key columns, each row sums to 1
     joined: tuple[Joined, ...] = ()  # units of the text rule that one piece straddles, joined into one
+    # On request (ra.attend(..., pieces=True)): the model's own pieces, to compare with bertviz or TransformerLens.
+    pieces: tuple[str, ...] = ()  # (t,) the tokenizer's pieces, specials included; () when not kept
+    piece_weights: np.ndarray | None = None  # (layers, heads, t, t) float32 piece-level maps of the same measure
 
     def __post_init__(self) -> None:
         n = len(self.words)
         object.__setattr__(self, "kinds", tuple(Kind(int(kind)) for kind in self.kinds))
-        assert len(self.kinds) == n and PAD not in self.kinds, self.kinds
-        assert self.weights.ndim == 4 and self.weights.shape[2:] == (n, n), self.weights.shape
-        assert self.weights.dtype == np.float32
+        # a public class: checked with InputError, which python -O keeps
+        if len(self.kinds) != n or PAD in self.kinds:
+            raise InputError(f"WordAttention: {len(self.kinds)} kinds (no PAD) for {n} words")
+        shape: tuple = getattr(self.weights, "shape", ())
+        if getattr(self.weights, "dtype", None) != np.float32 or len(shape) != 4 or shape[2:] != (n, n):
+            raise InputError(f"WordAttention: weights must be float32 (layers, heads, {n}, {n}), not "
+                             f"{getattr(self.weights, 'dtype', type(self.weights).__name__)} {shape}")
+        if self.piece_weights is not None:
+            t = len(self.pieces)
+            if getattr(self.piece_weights, "shape", None) != (*shape[:2], t, t):
+                raise InputError(f"WordAttention: piece_weights must be (layers, heads, {t}, {t}) for {t} pieces")
 
     @property
     def markers(self) -> np.ndarray:
@@ -107,7 +119,7 @@ def group(text: str, tokens: list[str], word_ids: np.ndarray, special: np.ndarra
     tokenizer added them.
     """
     if rule == GIVEN_WORDS:
-        spans, joined = list(given), ()
+        spans, joined = list(given), tuple[Joined, ...]()
         key = np.where(special, -1 - np.arange(len(special)), given_assign(text, spans, special, offsets))
     elif rule == "text":
         pieces, spans, joined = assign(text, tokens, special, offsets, required)
