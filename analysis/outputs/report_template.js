@@ -1,13 +1,18 @@
-// real-attention report: hand-written, no library, no network. Reads the JSON in #report-data.
+// real-attention report: hand-written, no library, no network. Draws the JSON in #report-data, or the data
+// given to window.realAttention.show(data) (the live page of `real-attention serve`, analysis/serve/).
 // Indices are 0-based here; everything shown counts layers and heads from 1.
 // The rules (categories, markers, what each word is to the focus word, colours) come decided in the data
 // (analysis/report.py, report_data); this script only draws them.
 "use strict";
 (function () {
-  const data = JSON.parse(document.getElementById("report-data").textContent);
-  const LAYERS = data.layers, HEADS = data.heads, SCALE = data.weight_scale;
-  const CATEGORY = {};
-  data.categories.forEach(function (c) { CATEGORY[c.name] = c; });
+  let data = null, LAYERS = 0, HEADS = 0, SCALE = 1, CATEGORY = {}, RAMP = [];
+  function setData(next) {
+    data = next;
+    LAYERS = data.layers; HEADS = data.heads; SCALE = data.weight_scale;
+    CATEGORY = {};
+    data.categories.forEach(function (c) { CATEGORY[c.name] = c; });
+    RAMP = data.heatmap.colours;
+  }
   const state = { sentence: 0, layer: 0, head: 0 };
   const byId = function (id) { return document.getElementById(id); };
   const tooltip = byId("tooltip");
@@ -44,7 +49,6 @@
     return out;
   }
   // The heatmap's colour: matplotlib's lookup for vmin=0, vmax=1 in the colour map sampled by report.py.
-  const RAMP = data.heatmap.colours;
   function heatColour(w) { return RAMP[clamp(Math.floor(w * RAMP.length), 0, RAMP.length - 1)]; }
   function labelClass(S, i) {
     if (i === S.focus) return "focus-label";
@@ -82,10 +86,6 @@
       return "<button type=\"button\" data-sentence=\"" + (s + 1) + "\" title=\"" + esc(S.text) + "\">" +
         (s + 1) + ". " + sentenceHtml(S) + "</button>";
     }).join("");
-    box.addEventListener("click", function (event) {
-      const button = event.target.closest("button[data-sentence]");
-      if (button) select({ sentence: Number(button.dataset.sentence) - 1 });
-    });
   }
 
   // ---- overview ------------------------------------------------------------------------------
@@ -102,11 +102,23 @@
         const isBest = best && best.layer === l + 1 && best.head === h + 1;
         html += "<button type=\"button\" class=\"cell" + (c.dark ? " dark" : "") + (isBest ? " best" : "") +
           "\" data-layer=\"" + (l + 1) + "\" data-head=\"" + (h + 1) + "\" data-category=\"" + c.name +
-          "\" style=\"background:" + c.colour + "\" aria-label=\"" + esc(headName(l, h) + ": " + c.label) +
+          "\" aria-label=\"" + esc(headName(l, h) + ": " + c.label) +
           "\"><span class=\"top\"></span><span class=\"pct\"></span></button>";
       }
     }
     grid.innerHTML = html;
+    // colours through the style object: the live page's Content-Security-Policy refuses style attributes
+    grid.querySelectorAll(".cell").forEach(function (cell) {
+      cell.style.background = CATEGORY[cell.dataset.category].colour;
+    });
+  }
+  // The listeners live on containers that stay when new data is drawn: added once.
+  function listen() {
+    byId("sentence-buttons").addEventListener("click", function (event) {
+      const button = event.target.closest("button[data-sentence]");
+      if (button) select({ sentence: Number(button.dataset.sentence) - 1 });
+    });
+    const grid = byId("overview");
     grid.addEventListener("click", function (event) {
       const cell = event.target.closest(".cell");
       if (cell) select({ layer: Number(cell.dataset.layer) - 1, head: Number(cell.dataset.head) - 1 });
@@ -142,8 +154,7 @@
     const total = LAYERS * HEADS, best = data.summary.best_sense_head;
     let html = "<h3>Where «" + esc(data.focus_word) + "» looks most, in every sentence (" + data.sentences.length + ")</h3>";
     data.categories.forEach(function (c) {
-      html += "<div class=\"item\" data-category=\"" + c.name + "\"><span class=\"swatch\" style=\"background:" +
-        c.colour + "\"></span><span>" + esc(c.label) + (c.note ? " <span class=\"note\">" + esc(c.note) + "</span>" : "") +
+      html += "<div class=\"item\" data-category=\"" + c.name + "\"><span class=\"swatch\"></span><span>" + esc(c.label) + (c.note ? " <span class=\"note\">" + esc(c.note) + "</span>" : "") +
         "</span><span class=\"count\">" + c.count + " of " + total +
         "</span></div>";
     });
@@ -151,9 +162,12 @@
       html += "<div class=\"item\"><span class=\"swatch best\"></span><span>best sense head: layer " + best.layer +
         ", head " + best.head + "</span></div>";
     } else {
-      html += "<div class=\"item\"><span class=\"swatch\" style=\"visibility:hidden\"></span><span>no sense-word head in this model</span></div>";
+      html += "<div class=\"item\"><span class=\"swatch blank\"></span><span>no sense-word head in this model</span></div>";
     }
     byId("legend").innerHTML = html;
+    byId("legend").querySelectorAll(".item[data-category] .swatch").forEach(function (swatch) {
+      swatch.style.background = CATEGORY[swatch.parentNode.dataset.category].colour;
+    });
   }
 
   // ---- head view: heatmap --------------------------------------------------------------------
@@ -369,8 +383,10 @@
     const l = state.layer, h = state.head, i = headIndex(l, h), c = CATEGORY[data.head_category[i]];
     const scores = data.head_scores;
     byId("head-title").textContent = "Layer " + (l + 1) + ", head " + (h + 1);
-    byId("head-heading").innerHTML = "Layer " + (l + 1) + ", head " + (h + 1) + " <span class=\"badge\" style=\"background:" +
-      c.colour + ";color:" + (c.dark ? "#fff" : "#1d2530") + "\">" + esc(c.label) + "</span>";
+    byId("head-heading").innerHTML = "Layer " + (l + 1) + ", head " + (h + 1) + " <span class=\"badge\">" + esc(c.label) + "</span>";
+    const badge = byId("head-heading").querySelector(".badge");
+    badge.style.background = c.colour;
+    badge.style.color = c.dark ? "#fff" : "#1d2530";
     byId("head-sentence").innerHTML = "Sentence " + (state.sentence + 1) + ": " + sentenceHtml(data.sentences[state.sentence]);
     byId("head-scores").textContent = "Mean over all words and sentences: " + data.head_score_names.map(function (pair) {
       return pair[1] + " " + percent(scores[pair[0]][i], 1);
@@ -399,7 +415,7 @@
     select({ layer: Math.floor(i / HEADS), head: i % HEADS });
   }
   document.addEventListener("keydown", function (event) {
-    if (event.altKey || event.ctrlKey || event.metaKey) return;
+    if (!data || event.altKey || event.ctrlKey || event.metaKey) return;
     const key = event.key;
     if (key === "ArrowRight") step(1);
     else if (key === "ArrowLeft") step(-1);
@@ -409,12 +425,13 @@
     else return;
     event.preventDefault();
   });
-  byId("previous-head").addEventListener("click", function () { step(-1); });
-  byId("next-head").addEventListener("click", function () { step(1); });
+  byId("previous-head").addEventListener("click", function () { if (data) step(-1); });
+  byId("next-head").addEventListener("click", function () { if (data) step(1); });
+  listen();
 
-  function initial() {
+  function initial(first) {
     const match = /^#L(\d+)H(\d+)(?:S(\d+))?$/.exec(location.hash);
-    if (match) {
+    if (first && match) {
       const l = Number(match[1]) - 1, h = Number(match[2]) - 1, s = match[3] ? Number(match[3]) - 1 : 0;
       if (l >= 0 && l < LAYERS && h >= 0 && h < HEADS && s >= 0 && s < data.sentences.length) {
         return { layer: l, head: h, sentence: s };
@@ -434,20 +451,63 @@
       S.weights = weights;
     });
   }
+  // The live page sends the header's values as plain text (report.py, header_text): set as text, never as HTML.
+  function fillHeader(header) {
+    if (!header) return;
+    document.title = header.title;
+    document.querySelectorAll("[data-fill]").forEach(function (element) {
+      element.textContent = header[element.dataset.fill];
+    });
+    const list = byId("sentence-list");
+    list.textContent = "";
+    data.sentences.forEach(function (S) {
+      const item = document.createElement("li"), note = document.createElement("span"), word = document.createElement("b");
+      note.className = "sense-note";
+      word.textContent = S.words[S.sense];
+      note.append("sense word: ", word);
+      item.append(S.text + " ", note);
+      list.append(item);
+    });
+    const lines = byId("summary-lines");
+    lines.textContent = "";
+    data.summary_lines.forEach(function (line, i) {
+      if (i) lines.append(document.createElement("br"));
+      lines.append(line);
+    });
+  }
+  let shown = 0;
   function start() {
+    fillHeader(data.header);
     buildSentenceButtons();
     buildOverview();
     buildLegend();
-    select(initial());
+    select(initial(shown === 0));
+    shown += 1;
     document.body.dataset.ready = "true";
+    document.body.dataset.shown = String(shown);
   }
-  if (typeof DecompressionStream !== "function") {
-    document.body.insertAdjacentHTML("afterbegin", '<p class="fatal">This report needs a browser from 2023 or ' +
-      "later (Chrome 80, Firefox 113, Safari 16.4): it unpacks its weights with DecompressionStream.</p>");
-    return;
+  function fatal(message) {
+    const p = document.createElement("p");
+    p.className = "fatal";
+    p.textContent = message;
+    document.body.prepend(p);
   }
-  Promise.all(data.sentences.map(unpackWeights)).then(start, function (error) {
-    document.body.insertAdjacentHTML("afterbegin", '<p class="fatal">The weights in this report are damaged: ' +
-      esc(String(error)) + "</p>");
-  });
+  // Draw the given data (report_data's JSON, packed weights); a promise that settles when it is drawn.
+  function show(next) {
+    if (typeof DecompressionStream !== "function") {
+      fatal("This report needs a browser from 2023 or later (Chrome 80, Firefox 113, Safari 16.4): it unpacks " +
+        "its weights with DecompressionStream.");
+      return Promise.reject(new Error("no DecompressionStream"));
+    }
+    return Promise.all(next.sentences.map(unpackWeights)).then(function () {
+      setData(next);
+      start();
+    }, function (error) {
+      fatal("The weights in this report are damaged: " + String(error));
+      throw error;
+    });
+  }
+  window.realAttention = { show: show };
+  const inline = byId("report-data");
+  if (inline && inline.textContent.trim()) show(JSON.parse(inline.textContent)).catch(function () {});
 })();
