@@ -243,20 +243,24 @@ def header_text(result: RunResult, summary: dict, tool: str = "real-attention ru
     }
 
 
-def page_html(result: RunResult, summary: dict, *, styles: str, scripts: str, controls: str = "",
-              tool: str = "real-attention run", data: dict | None = None) -> str:
+def page_html(result: RunResult | None, summary: dict | None, *, styles: str, scripts: str, controls: str = "",
+              tool: str = "real-attention run", data: dict | None = None, header: dict[str, str] | None = None) -> str:
     """The report template filled with a run: `styles` and `scripts` are the HTML that brings the CSS and the
-    script (inline in report.html, same-origin files in the live page), `controls` goes after the header."""
-    data = report_data(result, summary) if data is None else data
-    values = {name: html.escape(text) for name, text in header_text(result, summary, tool).items()}
-    values.update({
-        "sentences": _header_sentences(result),
-        "summary_lines": "<br>\n".join(html.escape(line) for line in data["summary_lines"]),
-        "styles": styles,
-        "scripts": scripts,
-        "controls": controls,
-        "data": _json_for_script(data),
-    })
+    script (inline in report.html, same-origin files in the live page), `controls` goes after the header.
+    With no run (result None: the live page before an answer) `header` gives the header's text and nothing is drawn."""
+    if result is None:
+        assert header is not None, "no run and no header"
+        values = {name: html.escape(text) for name, text in header.items()}
+        values.update({"sentences": "", "summary_lines": "", "data": ""})
+    else:
+        data = report_data(result, summary) if data is None else data
+        values = {name: html.escape(text) for name, text in header_text(result, summary, tool).items()}
+        values.update({
+            "sentences": _header_sentences(result),
+            "summary_lines": "<br>\n".join(html.escape(line) for line in data["summary_lines"]),
+            "data": _json_for_script(data),
+        })
+    values.update({"styles": styles, "scripts": scripts, "controls": controls})
     # One pass, so nothing inserted is scanned again for placeholders.
     return re.sub(r"\{\{(\w+)\}\}", lambda match: values[match.group(1)], _template("html"))
 
