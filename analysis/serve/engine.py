@@ -41,6 +41,8 @@ def check_limits(model, query: Query, max_sentences: int, max_pieces: int) -> No
     if len(query.texts) > max_sentences:
         raise InputError(f"{len(query.texts)} sentences; this server takes at most {max_sentences} per request "
                          "(--max-sentences)")
+    if not query.texts:  # ra.attend says what is wrong
+        return
     pieces = sum(len(ids) for ids in model.tokenizer(list(query.texts), verbose=False)["input_ids"])
     if pieces > max_pieces:
         raise InputError(f"the sentences have {pieces} word pieces together; this server takes at most {max_pieces} "
@@ -161,7 +163,12 @@ class Worker:
                     stopping = True
                 else:
                     pending.append(job)
-            self._answer(self._take(pending))
+            batch = self._take(pending)
+            try:
+                self._answer(batch)
+            except Exception as error:  # noqa: BLE001 - a bug: those requests get a 500, the thread keeps serving
+                for job in batch:
+                    _settle(job, error)
 
     @staticmethod
     def _take(pending: collections.deque) -> list:
@@ -184,7 +191,7 @@ class Worker:
         for job in batch:
             try:
                 check_limits(self.model, job[0], self.max_sentences, self.max_pieces)
-            except RealAttentionError as error:
+            except Exception as error:  # noqa: BLE001 - the library's message (422), or a bug (500)
                 _settle(job, error)
             else:
                 ready.append(job)
