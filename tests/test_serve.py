@@ -499,16 +499,19 @@ def test_script_injection_words_stay_text(browser, tiny_server):
     from selenium.webdriver.common.by import By
 
     open_page(browser, tiny_server.url)
-    text = f"fui al banco {INJECTIONS[0]} {INJECTIONS[1]} a sacar dinero."
-    ask(browser, [text], "banco", ["dinero"])
+    texts = [f"fui al banco {INJECTIONS[0]} dinero.", f"{INJECTIONS[1]} banco a sacar dinero."]  # 24 pieces at most
+    ask(browser, texts, "banco", ["dinero", "dinero"])
     assert browser.execute_script("return document.body.dataset.alerted") is None
     assert browser.execute_script("return document.querySelectorAll('img, iframe, object').length") == 0
     scripts = browser.execute_script("return [...document.scripts].map(s => s.src || s.type)")
     assert all(s.startswith(tiny_server.url + "static/") or s == "application/json" for s in scripts), scripts
     header = browser.find_element(By.ID, "sentence-list").text
     assert INJECTIONS[0] in header and INJECTIONS[1] in header  # shown as the characters typed
-    labels = "".join(e.get_attribute("textContent") for e in browser.find_elements(By.CSS_SELECTOR, "#heatmap-svg .row-label"))
-    assert "alert(1)" in labels and "<" in labels
+    for number in (1, 2):
+        browser.find_element(By.CSS_SELECTOR, f'#sentence-buttons button[data-sentence="{number}"]').click()
+        labels = "".join(e.get_attribute("textContent")
+                         for e in browser.find_elements(By.CSS_SELECTOR, "#heatmap-svg .row-label"))
+        assert "alert(1)" in labels and "<" in labels
     for cell in browser.find_elements(By.CSS_SELECTOR, "#overview .cell")[:3]:
         cell.click()  # draws the views again with the words
     browser.find_element(By.CSS_SELECTOR, '#sentence-buttons button[data-sentence="1"]').click()

@@ -416,6 +416,7 @@
   }
   document.addEventListener("keydown", function (event) {
     if (!data || event.altKey || event.ctrlKey || event.metaKey) return;
+    if (event.target.closest && event.target.closest("input, textarea, select")) return;  // typing, not choosing
     const key = event.key;
     if (key === "ArrowRight") step(1);
     else if (key === "ArrowLeft") step(-1);
