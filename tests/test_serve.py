@@ -72,7 +72,7 @@ def test_api_weights_are_ra_attend_to_the_csv_rounding(client, tiny_loaded, tmp_
         assert sentence["words"] == list(own.words)
         weights = np.array(sentence["weights"])
         assert weights.shape == own.weights.shape
-        assert np.abs(weights - csv).max() <= 1e-6 + 1e-12  # both rounded to 6 decimals
+        assert np.array_equal(weights, csv)  # both written with "%.6f"
         assert np.abs(weights - own.weights).max() <= 5e-7 + 1e-9
 
 

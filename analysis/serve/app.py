@@ -80,15 +80,28 @@ def parse_query(body: bytes, measure: str = "weights") -> tuple[Query, bool]:
     return query, page
 
 
-def _rounded(values: np.ndarray) -> str:
-    """JSON of an array rounded to 6 decimals, as attention.csv writes it."""
-    return json.dumps(np.round(np.asarray(values, dtype=np.float64), 6).tolist())
-
-
 def weights_json(weights: np.ndarray) -> str:
-    """(layers, heads, n, n) -> nested JSON lists, one head at a time so other threads get their turn."""
-    layers = [("[" + ",".join(_rounded(head) for head in layer) + "]") for layer in weights]
-    return "[" + ",".join(layers) + "]"
+    """(layers, heads, n, n) -> nested JSON lists of numbers with 6 decimals, formatted as attention.csv formats
+    them ("%.6f"); one layer at a time, so other threads (the event loop) get their turn."""
+    _, heads, n, _ = weights.shape
+    row = "[" + ",".join(["%.6f"] * n) + "]"
+    layer = "[" + ",".join(["[" + ",".join([row] * n) + "]"] * heads) + "]"
+    return "[" + ",".join(layer % tuple(values.astype(np.float64).ravel().tolist()) for values in weights) + "]"
+
+
+def heads_rows(frame) -> list[dict]:
+    """heads.csv's table as JSON rows: the labels as true/false, the statistics rounded to 6 decimals."""
+    columns = []
+    for name in frame.columns:
+        values = frame[name].to_numpy()
+        if name in ("sense_head", "marker_head"):
+            columns.append((values == "true").tolist())
+        elif values.dtype.kind in "iu":
+            columns.append(values.tolist())
+        else:
+            columns.append(np.round(values.astype(np.float64), 6).tolist())
+    names = list(frame.columns)
+    return [dict(zip(names, row)) for row in zip(*columns)]
 
 
 def answer_json(att, *, page: bool) -> bytes:
@@ -99,13 +112,7 @@ def answer_json(att, *, page: bool) -> bytes:
     head = {"model": att.model, "revision": att.revision, "measure": att.measure, "units": att.units,
             "causal": att.causal, "heads": [], "summary": None}
     if att.result is not None:
-        frame = classify(att)
-        rows = []
-        for row in frame.to_dict("records"):
-            rows.append({name: (value == "true" if name in ("sense_head", "marker_head")
-                                else round(float(value), 6) if isinstance(value, float) else int(value))
-                         for name, value in row.items()})
-        head["heads"] = rows
+        head["heads"] = heads_rows(classify(att))
         head["summary"] = att.summary()
         if page:
             from ..outputs.report import header_text, report_data
