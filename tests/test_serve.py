@@ -24,16 +24,16 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-
-import real_attention as ra
-from real_attention import cli
 from real_attention.engine.errors import InputError
 from real_attention.outputs.tables import write_csv
 from real_attention.serve.engine import Query, attend_many, attend_one
 
+import real_attention as ra
+from real_attention import cli
+
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
-from starlette.testclient import TestClient  # noqa: E402
+from starlette.testclient import TestClient
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXTS = ["Me senté en el banco de mi jardín.", "Fui al banco a sacar dinero."]
@@ -74,6 +74,18 @@ def test_api_weights_are_ra_attend_to_the_csv_rounding(client, tiny_loaded, tmp_
         assert weights.shape == own.weights.shape
         assert np.array_equal(weights, csv)  # both written with "%.6f"
         assert np.abs(weights - own.weights).max() <= 5e-7 + 1e-9
+
+
+def test_weights_json_writes_what_percent_6f_writes():
+    from real_attention.serve.app import weights_json
+
+    rng = np.random.default_rng(0)
+    weights = rng.random((2, 3, 5, 5)).astype(np.float32)
+    weights[0, 0, 0] = [0.0, 1.0, 0.0078125, 0.0000005, 0.9999995]  # ends, and halves (0.0078125 is exact)
+    expected = [[[[float(f"{w:.6f}") for w in row] for row in head] for head in layer] for layer in weights]
+    text = weights_json(weights)
+    assert json.loads(text) == expected
+    assert re.fullmatch(r"[\[\],.0-9]+", text) and "0.007812," in text  # half to even, as printf
 
 
 def test_api_heads_are_ra_classify_and_summary_is_summary_json(client, tiny_loaded):
@@ -224,7 +236,7 @@ def test_queued_queries_answered_together_equal_each_alone(tiny_loaded):
 
 
 def test_a_decoder_through_the_api_has_lower_triangular_maps_and_the_first_token(tmp_path_factory):
-    from test_decoders import CAUSAL, tiny_decoder, load
+    from test_decoders import CAUSAL, load, tiny_decoder
 
     model = load(tiny_decoder(tmp_path_factory.mktemp("serve-llama"), "llama"))
     texts = [s.text for s in CAUSAL.sentences]
@@ -400,7 +412,13 @@ def test_sigint_while_a_request_runs_still_exits_0(tiny_model_dir):
 
 def start_browser(profile: Path):
     """Headless Chromium as tests/test_report.py starts it, but with every host other than 127.0.0.1 unreachable."""
-    from test_report import CHROME_FLAGS, CHROMEDRIVER, CHROMIUM, browser_missing, require_browser
+    from test_report import (
+        CHROME_FLAGS,
+        CHROMEDRIVER,
+        CHROMIUM,
+        browser_missing,
+        require_browser,
+    )
 
     require_browser(browser_missing())
     from selenium import webdriver

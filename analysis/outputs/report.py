@@ -218,6 +218,13 @@ def _header_sentences(result: RunResult) -> str:
     return "\n".join(items)
 
 
+FOOTERS = {
+    "real-attention run": "One self-contained file made by real-attention: it needs no network and no other file.",
+    "real-attention serve": "The live page of real-attention serve: the model runs on this server, nothing else is "
+                            "asked of the network; \u201cdownload report.html\u201d saves a self-contained copy.",
+}
+
+
 def header_text(result: RunResult, summary: dict, tool: str = "real-attention run") -> dict[str, str]:
     """The page header's values as plain text, keyed by the template's placeholders (and the live page's
     data-fill names): the report escapes them into the HTML, the live page sets them as text."""
@@ -240,6 +247,7 @@ def header_text(result: RunResult, summary: dict, tool: str = "real-attention ru
         "rule_counting": rules["counting"],
         "rule_measure": MEASURE_TEXT[result.measure],
         "rule_rollout": rules["rollout"],
+        "footer": FOOTERS.get(tool, FOOTERS["real-attention run"]),
     }
 
 

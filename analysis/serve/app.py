@@ -80,13 +80,26 @@ def parse_query(body: bytes, measure: str = "weights") -> tuple[Query, bool]:
     return query, page
 
 
+POWERS = 10 ** np.arange(6, -1, -1)  # (7,) the digits of a weight's millionths: d.dddddd
+
+
 def weights_json(weights: np.ndarray) -> str:
-    """(layers, heads, n, n) -> nested JSON lists of numbers with 6 decimals, formatted as attention.csv formats
-    them ("%.6f"); one layer at a time, so other threads (the event loop) get their turn."""
-    _, heads, n, _ = weights.shape
-    row = "[" + ",".join(["%.6f"] * n) + "]"
-    layer = "[" + ",".join(["[" + ",".join([row] * n) + "]"] * heads) + "]"
-    return "[" + ",".join(layer % tuple(values.astype(np.float64).ravel().tolist()) for values in weights) + "]"
+    """(layers, heads, n, n) weights in [0, 1] -> nested JSON lists of "d.dddddd" numbers, the text "%.6f" gives
+    (attention.csv's format): a float32 times 1e6 is exact in float64, so rint rounds as printf does (half to even).
+    Built as fixed-width bytes with numpy, one layer at a time, so other threads get their turn."""
+    layers, heads, n, _ = weights.shape
+    text = []
+    for layer in range(layers):
+        millionths = np.rint(weights[layer].astype(np.float64) * 1e6).astype(np.int64)  # (heads, n, n)
+        digits = (millionths[..., None] // POWERS) % 10 + ord("0")  # (heads, n, n, 7)
+        cells = np.empty((heads, n, n, 9), dtype=np.uint8)  # "d.dddddd" and a comma
+        cells[..., 0], cells[..., 1], cells[..., 2:8], cells[..., 8] = digits[..., 0], ord("."), digits[..., 1:], ord(",")
+        rows = np.empty((heads, n, 9 * n + 2), dtype=np.uint8)  # "[" numbers "]" and what follows the row
+        rows[..., 0], rows[..., 1:-1] = ord("["), cells.reshape(heads, n, 9 * n)
+        rows[..., -2] = ord("]")  # over the last number's comma
+        rows[:, :-1, -1], rows[:, -1, -1] = ord(","), ord("]")  # a comma between rows; the last row closes the head
+        text.append("[" + ",".join("[" + rows[head].tobytes().decode("ascii") for head in range(heads)) + "]")
+    return "[" + ",".join(text) + "]"
 
 
 def heads_rows(frame) -> list[dict]:

@@ -87,5 +87,5 @@ def empty_header(model, lang: str, focus: str) -> dict[str, str]:
     values.update(title=f"real-attention: every head of {model.choice.name}", model=model.choice.name,
                   revision=model.revision, lang=lang, focus=focus, tool="real-attention serve",
                   heads_total=str(model.layers * model.heads), layers=str(model.layers),
-                  heads_per_layer=str(model.heads))
+                  heads_per_layer=str(model.heads), footer="")
     return values
