@@ -197,6 +197,17 @@ def test_page_has_no_inline_script_or_style_and_no_network(client):
     assert "innerHTML" not in client.get("/static/page.js").text
 
 
+def test_the_report_script_sets_every_word_as_text():
+    """Words reach the page through fill() (textContent); esc() is left for the category names decided in Python."""
+    from real_attention.outputs.report import _template
+
+    script = _template("js")
+    escaped = re.findall(r"esc\(([^()]*(?:\([^()]*\))?[^()]*)\)", script)
+    assert escaped and all(re.match(r"(c\.label|c\.note|headName\(l, h\) \+ \": \" \+ c\.label|text)$", arg)
+                           for arg in escaped), escaped
+    assert "textContent = e.dataset.word" in script and "words[" in script
+
+
 def test_download_gives_the_report_of_the_same_input(client, tiny_loaded):
     answer = client.post("/api/report", json=LESSON)
     assert answer.status_code == 200

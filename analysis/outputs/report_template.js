@@ -25,6 +25,17 @@
       return { "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;" }[c];
     });
   }
+  // A word goes into markup as an empty element that names it (sentence s, unit k; or k "focus": the focus
+  // word); fill() then sets its text with textContent, so no word is ever parsed as HTML.
+  function wordAttrs(s, k) { return " data-s=\"" + s + "\" data-word=\"" + k + "\""; }
+  function wordSlot(s, k) { return "<span" + wordAttrs(s, k) + "></span>"; }
+  function fill(root) {
+    root.querySelectorAll("[data-word]").forEach(function (e) {
+      e.textContent = e.dataset.word === "focus" ? data.focus_word :
+        data.sentences[Number(e.dataset.s)].words[Number(e.dataset.word)];
+    });
+    return root;
+  }
   function clamp(x, lo, hi) { return Math.max(lo, Math.min(hi, x)); }
   function textWidth(text, px, bold) {
     measureCtx.font = (bold ? "700 " : "") + px + "px " + FONT;
@@ -59,7 +70,7 @@
 
   // ---- tooltip -------------------------------------------------------------------------------
   function showTip(event, html) {
-    tooltip.innerHTML = html;
+    fill(Object.assign(tooltip, { innerHTML: html }));
     tooltip.hidden = false;
     const pad = 14, r = tooltip.getBoundingClientRect();
     let x = event.clientX + pad, y = event.clientY + pad;
@@ -72,20 +83,22 @@
 
   // ---- sentence buttons ----------------------------------------------------------------------
   // The sentence's words as HTML, the focus word marked; S.gaps says what goes before each (null: not shown).
-  function sentenceHtml(S) {
+  function sentenceHtml(S, s) {
     let out = "";
     S.words.forEach(function (w, i) {
       if (S.gaps[i] === null) return;
-      out += S.gaps[i] + (i === S.focus ? "<span class=\"fw\">" + esc(w) + "</span>" : esc(w));
+      out += S.gaps[i] + (i === S.focus ? "<span class=\"fw\"" + wordAttrs(s, i) + "></span>" : wordSlot(s, i));
     });
     return out;
   }
   function buildSentenceButtons() {
     const box = byId("sentence-buttons");
     box.innerHTML = data.sentences.map(function (S, s) {
-      return "<button type=\"button\" data-sentence=\"" + (s + 1) + "\" title=\"" + esc(S.text) + "\">" +
-        (s + 1) + ". " + sentenceHtml(S) + "</button>";
+      return "<button type=\"button\" data-sentence=\"" + (s + 1) + "\">" + (s + 1) + ". " + sentenceHtml(S, s) + "</button>";
     }).join("");
+    fill(box).querySelectorAll("button[data-sentence]").forEach(function (button) {
+      button.title = data.sentences[Number(button.dataset.sentence) - 1].text;
+    });
   }
 
   // ---- overview ------------------------------------------------------------------------------
@@ -136,7 +149,7 @@
     let html = "<div class=\"tt-title\">Layer " + (l + 1) + ", head " + (h + 1) + ": " + esc(c.label) + "</div><table>";
     data.sentences.forEach(function (S, s) {
       const top = S.top_key[headIndex(l, h)], w = S.top_weight[headIndex(l, h)] / SCALE;
-      html += "<tr><td>" + (s + 1) + ".</td><td>«" + esc(S.words[S.focus]) + "» → «" + esc(S.words[top]) +
+      html += "<tr><td>" + (s + 1) + ".</td><td>«" + wordSlot(s, S.focus) + "» → «" + wordSlot(s, top) +
         "»</td><td class=\"num\">" + percent(w, 1) + "</td></tr>";
     });
     return html + "</table>";
@@ -152,7 +165,7 @@
   }
   function buildLegend() {
     const total = LAYERS * HEADS, best = data.summary.best_sense_head;
-    let html = "<h3>Where «" + esc(data.focus_word) + "» looks most, in every sentence (" + data.sentences.length + ")</h3>";
+    let html = "<h3>Where «" + wordSlot(0, "focus") + "» looks most, in every sentence (" + data.sentences.length + ")</h3>";
     data.categories.forEach(function (c) {
       html += "<div class=\"item\" data-category=\"" + c.name + "\"><span class=\"swatch\"></span><span>" + esc(c.label) + (c.note ? " <span class=\"note\">" + esc(c.note) + "</span>" : "") +
         "</span><span class=\"count\">" + c.count + " of " + total +
@@ -164,7 +177,7 @@
     } else {
       html += "<div class=\"item\"><span class=\"swatch blank\"></span><span>no sense-word head in this model</span></div>";
     }
-    byId("legend").innerHTML = html;
+    fill(Object.assign(byId("legend"), { innerHTML: html }));
     byId("legend").querySelectorAll(".item[data-category] .swatch").forEach(function (swatch) {
       swatch.style.background = CATEGORY[swatch.parentNode.dataset.category].colour;
     });
@@ -186,10 +199,10 @@
     for (let i = 0; i < n; i++) {
       const y = top + i * cell + cell / 2;
       out += "<text class=\"row-label " + labelClass(S, i) + "\" data-i=\"" + i + "\" x=\"" + (left - 6) + "\" y=\"" + y +
-        "\" text-anchor=\"end\" dominant-baseline=\"central\">" + esc(S.words[i]) + "</text>";
+        "\" text-anchor=\"end\" dominant-baseline=\"central\"" + wordAttrs(s, i) + "></text>";
       const x = left + i * cell + cell / 2;
       out += "<text class=\"col-label " + labelClass(S, i) + "\" data-i=\"" + i + "\" transform=\"translate(" + x + "," + (top - 5) +
-        ") rotate(-45)\" dominant-baseline=\"central\">" + esc(S.words[i]) + "</text>";
+        ") rotate(-45)\" dominant-baseline=\"central\"" + wordAttrs(s, i) + "></text>";
     }
     out += "</g><g class=\"cells\">";
     const textSize = clamp(Math.floor(cell * 0.34), 8, 12);
@@ -212,13 +225,13 @@
       (cell + 2) + "\" fill=\"none\" stroke=\"" + data.focus_colour + "\" stroke-width=\"2.5\" pointer-events=\"none\"/>";
     out += "</svg>";
     const box = byId("heatmap");
-    box.innerHTML = out;
+    fill(Object.assign(box, { innerHTML: out }));
     const svg = box.firstChild;
     svg.addEventListener("mousemove", function (event) {
       const t = event.target;
       if (t.tagName !== "rect" || t.dataset.q === undefined) { hideTip(); return; }
       const q = Number(t.dataset.q), k = Number(t.dataset.k);
-      showTip(event, "«" + esc(S.words[q]) + "» → «" + esc(S.words[k]) + "»: <b>" + percent(Number(t.dataset.w), 2) + "</b>");
+      showTip(event, "«" + wordSlot(s, q) + "» → «" + wordSlot(s, k) + "»: <b>" + percent(Number(t.dataset.w), 2) + "</b>");
       svg.querySelectorAll(".hot").forEach(function (e) { e.classList.remove("hot"); });
       svg.querySelector(".row-label[data-i=\"" + q + "\"]").classList.add("hot");
       svg.querySelector(".col-label[data-i=\"" + k + "\"]").classList.add("hot");
@@ -256,19 +269,19 @@
       out += "<rect class=\"hit\" data-side=\"q\" data-i=\"" + i + "\" x=\"" + annotW + "\" y=\"" + (y(i) - step / 2) + "\" width=\"" +
         (labelW + 6) + "\" height=\"" + step + "\"/>";
       out += "<text class=\"wl " + cls + "\" data-side=\"q\" data-i=\"" + i + "\" x=\"" + xLeft + "\" y=\"" + y(i) +
-        "\" text-anchor=\"end\" dominant-baseline=\"central\" pointer-events=\"none\">" + esc(S.words[i]) + "</text>";
+        "\" text-anchor=\"end\" dominant-baseline=\"central\" pointer-events=\"none\"" + wordAttrs(s, i) + "></text>";
       out += "<text class=\"annot\" data-side=\"q\" data-i=\"" + i + "\" x=\"" + (annotW - 6) + "\" y=\"" + y(i) +
         "\" text-anchor=\"end\" dominant-baseline=\"central\"></text>";
       out += "<rect class=\"hit\" data-side=\"k\" data-i=\"" + i + "\" x=\"" + x2 + "\" y=\"" + (y(i) - step / 2) + "\" width=\"" +
         (labelW + 6) + "\" height=\"" + step + "\"/>";
       out += "<text class=\"wl " + cls + "\" data-side=\"k\" data-i=\"" + i + "\" x=\"" + xRight + "\" y=\"" + y(i) +
-        "\" dominant-baseline=\"central\" pointer-events=\"none\">" + esc(S.words[i]) + "</text>";
+        "\" dominant-baseline=\"central\" pointer-events=\"none\"" + wordAttrs(s, i) + "></text>";
       out += "<text class=\"annot\" data-side=\"k\" data-i=\"" + i + "\" x=\"" + (xRight + labelW + 6) + "\" y=\"" + y(i) +
         "\" dominant-baseline=\"central\"></text>";
     }
     out += "</svg>";
     const box = byId("lines");
-    box.innerHTML = out;
+    fill(Object.assign(box, { innerHTML: out }));
     const svg = box.firstChild;
     const lines = svg.querySelectorAll(".ln");
     const annots = svg.querySelectorAll(".annot");
@@ -321,7 +334,7 @@
     values.forEach(function (w, k) {
       const y = 4 + k * step, rel = S.relations[k], c = CATEGORY[rel];
       out += "<text class=\"" + labelClass(S, k) + (k === top ? " hot" : "") + "\" x=\"" + (labelW - 6) + "\" y=\"" + (y + step / 2) +
-        "\" text-anchor=\"end\" dominant-baseline=\"central\">" + esc(S.words[k]) + "</text>";
+        "\" text-anchor=\"end\" dominant-baseline=\"central\"" + wordAttrs(s, k) + "></text>";
       out += "<rect class=\"bar\" data-k=\"" + k + "\" data-w=\"" + w.toFixed(4) + "\" data-relation=\"" + rel + "\" x=\"" + labelW +
         "\" y=\"" + (y + 2) + "\" width=\"" + Math.max(w * barMax, w > 0 ? 1 : 0).toFixed(1) + "\" height=\"" + (step - 4) +
         "\" fill=\"" + c.colour + "\" stroke=\"rgba(0,0,0,0.25)\" stroke-width=\"0.6\"/>";
@@ -329,9 +342,10 @@
         "\" dominant-baseline=\"central\">" + percent(w, 1) + "</text>";
     });
     out += "</svg>";
-    byId("bars").innerHTML = out;
-    byId("bars-caption").innerHTML = "Where «<b>" + esc(S.words[S.focus]) + "</b>» looks in sentence " + (s + 1) +
+    fill(Object.assign(byId("bars"), { innerHTML: out }));
+    byId("bars-caption").innerHTML = "Where «<b" + wordAttrs(s, S.focus) + "></b>» looks in sentence " + (s + 1) +
       " (its row of the heatmap); bars coloured like the overview";
+    fill(byId("bars-caption"));
   }
 
   // ---- rollout view: the focus word's rollout row, layer by layer (all heads; the chosen layer framed) ----
@@ -348,7 +362,7 @@
       height + "\" data-sentence=\"" + (s + 1) + "\"><g font-size=\"" + font + "\">";
     for (let k = 0; k < n; k++) {
       out += "<text class=\"col-label " + labelClass(S, k) + "\" transform=\"translate(" + (left + k * cell + cell / 2) + "," +
-        (top - 5) + ") rotate(-45)\" dominant-baseline=\"central\">" + esc(S.words[k]) + "</text>";
+        (top - 5) + ") rotate(-45)\" dominant-baseline=\"central\"" + wordAttrs(s, k) + "></text>";
     }
     for (let l = 0; l < LAYERS; l++) {
       out += "<text x=\"" + (left - 6) + "\" y=\"" + (top + l * rowH + rowH / 2) + "\" text-anchor=\"end\" " +
@@ -366,16 +380,17 @@
     out += "</g><rect x=\"" + (left - 1) + "\" y=\"" + (top + state.layer * rowH - 1) + "\" width=\"" + (n * cell + 2) +
       "\" height=\"" + (rowH + 2) + "\" fill=\"none\" stroke=\"" + data.focus_colour + "\" stroke-width=\"2.5\" pointer-events=\"none\"/></svg>";
     const box = byId("rollout");
-    box.innerHTML = out;
+    fill(Object.assign(box, { innerHTML: out }));
     box.firstChild.addEventListener("mousemove", function (event) {
       const t = event.target;
       if (t.tagName !== "rect" || t.dataset.k === undefined) { hideTip(); return; }
-      showTip(event, "after layer " + t.dataset.layer + ": «" + esc(S.words[Number(t.dataset.k)]) + "» → «" +
-        esc(S.words[S.focus]) + "»: <b>" + percent(Number(t.dataset.w), 2) + "</b>");
+      showTip(event, "after layer " + t.dataset.layer + ": «" + wordSlot(s, Number(t.dataset.k)) + "» → «" +
+        wordSlot(s, S.focus) + "»: <b>" + percent(Number(t.dataset.w), 2) + "</b>");
     });
     box.firstChild.addEventListener("mouseleave", hideTip);
-    byId("rollout-caption").innerHTML = "Rollout (all heads, layer by layer): how much of each word reaches «<b>" +
-      esc(S.words[S.focus]) + "</b>» in sentence " + (s + 1) + "; the chosen layer framed";
+    byId("rollout-caption").innerHTML = "Rollout (all heads, layer by layer): how much of each word reaches «<b" +
+      wordAttrs(s, S.focus) + "></b>» in sentence " + (s + 1) + "; the chosen layer framed";
+    fill(byId("rollout-caption"));
   }
 
   // ---- selection and keys --------------------------------------------------------------------
@@ -387,7 +402,8 @@
     const badge = byId("head-heading").querySelector(".badge");
     badge.style.background = c.colour;
     badge.style.color = c.dark ? "#fff" : "#1d2530";
-    byId("head-sentence").innerHTML = "Sentence " + (state.sentence + 1) + ": " + sentenceHtml(data.sentences[state.sentence]);
+    byId("head-sentence").innerHTML = "Sentence " + (state.sentence + 1) + ": " + sentenceHtml(data.sentences[state.sentence], state.sentence);
+    fill(byId("head-sentence"));
     byId("head-scores").textContent = "Mean over all words and sentences: " + data.head_score_names.map(function (pair) {
       return pair[1] + " " + percent(scores[pair[0]][i], 1);
     }).join(" · ") + " · entropy " + scores.entropy[i].toFixed(2) + " nats";
