@@ -56,6 +56,7 @@ _API = {
     "Thresholds": "real_attention.pooling.sums",
     "RealAttentionError": "real_attention.engine.errors", "InputError": "real_attention.engine.errors",
     "ModelUnavailable": "real_attention.engine.errors", "OutputError": "real_attention.engine.errors",
+    "app": "real_attention.live.server", "serve": "real_attention.live.server",
 }
 __all__ = sorted(_API) + ["cli", "__version__"]
 
@@ -414,6 +415,40 @@ def syntax_command(treebank, lang, model_name, revision, offline, device, measur
         click.echo(f"{result.summary['model']} on {bank.name} (sha256 {bank.sha256[:12]})")
         click.echo(describe(result))
         click.echo(f"wrote {results_folder} and {figures_folder}")
+
+
+# ---- serve: the live page (analysis/live/) -------------------------------------------------------------------
+@cli.command("serve")
+@click.option("--lang", help="Serve the pinned model of this language (es, en), or with --model: whose example "
+                             "sentences fill the form. Default: es (en-causal for a decoder).")
+@model_options
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; 0.0.0.0 lets anyone on the network use the model (a warning says so).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="TCP port; 0: a free one.")
+@measure_option
+@click.option("--max-sentences", type=click.IntRange(min=1), default=16, show_default=True,
+              help="The most sentences one request may have.")
+@click.option("--max-pieces", type=click.IntRange(min=1), default=256, show_default=True,
+              help="The most word pieces one request may have, over all its sentences.")
+@click.option("--open", "open_browser", is_flag=True, help="Open the page in the default browser.")
+def serve_command(lang, model_name, revision, offline, device, host, port, measure, max_sentences, max_pieces,
+                  open_browser) -> None:
+    """Serve a live page where anyone types sentences and sees every head; the model loads once.
+
+    GET / is the page (the report's views, drawn for each answer, offline); POST /api/attend is the JSON API;
+    GET /api/health says the model and its revision. Ctrl-C stops it.
+    """
+    from real_attention.jobs.api import load
+    from real_attention.live.server import serve
+
+    with friendly_errors():
+        if model_name is None and lang is None:
+            from real_attention.engine.errors import InputError
+
+            raise InputError("serve needs a model: pass --model ID_OR_PATH (e.g. --model minilm) or --lang es|en")
+        loaded = load(model_name, revision=revision, lang=lang, device=device, offline=offline)
+        serve(loaded, host=host, port=port, lang=lang, measure=measure, max_sentences=max_sentences,
+              max_pieces=max_pieces, open_browser=open_browser)
 
 
 def main() -> None:

@@ -218,39 +218,70 @@ def _header_sentences(result: RunResult) -> str:
     return "\n".join(items)
 
 
-def report_html(result: RunResult, summary: dict) -> str:
-    """The whole page as one string; the same inputs give the same string (no dates, sorted keys)."""
-    data = report_data(result, summary)
+FOOTERS = {
+    "real-attention run": "One self-contained file made by real-attention: it needs no network and no other file.",
+    "real-attention serve": "The live page of real-attention serve: the model runs on this server, nothing else is "
+                            "asked of the network; \u201cdownload report.html\u201d saves a self-contained copy.",
+}
+
+
+def header_text(result: RunResult, summary: dict, tool: str = "real-attention run") -> dict[str, str]:
+    """The page header's values as plain text, keyed by the template's placeholders (and the live page's
+    data-fill names): the report escapes them into the HTML, the live page sets them as text."""
     rules = definitions(result.sentence_set.focus, result.causal)
-    versions = ", ".join(f"{name} {version}" for name, version in sorted(result.versions.items()))
-    values = {
-        "title": html.escape(f"real-attention: «{result.sentence_set.focus}» in every head of {result.model}"),
-        "model": html.escape(result.model),
-        "revision": html.escape(result.revision),
-        "lang": html.escape(result.sentence_set.lang),
-        "focus": html.escape(result.sentence_set.focus),
-        "versions": html.escape(versions),
+    return {
+        "title": f"real-attention: «{result.sentence_set.focus}» in every head of {result.model}",
+        "model": result.model,
+        "revision": result.revision,
+        "lang": result.sentence_set.lang,
+        "focus": result.sentence_set.focus,
+        "tool": tool,
+        "versions": ", ".join(f"{name} {version}" for name, version in sorted(result.versions.items())),
         "heads_total": str(summary["heads_total"]),
         "layers": str(summary["layers"]),
         "heads_per_layer": str(summary["heads_per_layer"]),
-        "model_kind": html.escape("; a decoder" * result.causal
-                                  + (f"; weights {result.weights_note}" if result.weights_note else "")),
-        "sentences": _header_sentences(result),
-        "summary_lines": "<br>\n".join(html.escape(line) for line in data["summary_lines"]),
-        "rule_words": html.escape(rules["words"]),
-        "rule_markers": html.escape(rules["markers"]),
-        "rule_categories": html.escape(rules["categories"]),
-        "rule_counting": html.escape(rules["counting"]),
-        "rule_measure": html.escape(MEASURE_TEXT[result.measure]),
-        "rule_rollout": html.escape(rules["rollout"]),
-        "focus_colour": html.escape(FOCUS_COLOUR),
-        "sense_colour": html.escape(CATEGORY_COLOURS[SENSE]),
-        "css": _template("css"),
-        "js": _template("js"),
-        "data": _json_for_script(data),
+        "model_kind": "; a decoder" * result.causal + (f"; weights {result.weights_note}" if result.weights_note else ""),
+        "rule_words": rules["words"],
+        "rule_markers": rules["markers"],
+        "rule_categories": rules["categories"],
+        "rule_counting": rules["counting"],
+        "rule_measure": MEASURE_TEXT[result.measure],
+        "rule_rollout": rules["rollout"],
+        "footer": FOOTERS.get(tool, FOOTERS["real-attention run"]),
     }
+
+
+def page_html(result: RunResult | None, summary: dict | None, *, styles: str, scripts: str, controls: str = "",
+              tool: str = "real-attention run", data: dict | None = None, header: dict[str, str] | None = None) -> str:
+    """The report template filled with a run: `styles` and `scripts` are the HTML that brings the CSS and the
+    script (inline in report.html, same-origin files in the live page), `controls` goes after the header.
+    With no run (result None: the live page before an answer) `header` gives the header's text and nothing is drawn."""
+    if result is None:
+        assert header is not None, "no run and no header"
+        values = {name: html.escape(text) for name, text in header.items()}
+        values.update({"sentences": "", "summary_lines": "", "data": ""})
+    else:
+        data = report_data(result, summary) if data is None else data
+        values = {name: html.escape(text) for name, text in header_text(result, summary, tool).items()}
+        values.update({
+            "sentences": _header_sentences(result),
+            "summary_lines": "<br>\n".join(html.escape(line) for line in data["summary_lines"]),
+            "data": _json_for_script(data),
+        })
+    values.update({"styles": styles, "scripts": scripts, "controls": controls})
     # One pass, so nothing inserted is scanned again for placeholders.
     return re.sub(r"\{\{(\w+)\}\}", lambda match: values[match.group(1)], _template("html"))
+
+
+def colour_rules() -> str:
+    """The CSS variables of the focus and sense colours (the colours are decided in Python)."""
+    return f":root {{ --focus: {html.escape(FOCUS_COLOUR)}; --sense: {html.escape(CATEGORY_COLOURS[SENSE])}; }}"
+
+
+def report_html(result: RunResult, summary: dict) -> str:
+    """The whole page as one string; the same inputs give the same string (no dates, sorted keys)."""
+    return page_html(result, summary, styles=f"<style>\n{_template('css')}\n{colour_rules()}\n</style>",
+                     scripts=f"<script>\n{_template('js')}\n</script>")
 
 
 def report_iframe(page_html: str, height: int = IFRAME_HEIGHT) -> str:

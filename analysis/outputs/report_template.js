@@ -1,13 +1,18 @@
-// real-attention report: hand-written, no library, no network. Reads the JSON in #report-data.
+// real-attention report: hand-written, no library, no network. Draws the JSON in #report-data, or the data
+// given to window.realAttention.show(data) (the live page of `real-attention serve`, analysis/live/).
 // Indices are 0-based here; everything shown counts layers and heads from 1.
 // The rules (categories, markers, what each word is to the focus word, colours) come decided in the data
 // (analysis/report.py, report_data); this script only draws them.
 "use strict";
 (function () {
-  const data = JSON.parse(document.getElementById("report-data").textContent);
-  const LAYERS = data.layers, HEADS = data.heads, SCALE = data.weight_scale;
-  const CATEGORY = {};
-  data.categories.forEach(function (c) { CATEGORY[c.name] = c; });
+  let data = null, LAYERS = 0, HEADS = 0, SCALE = 1, CATEGORY = {}, RAMP = [];
+  function setData(next) {
+    data = next;
+    LAYERS = data.layers; HEADS = data.heads; SCALE = data.weight_scale;
+    CATEGORY = {};
+    data.categories.forEach(function (c) { CATEGORY[c.name] = c; });
+    RAMP = data.heatmap.colours;
+  }
   const state = { sentence: 0, layer: 0, head: 0 };
   const byId = function (id) { return document.getElementById(id); };
   const tooltip = byId("tooltip");
@@ -19,6 +24,17 @@
     return String(text).replace(/[&<>"']/g, function (c) {
       return { "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;" }[c];
     });
+  }
+  // A word goes into markup as an empty element that names it (sentence s, unit k; or k "focus": the focus
+  // word); fill() then sets its text with textContent, so no word is ever parsed as HTML.
+  function wordAttrs(s, k) { return " data-s=\"" + s + "\" data-word=\"" + k + "\""; }
+  function wordSlot(s, k) { return "<span" + wordAttrs(s, k) + "></span>"; }
+  function fill(root) {
+    root.querySelectorAll("[data-word]").forEach(function (e) {
+      e.textContent = e.dataset.word === "focus" ? data.focus_word :
+        data.sentences[Number(e.dataset.s)].words[Number(e.dataset.word)];
+    });
+    return root;
   }
   function clamp(x, lo, hi) { return Math.max(lo, Math.min(hi, x)); }
   function textWidth(text, px, bold) {
@@ -44,7 +60,6 @@
     return out;
   }
   // The heatmap's colour: matplotlib's lookup for vmin=0, vmax=1 in the colour map sampled by report.py.
-  const RAMP = data.heatmap.colours;
   function heatColour(w) { return RAMP[clamp(Math.floor(w * RAMP.length), 0, RAMP.length - 1)]; }
   function labelClass(S, i) {
     if (i === S.focus) return "focus-label";
@@ -55,7 +70,7 @@
 
   // ---- tooltip -------------------------------------------------------------------------------
   function showTip(event, html) {
-    tooltip.innerHTML = html;
+    fill(Object.assign(tooltip, { innerHTML: html }));
     tooltip.hidden = false;
     const pad = 14, r = tooltip.getBoundingClientRect();
     let x = event.clientX + pad, y = event.clientY + pad;
@@ -68,23 +83,21 @@
 
   // ---- sentence buttons ----------------------------------------------------------------------
   // The sentence's words as HTML, the focus word marked; S.gaps says what goes before each (null: not shown).
-  function sentenceHtml(S) {
+  function sentenceHtml(S, s) {
     let out = "";
     S.words.forEach(function (w, i) {
       if (S.gaps[i] === null) return;
-      out += S.gaps[i] + (i === S.focus ? "<span class=\"fw\">" + esc(w) + "</span>" : esc(w));
+      out += S.gaps[i] + (i === S.focus ? "<span class=\"fw\"" + wordAttrs(s, i) + "></span>" : wordSlot(s, i));
     });
     return out;
   }
   function buildSentenceButtons() {
     const box = byId("sentence-buttons");
     box.innerHTML = data.sentences.map(function (S, s) {
-      return "<button type=\"button\" data-sentence=\"" + (s + 1) + "\" title=\"" + esc(S.text) + "\">" +
-        (s + 1) + ". " + sentenceHtml(S) + "</button>";
+      return "<button type=\"button\" data-sentence=\"" + (s + 1) + "\">" + (s + 1) + ". " + sentenceHtml(S, s) + "</button>";
     }).join("");
-    box.addEventListener("click", function (event) {
-      const button = event.target.closest("button[data-sentence]");
-      if (button) select({ sentence: Number(button.dataset.sentence) - 1 });
+    fill(box).querySelectorAll("button[data-sentence]").forEach(function (button) {
+      button.title = data.sentences[Number(button.dataset.sentence) - 1].text;
     });
   }
 
@@ -102,11 +115,23 @@
         const isBest = best && best.layer === l + 1 && best.head === h + 1;
         html += "<button type=\"button\" class=\"cell" + (c.dark ? " dark" : "") + (isBest ? " best" : "") +
           "\" data-layer=\"" + (l + 1) + "\" data-head=\"" + (h + 1) + "\" data-category=\"" + c.name +
-          "\" style=\"background:" + c.colour + "\" aria-label=\"" + esc(headName(l, h) + ": " + c.label) +
+          "\" aria-label=\"" + esc(headName(l, h) + ": " + c.label) +
           "\"><span class=\"top\"></span><span class=\"pct\"></span></button>";
       }
     }
     grid.innerHTML = html;
+    // colours through the style object: the live page's Content-Security-Policy refuses style attributes
+    grid.querySelectorAll(".cell").forEach(function (cell) {
+      cell.style.background = CATEGORY[cell.dataset.category].colour;
+    });
+  }
+  // The listeners live on containers that stay when new data is drawn: added once.
+  function listen() {
+    byId("sentence-buttons").addEventListener("click", function (event) {
+      const button = event.target.closest("button[data-sentence]");
+      if (button) select({ sentence: Number(button.dataset.sentence) - 1 });
+    });
+    const grid = byId("overview");
     grid.addEventListener("click", function (event) {
       const cell = event.target.closest(".cell");
       if (cell) select({ layer: Number(cell.dataset.layer) - 1, head: Number(cell.dataset.head) - 1 });
@@ -124,7 +149,7 @@
     let html = "<div class=\"tt-title\">Layer " + (l + 1) + ", head " + (h + 1) + ": " + esc(c.label) + "</div><table>";
     data.sentences.forEach(function (S, s) {
       const top = S.top_key[headIndex(l, h)], w = S.top_weight[headIndex(l, h)] / SCALE;
-      html += "<tr><td>" + (s + 1) + ".</td><td>«" + esc(S.words[S.focus]) + "» → «" + esc(S.words[top]) +
+      html += "<tr><td>" + (s + 1) + ".</td><td>«" + wordSlot(s, S.focus) + "» → «" + wordSlot(s, top) +
         "»</td><td class=\"num\">" + percent(w, 1) + "</td></tr>";
     });
     return html + "</table>";
@@ -140,10 +165,9 @@
   }
   function buildLegend() {
     const total = LAYERS * HEADS, best = data.summary.best_sense_head;
-    let html = "<h3>Where «" + esc(data.focus_word) + "» looks most, in every sentence (" + data.sentences.length + ")</h3>";
+    let html = "<h3>Where «" + wordSlot(0, "focus") + "» looks most, in every sentence (" + data.sentences.length + ")</h3>";
     data.categories.forEach(function (c) {
-      html += "<div class=\"item\" data-category=\"" + c.name + "\"><span class=\"swatch\" style=\"background:" +
-        c.colour + "\"></span><span>" + esc(c.label) + (c.note ? " <span class=\"note\">" + esc(c.note) + "</span>" : "") +
+      html += "<div class=\"item\" data-category=\"" + c.name + "\"><span class=\"swatch\"></span><span>" + esc(c.label) + (c.note ? " <span class=\"note\">" + esc(c.note) + "</span>" : "") +
         "</span><span class=\"count\">" + c.count + " of " + total +
         "</span></div>";
     });
@@ -151,9 +175,12 @@
       html += "<div class=\"item\"><span class=\"swatch best\"></span><span>best sense head: layer " + best.layer +
         ", head " + best.head + "</span></div>";
     } else {
-      html += "<div class=\"item\"><span class=\"swatch\" style=\"visibility:hidden\"></span><span>no sense-word head in this model</span></div>";
+      html += "<div class=\"item\"><span class=\"swatch blank\"></span><span>no sense-word head in this model</span></div>";
     }
-    byId("legend").innerHTML = html;
+    fill(Object.assign(byId("legend"), { innerHTML: html }));
+    byId("legend").querySelectorAll(".item[data-category] .swatch").forEach(function (swatch) {
+      swatch.style.background = CATEGORY[swatch.parentNode.dataset.category].colour;
+    });
   }
 
   // ---- head view: heatmap --------------------------------------------------------------------
@@ -172,10 +199,10 @@
     for (let i = 0; i < n; i++) {
       const y = top + i * cell + cell / 2;
       out += "<text class=\"row-label " + labelClass(S, i) + "\" data-i=\"" + i + "\" x=\"" + (left - 6) + "\" y=\"" + y +
-        "\" text-anchor=\"end\" dominant-baseline=\"central\">" + esc(S.words[i]) + "</text>";
+        "\" text-anchor=\"end\" dominant-baseline=\"central\"" + wordAttrs(s, i) + "></text>";
       const x = left + i * cell + cell / 2;
       out += "<text class=\"col-label " + labelClass(S, i) + "\" data-i=\"" + i + "\" transform=\"translate(" + x + "," + (top - 5) +
-        ") rotate(-45)\" dominant-baseline=\"central\">" + esc(S.words[i]) + "</text>";
+        ") rotate(-45)\" dominant-baseline=\"central\"" + wordAttrs(s, i) + "></text>";
     }
     out += "</g><g class=\"cells\">";
     const textSize = clamp(Math.floor(cell * 0.34), 8, 12);
@@ -198,13 +225,13 @@
       (cell + 2) + "\" fill=\"none\" stroke=\"" + data.focus_colour + "\" stroke-width=\"2.5\" pointer-events=\"none\"/>";
     out += "</svg>";
     const box = byId("heatmap");
-    box.innerHTML = out;
+    fill(Object.assign(box, { innerHTML: out }));
     const svg = box.firstChild;
     svg.addEventListener("mousemove", function (event) {
       const t = event.target;
       if (t.tagName !== "rect" || t.dataset.q === undefined) { hideTip(); return; }
       const q = Number(t.dataset.q), k = Number(t.dataset.k);
-      showTip(event, "«" + esc(S.words[q]) + "» → «" + esc(S.words[k]) + "»: <b>" + percent(Number(t.dataset.w), 2) + "</b>");
+      showTip(event, "«" + wordSlot(s, q) + "» → «" + wordSlot(s, k) + "»: <b>" + percent(Number(t.dataset.w), 2) + "</b>");
       svg.querySelectorAll(".hot").forEach(function (e) { e.classList.remove("hot"); });
       svg.querySelector(".row-label[data-i=\"" + q + "\"]").classList.add("hot");
       svg.querySelector(".col-label[data-i=\"" + k + "\"]").classList.add("hot");
@@ -242,19 +269,19 @@
       out += "<rect class=\"hit\" data-side=\"q\" data-i=\"" + i + "\" x=\"" + annotW + "\" y=\"" + (y(i) - step / 2) + "\" width=\"" +
         (labelW + 6) + "\" height=\"" + step + "\"/>";
       out += "<text class=\"wl " + cls + "\" data-side=\"q\" data-i=\"" + i + "\" x=\"" + xLeft + "\" y=\"" + y(i) +
-        "\" text-anchor=\"end\" dominant-baseline=\"central\" pointer-events=\"none\">" + esc(S.words[i]) + "</text>";
+        "\" text-anchor=\"end\" dominant-baseline=\"central\" pointer-events=\"none\"" + wordAttrs(s, i) + "></text>";
       out += "<text class=\"annot\" data-side=\"q\" data-i=\"" + i + "\" x=\"" + (annotW - 6) + "\" y=\"" + y(i) +
         "\" text-anchor=\"end\" dominant-baseline=\"central\"></text>";
       out += "<rect class=\"hit\" data-side=\"k\" data-i=\"" + i + "\" x=\"" + x2 + "\" y=\"" + (y(i) - step / 2) + "\" width=\"" +
         (labelW + 6) + "\" height=\"" + step + "\"/>";
       out += "<text class=\"wl " + cls + "\" data-side=\"k\" data-i=\"" + i + "\" x=\"" + xRight + "\" y=\"" + y(i) +
-        "\" dominant-baseline=\"central\" pointer-events=\"none\">" + esc(S.words[i]) + "</text>";
+        "\" dominant-baseline=\"central\" pointer-events=\"none\"" + wordAttrs(s, i) + "></text>";
       out += "<text class=\"annot\" data-side=\"k\" data-i=\"" + i + "\" x=\"" + (xRight + labelW + 6) + "\" y=\"" + y(i) +
         "\" dominant-baseline=\"central\"></text>";
     }
     out += "</svg>";
     const box = byId("lines");
-    box.innerHTML = out;
+    fill(Object.assign(box, { innerHTML: out }));
     const svg = box.firstChild;
     const lines = svg.querySelectorAll(".ln");
     const annots = svg.querySelectorAll(".annot");
@@ -307,7 +334,7 @@
     values.forEach(function (w, k) {
       const y = 4 + k * step, rel = S.relations[k], c = CATEGORY[rel];
       out += "<text class=\"" + labelClass(S, k) + (k === top ? " hot" : "") + "\" x=\"" + (labelW - 6) + "\" y=\"" + (y + step / 2) +
-        "\" text-anchor=\"end\" dominant-baseline=\"central\">" + esc(S.words[k]) + "</text>";
+        "\" text-anchor=\"end\" dominant-baseline=\"central\"" + wordAttrs(s, k) + "></text>";
       out += "<rect class=\"bar\" data-k=\"" + k + "\" data-w=\"" + w.toFixed(4) + "\" data-relation=\"" + rel + "\" x=\"" + labelW +
         "\" y=\"" + (y + 2) + "\" width=\"" + Math.max(w * barMax, w > 0 ? 1 : 0).toFixed(1) + "\" height=\"" + (step - 4) +
         "\" fill=\"" + c.colour + "\" stroke=\"rgba(0,0,0,0.25)\" stroke-width=\"0.6\"/>";
@@ -315,9 +342,10 @@
         "\" dominant-baseline=\"central\">" + percent(w, 1) + "</text>";
     });
     out += "</svg>";
-    byId("bars").innerHTML = out;
-    byId("bars-caption").innerHTML = "Where «<b>" + esc(S.words[S.focus]) + "</b>» looks in sentence " + (s + 1) +
+    fill(Object.assign(byId("bars"), { innerHTML: out }));
+    byId("bars-caption").innerHTML = "Where «<b" + wordAttrs(s, S.focus) + "></b>» looks in sentence " + (s + 1) +
       " (its row of the heatmap); bars coloured like the overview";
+    fill(byId("bars-caption"));
   }
 
   // ---- rollout view: the focus word's rollout row, layer by layer (all heads; the chosen layer framed) ----
@@ -334,7 +362,7 @@
       height + "\" data-sentence=\"" + (s + 1) + "\"><g font-size=\"" + font + "\">";
     for (let k = 0; k < n; k++) {
       out += "<text class=\"col-label " + labelClass(S, k) + "\" transform=\"translate(" + (left + k * cell + cell / 2) + "," +
-        (top - 5) + ") rotate(-45)\" dominant-baseline=\"central\">" + esc(S.words[k]) + "</text>";
+        (top - 5) + ") rotate(-45)\" dominant-baseline=\"central\"" + wordAttrs(s, k) + "></text>";
     }
     for (let l = 0; l < LAYERS; l++) {
       out += "<text x=\"" + (left - 6) + "\" y=\"" + (top + l * rowH + rowH / 2) + "\" text-anchor=\"end\" " +
@@ -352,16 +380,17 @@
     out += "</g><rect x=\"" + (left - 1) + "\" y=\"" + (top + state.layer * rowH - 1) + "\" width=\"" + (n * cell + 2) +
       "\" height=\"" + (rowH + 2) + "\" fill=\"none\" stroke=\"" + data.focus_colour + "\" stroke-width=\"2.5\" pointer-events=\"none\"/></svg>";
     const box = byId("rollout");
-    box.innerHTML = out;
+    fill(Object.assign(box, { innerHTML: out }));
     box.firstChild.addEventListener("mousemove", function (event) {
       const t = event.target;
       if (t.tagName !== "rect" || t.dataset.k === undefined) { hideTip(); return; }
-      showTip(event, "after layer " + t.dataset.layer + ": «" + esc(S.words[Number(t.dataset.k)]) + "» → «" +
-        esc(S.words[S.focus]) + "»: <b>" + percent(Number(t.dataset.w), 2) + "</b>");
+      showTip(event, "after layer " + t.dataset.layer + ": «" + wordSlot(s, Number(t.dataset.k)) + "» → «" +
+        wordSlot(s, S.focus) + "»: <b>" + percent(Number(t.dataset.w), 2) + "</b>");
     });
     box.firstChild.addEventListener("mouseleave", hideTip);
-    byId("rollout-caption").innerHTML = "Rollout (all heads, layer by layer): how much of each word reaches «<b>" +
-      esc(S.words[S.focus]) + "</b>» in sentence " + (s + 1) + "; the chosen layer framed";
+    byId("rollout-caption").innerHTML = "Rollout (all heads, layer by layer): how much of each word reaches «<b" +
+      wordAttrs(s, S.focus) + "></b>» in sentence " + (s + 1) + "; the chosen layer framed";
+    fill(byId("rollout-caption"));
   }
 
   // ---- selection and keys --------------------------------------------------------------------
@@ -369,9 +398,12 @@
     const l = state.layer, h = state.head, i = headIndex(l, h), c = CATEGORY[data.head_category[i]];
     const scores = data.head_scores;
     byId("head-title").textContent = "Layer " + (l + 1) + ", head " + (h + 1);
-    byId("head-heading").innerHTML = "Layer " + (l + 1) + ", head " + (h + 1) + " <span class=\"badge\" style=\"background:" +
-      c.colour + ";color:" + (c.dark ? "#fff" : "#1d2530") + "\">" + esc(c.label) + "</span>";
-    byId("head-sentence").innerHTML = "Sentence " + (state.sentence + 1) + ": " + sentenceHtml(data.sentences[state.sentence]);
+    byId("head-heading").innerHTML = "Layer " + (l + 1) + ", head " + (h + 1) + " <span class=\"badge\">" + esc(c.label) + "</span>";
+    const badge = byId("head-heading").querySelector(".badge");
+    badge.style.background = c.colour;
+    badge.style.color = c.dark ? "#fff" : "#1d2530";
+    byId("head-sentence").innerHTML = "Sentence " + (state.sentence + 1) + ": " + sentenceHtml(data.sentences[state.sentence], state.sentence);
+    fill(byId("head-sentence"));
     byId("head-scores").textContent = "Mean over all words and sentences: " + data.head_score_names.map(function (pair) {
       return pair[1] + " " + percent(scores[pair[0]][i], 1);
     }).join(" · ") + " · entropy " + scores.entropy[i].toFixed(2) + " nats";
@@ -399,7 +431,8 @@
     select({ layer: Math.floor(i / HEADS), head: i % HEADS });
   }
   document.addEventListener("keydown", function (event) {
-    if (event.altKey || event.ctrlKey || event.metaKey) return;
+    if (!data || event.altKey || event.ctrlKey || event.metaKey) return;
+    if (event.target.closest && event.target.closest("input, textarea, select")) return;  // typing, not choosing
     const key = event.key;
     if (key === "ArrowRight") step(1);
     else if (key === "ArrowLeft") step(-1);
@@ -409,12 +442,13 @@
     else return;
     event.preventDefault();
   });
-  byId("previous-head").addEventListener("click", function () { step(-1); });
-  byId("next-head").addEventListener("click", function () { step(1); });
+  byId("previous-head").addEventListener("click", function () { if (data) step(-1); });
+  byId("next-head").addEventListener("click", function () { if (data) step(1); });
+  listen();
 
-  function initial() {
+  function initial(first) {
     const match = /^#L(\d+)H(\d+)(?:S(\d+))?$/.exec(location.hash);
-    if (match) {
+    if (first && match) {
       const l = Number(match[1]) - 1, h = Number(match[2]) - 1, s = match[3] ? Number(match[3]) - 1 : 0;
       if (l >= 0 && l < LAYERS && h >= 0 && h < HEADS && s >= 0 && s < data.sentences.length) {
         return { layer: l, head: h, sentence: s };
@@ -434,20 +468,63 @@
       S.weights = weights;
     });
   }
+  // The live page sends the header's values as plain text (report.py, header_text): set as text, never as HTML.
+  function fillHeader(header) {
+    if (!header) return;
+    document.title = header.title;
+    document.querySelectorAll("[data-fill]").forEach(function (element) {
+      element.textContent = header[element.dataset.fill];
+    });
+    const list = byId("sentence-list");
+    list.textContent = "";
+    data.sentences.forEach(function (S) {
+      const item = document.createElement("li"), note = document.createElement("span"), word = document.createElement("b");
+      note.className = "sense-note";
+      word.textContent = S.words[S.sense];
+      note.append("sense word: ", word);
+      item.append(S.text + " ", note);
+      list.append(item);
+    });
+    const lines = byId("summary-lines");
+    lines.textContent = "";
+    data.summary_lines.forEach(function (line, i) {
+      if (i) lines.append(document.createElement("br"));
+      lines.append(line);
+    });
+  }
+  let shown = 0;
   function start() {
+    fillHeader(data.header);
     buildSentenceButtons();
     buildOverview();
     buildLegend();
-    select(initial());
+    select(initial(shown === 0));
+    shown += 1;
     document.body.dataset.ready = "true";
+    document.body.dataset.shown = String(shown);
   }
-  if (typeof DecompressionStream !== "function") {
-    document.body.insertAdjacentHTML("afterbegin", '<p class="fatal">This report needs a browser from 2023 or ' +
-      "later (Chrome 80, Firefox 113, Safari 16.4): it unpacks its weights with DecompressionStream.</p>");
-    return;
+  function fatal(message) {
+    const p = document.createElement("p");
+    p.className = "fatal";
+    p.textContent = message;
+    document.body.prepend(p);
   }
-  Promise.all(data.sentences.map(unpackWeights)).then(start, function (error) {
-    document.body.insertAdjacentHTML("afterbegin", '<p class="fatal">The weights in this report are damaged: ' +
-      esc(String(error)) + "</p>");
-  });
+  // Draw the given data (report_data's JSON, packed weights); a promise that settles when it is drawn.
+  function show(next) {
+    if (typeof DecompressionStream !== "function") {
+      fatal("This report needs a browser from 2023 or later (Chrome 80, Firefox 113, Safari 16.4): it unpacks " +
+        "its weights with DecompressionStream.");
+      return Promise.reject(new Error("no DecompressionStream"));
+    }
+    return Promise.all(next.sentences.map(unpackWeights)).then(function () {
+      setData(next);
+      start();
+    }, function (error) {
+      fatal("The weights in this report are damaged: " + String(error));
+      throw error;
+    });
+  }
+  window.realAttention = { show: show };
+  const inline = byId("report-data");
+  if (inline && inline.textContent.trim()) show(JSON.parse(inline.textContent)).catch(function () {});
 })();

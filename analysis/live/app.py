@@ -1,0 +1,310 @@
+"""The Starlette app of `real-attention serve`: the live page, POST /api/attend, /api/report, GET /api/health.
+
+The model is fixed when the app is made; a request names sentences and words, never a file, a folder or a model.
+Inference runs on the model thread (real_attention.live.engine); the answer is turned into JSON on a worker
+thread, so the event loop stays free. Every response carries a Content-Security-Policy that allows the page's
+own scripts and styles only, and no CORS header: other sites' pages cannot read the answers.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from collections import OrderedDict
+from importlib import resources
+
+import numpy as np
+
+from ..engine.errors import InputError, RealAttentionError
+from .engine import Busy, Query, Worker
+
+MAX_BODY = 256 * 1024  # bytes of a request body
+FIELDS = ("texts", "focus", "sense", "measure", "units", "page")
+CACHED_ANSWERS = 16  # the last answers, so "download" gives the report of what is shown without a new pass
+CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+                           "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+SECURITY_HEADERS = [
+    (b"content-security-policy", CONTENT_SECURITY_POLICY.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+]
+TOOL = "real-attention serve"
+
+
+class BadRequest(Exception):
+    """The body is not JSON, or a field has the wrong type (400)."""
+
+
+class TooLarge(Exception):
+    """The body is over MAX_BODY bytes (413)."""
+
+
+def _string(value, name: str) -> str:
+    if not isinstance(value, str):
+        raise BadRequest(f"{name} must be a string, got {type(value).__name__}")
+    return value
+
+
+def parse_query(body: bytes, measure: str = "weights") -> tuple[Query, bool]:
+    """A request body -> (its Query, whether the page's report data is wanted); BadRequest says what is wrong."""
+    try:
+        payload = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise BadRequest(f"the body is not JSON: {error}") from None
+    if not isinstance(payload, dict):
+        raise BadRequest('the body must be a JSON object, e.g. {"texts": ["Fui al banco."]}')
+    unknown = sorted(set(payload) - set(FIELDS))
+    if unknown:
+        raise BadRequest(f"unknown field {unknown[0]!r}; the fields are {', '.join(FIELDS)} (the model is chosen "
+                         "when the server starts)")
+    if "texts" not in payload:
+        raise BadRequest('texts is missing: give a list of sentences, e.g. {"texts": ["Fui al banco."]}')
+    texts = payload["texts"]
+    if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
+        raise BadRequest("texts must be a list of strings, one sentence each")
+    focus = payload.get("focus")
+    if focus is not None:
+        _string(focus, "focus")
+    sense = payload.get("sense")
+    if isinstance(sense, str):
+        sense = [sense]
+    if sense is not None and (not isinstance(sense, list) or not all(isinstance(word, str) for word in sense)):
+        raise BadRequest("sense must be a list of strings, one word per sentence")
+    page = payload.get("page", False)
+    if not isinstance(page, bool):
+        raise BadRequest("page must be true or false")
+    query = Query(texts=tuple(texts), focus=focus, sense=None if sense is None else tuple(sense),
+                  measure=_string(payload.get("measure", measure), "measure"),
+                  units=_string(payload.get("units", "text"), "units"))
+    return query, page
+
+
+POWERS = 10 ** np.arange(6, -1, -1)  # (7,) the digits of a weight's millionths: d.dddddd
+
+
+def weights_json(weights: np.ndarray) -> str:
+    """(layers, heads, n, n) weights in [0, 1] -> nested JSON lists of "d.dddddd" numbers, the text "%.6f" gives
+    (attention.csv's format): a float32 times 1e6 is exact in float64, so rint rounds as printf does (half to even).
+    Built as fixed-width bytes with numpy, one layer at a time, so other threads get their turn."""
+    layers, heads, n, _ = weights.shape
+    text = []
+    for layer in range(layers):
+        millionths = np.rint(weights[layer].astype(np.float64) * 1e6).astype(np.int64)  # (heads, n, n)
+        digits = (millionths[..., None] // POWERS) % 10 + ord("0")  # (heads, n, n, 7)
+        cells = np.empty((heads, n, n, 9), dtype=np.uint8)  # "d.dddddd" and a comma
+        cells[..., 0], cells[..., 1], cells[..., 2:8], cells[..., 8] = digits[..., 0], ord("."), digits[..., 1:], ord(",")
+        rows = np.empty((heads, n, 9 * n + 2), dtype=np.uint8)  # "[" numbers "]" and what follows the row
+        rows[..., 0], rows[..., 1:-1] = ord("["), cells.reshape(heads, n, 9 * n)
+        rows[..., -2] = ord("]")  # over the last number's comma
+        rows[:, :-1, -1], rows[:, -1, -1] = ord(","), ord("]")  # a comma between rows; the last row closes the head
+        text.append("[" + ",".join("[" + rows[head].tobytes().decode("ascii") for head in range(heads)) + "]")
+    return "[" + ",".join(text) + "]"
+
+
+def heads_rows(frame) -> list[dict]:
+    """heads.csv's table as JSON rows: the labels as true/false, the statistics rounded to 6 decimals."""
+    columns = []
+    for name in frame.columns:
+        values = frame[name].to_numpy()
+        if name in ("sense_head", "marker_head"):
+            columns.append((values == "true").tolist())
+        elif values.dtype.kind in "iu":
+            columns.append(values.tolist())
+        else:
+            columns.append(np.round(values.astype(np.float64), 6).tolist())
+    names = list(frame.columns)
+    return [dict(zip(names, row)) for row in zip(*columns)]
+
+
+def answer_json(att, *, page: bool) -> bytes:
+    """The API's answer for an Attention: model, revision, measure, sentences (words and weights), heads, summary;
+    with `page`, also the report data the live page draws (real_attention.outputs.report.report_data)."""
+    from ..jobs.api import classify
+
+    head = {"model": att.model, "revision": att.revision, "measure": att.measure, "units": att.units,
+            "causal": att.causal, "heads": [], "summary": None}
+    if att.result is not None:
+        head["heads"] = heads_rows(classify(att))
+        head["summary"] = att.summary()
+        if page:
+            from ..outputs.report import header_text, report_data
+
+            data = report_data(att.result, head["summary"])
+            data["header"] = header_text(att.result, head["summary"], TOOL)
+            head["report"] = data
+    parts = [json.dumps(head, sort_keys=True, ensure_ascii=False, allow_nan=False)[:-1], ',"sentences":[']
+    for i, sentence in enumerate(att.sentences):
+        parts.append(("," if i else "") + '{"words":' + json.dumps(list(sentence.words), ensure_ascii=False)
+                     + ',"weights":' + weights_json(sentence.weights) + "}")
+    parts.append("]}")
+    return "".join(parts).encode("utf-8")
+
+
+def _asset(name: str) -> str:
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+def _report_asset(suffix: str) -> str:
+    from ..outputs.report import _template
+
+    return _template(suffix)
+
+
+class SecurityHeaders:
+    """ASGI middleware: every response gets the Content-Security-Policy and friends; none gets CORS headers."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [(k, v) for k, v in message.get("headers", []) if not k.lower().startswith(b"access-control-")]
+                message = {**message, "headers": headers + SECURITY_HEADERS}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def make_app(model, *, lang: str | None = None, measure: str = "weights", max_sentences: int = 16,
+             max_pieces: int = 256):
+    """The ASGI app for one loaded model (a LoadedModel): mount it anywhere; its URLs are relative."""
+    from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
+    from starlette.exceptions import HTTPException
+    from starlette.middleware import Middleware
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from ..engine.measures import check_measure
+    from ..outputs.report import colour_rules
+    from .page import live_page
+
+    check_measure(measure)
+    for name, value in (("max_sentences", max_sentences), ("max_pieces", max_pieces)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(f"{name} must be a whole number >= 1, got {value!r}")
+    page_lang, page_bytes = live_page(model, lang=lang, measure=measure)
+    worker = Worker(model, lang=page_lang, max_sentences=max_sentences, max_pieces=max_pieces)
+    answers: OrderedDict = OrderedDict()  # Query -> Attention, the last CACHED_ANSWERS
+    assets = {
+        "report.js": (_report_asset("js"), "text/javascript"),
+        "report.css": (_report_asset("css") + "\n" + colour_rules() + "\n", "text/css"),
+        "page.js": (_asset("page.js"), "text/javascript"),
+        "page.css": (_asset("page.css"), "text/css"),
+    }
+
+    def error(status: int, message: str) -> Response:
+        return Response(json.dumps({"error": message}, ensure_ascii=False), status_code=status,
+                        media_type="application/json")
+
+    async def read_body(request: Request) -> bytes:
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > MAX_BODY:
+            raise TooLarge()
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY:
+                raise TooLarge()
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def attention_for(request: Request):
+        """-> (Attention, page wanted) for a POST's body; raises what `handled` turns into a status code."""
+        query, page = parse_query(await read_body(request), measure)
+        att = answers.get(query)
+        if att is None:
+            att = await worker.submit(query)
+            answers[query] = att
+            while len(answers) > CACHED_ANSWERS:
+                answers.popitem(last=False)
+        else:
+            answers.move_to_end(query)
+        return att, page
+
+    async def handled(request: Request, respond) -> Response:
+        try:
+            att, page = await attention_for(request)
+            return await respond(att, page)
+        except BadRequest as bad:
+            return error(400, str(bad))
+        except TooLarge:
+            return error(413, f"the request body is over {MAX_BODY // 1024} kB")
+        except Busy as busy:
+            return error(503, str(busy))
+        except RealAttentionError as problem:  # the library's own message, as the CLI prints it
+            return error(422, str(problem))
+        except Exception:  # noqa: BLE001 - a bug: say so, keep serving
+            traceback.print_exc(file=sys.stderr)
+            return error(500, "the server hit a bug; the traceback is in its log")
+
+    async def attend_endpoint(request: Request) -> Response:
+        async def respond(att, page):
+            body = await run_in_threadpool(answer_json, att, page=page)
+            return Response(body, media_type="application/json")
+
+        return await handled(request, respond)
+
+    async def report_endpoint(request: Request) -> Response:
+        async def respond(att, _page):
+            page_html = await run_in_threadpool(att.report_html)
+            return Response(page_html, media_type="text/html; charset=utf-8",
+                            headers={"content-disposition": 'attachment; filename="report.html"'})
+
+        return await handled(request, respond)
+
+    async def health(_request: Request) -> Response:
+        return Response(json.dumps({"status": "ok", "model": model.choice.name, "revision": model.revision}),
+                        media_type="application/json")
+
+    async def index(_request: Request) -> Response:
+        return Response(page_bytes, media_type="text/html; charset=utf-8")
+
+    async def static(request: Request) -> Response:
+        if request.path_params["name"] not in assets:
+            raise HTTPException(404)
+        text, media_type = assets[request.path_params["name"]]
+        return Response(text, media_type=f"{media_type}; charset=utf-8")
+
+    async def not_found(_request: Request, _exc: HTTPException) -> Response:
+        return error(404, "no such page; the pages are /, /api/attend, /api/report and /api/health")
+
+    async def not_allowed(request: Request, _exc: HTTPException) -> Response:
+        return error(405, f"{request.method} is not allowed here")
+
+    async def http_error(_request: Request, exc: HTTPException) -> Response:
+        return error(exc.status_code, str(exc.detail))
+
+    routes = [
+        Route("/", index, methods=["GET"]),
+        Route("/api/health", health, methods=["GET"]),
+        Route("/api/attend", attend_endpoint, methods=["POST"]),
+        Route("/api/report", report_endpoint, methods=["POST"]),
+        Route("/static/{name}", static, methods=["GET"]),
+    ]
+
+    def lifespan(_app):
+        from contextlib import asynccontextmanager
+
+        @asynccontextmanager
+        async def running():
+            worker.start()
+            try:
+                yield
+            finally:
+                worker.stop()
+
+        return running()
+
+    app = Starlette(routes=routes, middleware=[Middleware(SecurityHeaders)], lifespan=lifespan,
+                    exception_handlers={404: not_found, 405: not_allowed, HTTPException: http_error})
+    app.state.worker = worker
+    app.state.model = model
+    return app

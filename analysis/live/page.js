@@ -1,0 +1,84 @@
+// real-attention live page: sends the form to api/attend and lets the report's script (report.js) draw the answer.
+// Every word and message is set as text (textContent), never as HTML.
+"use strict";
+(function () {
+  const byId = function (id) { return document.getElementById(id); };
+  const form = byId("live-form"), button = byId("live-submit"), status = byId("live-status"), download = byId("live-download");
+  let shown = null;  // the input of what the page shows, for "download"
+  let asked = 0;
+
+  function lines(id) {
+    return byId(id).value.split("\n").map(function (line) { return line.trim(); }).filter(function (line) { return line; });
+  }
+  function query() {
+    const q = { texts: lines("live-texts"), measure: byId("live-measure").value, units: byId("live-units").value };
+    const focus = byId("live-focus").value.trim(), sense = lines("live-sense");
+    if (focus) q.focus = focus;
+    if (sense.length) q.sense = sense;
+    return q;
+  }
+  function post(path, body) {
+    return fetch(path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) })
+      .then(function (response) {
+        if (response.ok) return response;
+        return response.json().catch(function () { return {}; }).then(function (answer) {
+          throw new Error(answer.error || response.status + " " + response.statusText);
+        });
+      });
+  }
+  function say(message, isError) {
+    status.textContent = message;
+    status.classList.toggle("error", Boolean(isError));
+  }
+
+  form.addEventListener("submit", function (event) {
+    event.preventDefault();
+    const q = query(), started = performance.now();
+    asked += 1;
+    const mine = asked;
+    button.disabled = true;
+    document.body.dataset.busy = "true";
+    say("Running the model on " + q.texts.length + " sentence(s)…", false);
+    post("api/attend", Object.assign({ page: true }, q))
+      .then(function (response) { return response.json(); })
+      .then(function (answer) {
+        if (mine !== asked) return null;  // a newer question was asked meanwhile
+        if (!answer.report) throw new Error("Give a focus word and one sense word per sentence to see the heads.");
+        return window.realAttention.show(answer.report).then(function () {
+          shown = q;
+          download.hidden = false;
+          say(answer.model + " answered in " + Math.round(performance.now() - started) + " ms.", false);
+        });
+      })
+      .catch(function (error) {
+        say(error.message, true);
+        document.body.dataset.error = error.message;
+      })
+      .finally(function () {
+        button.disabled = false;
+        document.body.dataset.busy = "false";
+      });
+  });
+
+  download.addEventListener("click", function (event) {
+    event.preventDefault();
+    if (!shown) return;
+    post("api/report", shown)
+      .then(function (response) { return response.blob(); })
+      .then(function (blob) {
+        const link = document.createElement("a");
+        link.href = URL.createObjectURL(blob);
+        link.download = "report.html";
+        document.body.append(link);
+        link.click();
+        link.remove();
+        setTimeout(function () { URL.revokeObjectURL(link.href); }, 60000);
+      })
+      .catch(function (error) { say(error.message, true); });
+  });
+
+  // The page opens with the examples already answered (their data inline): that is what it shows.
+  const inline = byId("report-data");
+  if (inline && inline.textContent.trim()) shown = query();
+  else download.hidden = true;
+})();

@@ -1,0 +1,102 @@
+"""`ra.app` (the ASGI app, mountable) and `ra.serve` (the app on uvicorn, until Ctrl-C): the live page's entry points."""
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+
+from ..engine.errors import InputError
+
+LOCALHOST = "127.0.0.1"
+
+
+def _loaded(model):
+    """A LoadedModel as given, or one loaded from a name ("minilm", a Hub id, a folder)."""
+    if isinstance(model, str):
+        from ..jobs.api import load
+
+        return load(model)
+    return model
+
+
+def app(model, *, lang: str | None = None, measure: str = "weights", max_sentences: int = 16, max_pieces: int = 256):
+    """The live page and its JSON API as a Starlette (ASGI) app, for one model fixed now.
+
+    model: a LoadedModel (`ra.load(...)`) or a name to load. lang: the packaged config's table whose sentences
+    fill the form (default: the lesson's "es"; "en-causal" for a decoder). measure: the form's default.
+    max_sentences, max_pieces: the most sentences, and word pieces over all of them, one request may have.
+    Mount it under any path (`Mount("/attention", app=ra.app(model))`): its page uses relative URLs.
+    """
+    from .app import make_app
+
+    return make_app(_loaded(model), lang=lang, measure=measure, max_sentences=max_sentences, max_pieces=max_pieces)
+
+
+def exposure_warning(host: str) -> str | None:
+    """The warning for a server that listens beyond this machine, or None for a loopback address."""
+    if host in ("127.0.0.1", "::1", "localhost") or host.startswith("127."):
+        return None
+    return (f"listening on {host}: anyone who can reach this machine on the network can use the model "
+            "(no password, no limit on who asks); bind 127.0.0.1, the default, to keep it to yourself")
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port (port 0: a free one); InputError when it cannot be had."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise InputError(f"port {port!r} is out of range: 0 to 65535")
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as error:
+        raise InputError(f"cannot listen on {host!r}: {error}") from None
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError as error:
+        sock.close()
+        hint = "; choose another with --port" if error.errno in (98, 48, 10048) else ""
+        raise InputError(f"cannot listen on {host}:{port}: {error.strerror or error}{hint}") from None
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    shown = "127.0.0.1" if host == "0.0.0.0" else f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/"
+
+
+def serve(model, *, host: str = LOCALHOST, port: int = 8000, lang: str | None = None, measure: str = "weights",
+          max_sentences: int = 16, max_pieces: int = 256, open_browser: bool = False, quiet: bool = False) -> None:
+    """Serve the live page of `model` on host:port until Ctrl-C (or SIGTERM), then return.
+
+    Prints one line when it listens: the URL, the model and its revision (and a warning first if `host` is not a
+    loopback address). The arguments are those of `app`; open_browser opens the page in the default browser.
+    """
+    import uvicorn
+
+    from ..engine.naming import short_revision
+
+    loaded = _loaded(model)
+    application = app(loaded, lang=lang, measure=measure, max_sentences=max_sentences, max_pieces=max_pieces)
+    sock = bind(host, port)
+    url = url_of(sock)
+    warning = exposure_warning(host)
+    if warning and not quiet:
+        print(f"Warning: {warning}", file=sys.stderr, flush=True)
+    if not quiet:
+        print(f"Serving {url} with {loaded.choice.name} @ {short_revision(loaded.revision)} (Ctrl-C stops it)",
+              flush=True)
+    if open_browser:
+        import webbrowser
+
+        threading.Timer(0.5, webbrowser.open, [url]).start()
+    config = uvicorn.Config(application, log_level="warning", access_log=False, lifespan="on",
+                            timeout_graceful_shutdown=10)
+    server = uvicorn.Server(config)
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn stops cleanly, then raises the Ctrl-C it caught again
+        pass
+    finally:
+        sock.close()
