@@ -190,8 +190,10 @@ def measure_option(function):
 
     return click.option(
         "--measure", type=click.Choice(MEASURES), default=WEIGHTS, show_default=True,
-        help="What each head's map shows: weights (post-softmax attention) or norm (||alpha f(x)||, Kobayashi et "
-             "al. 2020, rows rescaled to sum to 1); norm results go to folders named LANG-norm.",
+        help="What each head's map shows: weights (post-softmax attention), norm (||alpha f(x)||, Kobayashi et "
+             "al. 2020) or value-zeroing (1 - cosine of the layer's output when that head alone loses a word's value "
+             "vector, Mohebbi et al. 2023), rows rescaled to sum to 1; results go to folders named LANG-norm or "
+             "LANG-value-zeroing.",
     )(function)
 
 
@@ -207,6 +209,10 @@ def measure_option(function):
 @click.option("--compare-measures", is_flag=True,
               help="Run both measures (results/LANG/ and results/LANG-norm/) and put them side by side per head: "
                    "results/LANG/measures.csv and figures/LANG/measures.png.")
+@click.option("--mixing", is_flag=True,
+              help="Also compute context mixing layer by layer: attention, norm, ALTI (Ferrando et al. 2022) and "
+                   "value zeroing (Mohebbi et al. 2023), each rolled over layers: results/LANG/mixing.csv, "
+                   "mixing_agreement.csv and figures/LANG/mixing_s1.png, ...")
 @click.option("--no-report", is_flag=True, help="Skip the interactive HTML report.")
 @click.option("--no-figures", is_flag=True, help="Skip the figures.")
 @click.option("--all-figures", is_flag=True,
@@ -215,7 +221,7 @@ def measure_option(function):
 @format_option
 @quiet_option
 def run_command(lang, config_path, model_name, revision, offline, device, units, out_dir, measure, compare_measures,
-                no_report, no_figures, formats, all_figures, quiet) -> None:
+                mixing, no_report, no_figures, formats, all_figures, quiet) -> None:
     """Extract every head's word-level attention and classify all heads.
 
     Writes OUT/results/LANG/ with attention.csv, focus.csv, heads.csv, rollout.csv and summary.json,
@@ -227,16 +233,16 @@ def run_command(lang, config_path, model_name, revision, offline, device, units,
     OUT/figures/LANG/ always holds exactly what this run drew: with --no-figures --no-report it is removed.
     """
     from real_attention.outputs.staging import staged_outputs
-    from real_attention.engine.measures import MEASURES, check_supported, folder_suffix
+    from real_attention.engine.measures import COMPARED, check_supported, folder_suffix
     from real_attention.engine.models import choose_model
     from real_attention.engine.naming import short_revision
     from real_attention.outputs.report import REPORT_NAME, write_report
     from real_attention.engine.sentences import load_sentences
     from real_attention.outputs.tables import describe, sense_head_note, write_results
 
-    measures = MEASURES if compare_measures else (measure,)
+    measures = COMPARED if compare_measures else (measure,)
     with friendly_errors():
-        if compare_measures and measure != MEASURES[0]:
+        if compare_measures and measure != COMPARED[0]:
             from real_attention.engine.errors import InputError
 
             raise InputError(f"--compare-measures runs both measures; leave out --measure {measure}")
@@ -260,9 +266,20 @@ def run_command(lang, config_path, model_name, revision, offline, device, units,
             check_encodes(loaded, [sentence.text for sentence in sentence_set.sentences])
             for m in measures:  # before any measure is computed or drawn
                 check_supported(loaded, m)
+            mixed = None
+            if mixing:  # --mixing: the context-mixing maps, the same for every measure (real_attention.engine.mixing)
+                from dataclasses import replace
+
+                from real_attention.engine.mixing import check_supported as check_mixing, run_mixing
+                from real_attention.outputs.mixing import write_mixing
+
+                check_mixing(loaded)
+                mixed = run_mixing(loaded, sentence_set, units=units)
             for m in measures:
                 folder = lang + folder_suffix(m)
                 result = analyse(loaded, sentence_set, units=units, measure=m)
+                if mixed is not None:
+                    result = replace(result, mixing=mixed)
                 figures, figures_folder, drawing = [], None, None
                 if no_report and no_figures:  # the folder holds what this run drew: nothing
                     staging.remove(out_dir / "figures" / folder)
@@ -274,21 +291,26 @@ def run_command(lang, config_path, model_name, revision, offline, device, units,
                     if font_note is None and pool is not None:
                         font_note = pool.font_note(run_texts(result))
                 summary = write_results(results_folders[m], result)
+                mixing_figures = []
+                if mixed is not None:  # before the report, which shows the summary
+                    summary, mixing_figures = write_mixing(
+                        results_folders[m], None if no_figures else figures_folder, mixed, summary,
+                        [(s.focus, s.sense) for s in result.sentences], formats, None if all_figures else 10)
                 report = None
                 if not no_report and pool is not None:
                     report = pool.write_report(figures_folder / REPORT_NAME, result, summary)
                 elif not no_report:
                     write_report(figures_folder / REPORT_NAME, result, summary)
                 if drawing is not None:
-                    figures = drawing.wait(quiet=quiet)
+                    figures = drawing.wait(quiet=quiet) + mixing_figures
                 if report is not None:
                     pool.get(report)
                 runs[m] = (folder, result, summary, figures, figures_folder)
             if compare_measures:
                 from real_attention.outputs.compare import compare_line, write_compare
 
-                weights_run, norm_run = (runs[m] for m in MEASURES)
-                write_compare(results_folders[MEASURES[0]], None if no_figures else weights_run[4],
+                weights_run, norm_run = (runs[m] for m in COMPARED)
+                write_compare(results_folders[COMPARED[0]], None if no_figures else weights_run[4],
                               weights_run[1], norm_run[1], formats)
     report_leftovers(staging)
     if not no_figures:
@@ -300,7 +322,7 @@ def run_command(lang, config_path, model_name, revision, offline, device, units,
     if quiet:
         return
     for m, (folder, result, summary, figures, _) in runs.items():
-        measured = "" if len(runs) == 1 and m == MEASURES[0] else f", measure {m}"
+        measured = "" if len(runs) == 1 and m == COMPARED[0] else f", measure {m}"
         click.echo(f"{result.model} @ {short_revision(result.revision)}, {len(sentence_set.sentences)} sentence(s), "
                    f"focus {sentence_set.focus!r}{measured}")
         click.echo(describe(summary))
@@ -313,10 +335,10 @@ def run_command(lang, config_path, model_name, revision, offline, device, units,
         if not no_report:
             click.echo(f"wrote {out_dir / 'figures' / folder / REPORT_NAME}")
     if compare_measures:
-        click.echo(compare_line(runs[MEASURES[0]][1], runs[MEASURES[1]][1]))
+        click.echo(compare_line(runs[COMPARED[0]][1], runs[COMPARED[1]][1]))
         from real_attention.outputs.compare import COMPARE_NAME
 
-        folder = runs[MEASURES[0]][0]
+        folder = runs[COMPARED[0]][0]
         click.echo(f"wrote {out_dir / 'results' / folder / COMPARE_NAME}.csv"
                    + ("" if no_figures else f" and {out_dir / 'figures' / folder / COMPARE_NAME}.{formats[0]}"))
 
