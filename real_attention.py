@@ -38,6 +38,7 @@ __path__ = [str(folder) for folder in (_HERE / "analysis", _HERE / "real_attenti
 _API = {
     "load": "real_attention.jobs.api", "attend": "real_attention.jobs.api", "classify": "real_attention.jobs.api", "heatmap": "real_attention.jobs.api",
     "corpus_stats": "real_attention.jobs.api", "Attention": "real_attention.jobs.api",
+    "mixing": "real_attention.jobs.api", "Mixing": "real_attention.engine.mixing",
     "LoadedModel": "real_attention.engine.models", "WordAttention": "real_attention.engine.words", "Thresholds": "real_attention.corpus.sums",
     "RealAttentionError": "real_attention.engine.errors", "InputError": "real_attention.engine.errors",
     "ModelUnavailable": "real_attention.engine.errors", "OutputError": "real_attention.engine.errors",

@@ -632,19 +632,21 @@ def compute_mixing(loaded, texts: list[str], *, units: str = "text",
 
         forward_measured(loaded, batch, on_layer, measure)
         means[name] = layer_means
-    rolled_means = {name: rollout(m) for name, m in means.items()}  # (B, L, t, t) float64
+    # (B, L, t, t) rolled in float64, then float32 as real_attention.engine.rollout.word_rollout merges them, so
+    # these rows are rollout.csv's to the last digit
+    rolled_means = {name: rollout(m).to(torch.float32) for name, m in means.items()}
     pieces = piece_mixing(loaded, [s.ids for s in encoded], chunk=chunk)
     sentences, smallest, near = [], None, []
     for row, (sentence, piece) in enumerate(zip(encoded, pieces)):
         n, length = len(sentence.words), len(sentence.ids)
         unit = torch.from_numpy(sentence.units)[None]  # (1, t)
-        layer_maps = {name: means[name][row, :, :length, :length].double().cpu() for name in (ATTENTION, NORM)}
+        layer_maps = {name: means[name][row, :, :length, :length].cpu() for name in (ATTENTION, NORM)}
         rolled_maps = {name: rolled_means[name][row, :, :length, :length].cpu() for name in (ATTENTION, NORM)}
         for name, array in ((ALTI, piece.alti), (VALUE_ZEROING, piece.value_zeroing)):
             layer_maps[name] = torch.from_numpy(array)
             rolled_maps[name] = torch.from_numpy(rolled(array))
-        merged = {k: merge_maps(v[None], unit, n)[0].numpy() for k, v in layer_maps.items()}
-        merged_rolled = {k: merge_maps(v[None], unit, n)[0].numpy() for k, v in rolled_maps.items()}
+        merged = {k: merge_maps(v[None], unit, n)[0].double().numpy() for k, v in layer_maps.items()}
+        merged_rolled = {k: merge_maps(v[None], unit, n)[0].double().numpy() for k, v in rolled_maps.items()}
         if loaded.causal:  # exactly 0 above the diagonal, whatever the rounding
             merged = {k: np.tril(v) for k, v in merged.items()}
             merged_rolled = {k: np.tril(v) for k, v in merged_rolled.items()}
