@@ -11,11 +11,11 @@ import pytest
 import torch
 from click.testing import CliRunner
 from conftest import SPANISH
+from real_attention.engine import mixing as mx
+from real_attention.engine.errors import InputError
 from test_decoders import CAUSAL, tiny_decoder
 
 from real_attention import cli
-from real_attention.engine import mixing as mx
-from real_attention.engine.errors import InputError
 
 SENTENCE = "Me senté en el banco de mi jardín."
 
@@ -156,9 +156,8 @@ def test_value_zeroing_matches_an_independent_float64_rerun(bert):
 
 
 def test_per_head_value_zeroing_of_a_single_head_model_is_the_layers(tmp_path):
-    from transformers import BertConfig, BertModel, BertTokenizerFast
-
     from conftest import TINY_WORDS
+    from transformers import BertConfig, BertModel, BertTokenizerFast
 
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + TINY_WORDS
     BertTokenizerFast(vocab={p: i for i, p in enumerate(vocab)}, do_lower_case=True).save_pretrained(tmp_path)
@@ -310,9 +309,10 @@ def test_measure_value_zeroing_flows_through_run_and_show(tiny_model_dir, tmp_pa
 
 
 def test_attend_takes_value_zeroing_and_its_maps_are_the_merged_per_head_maps(tiny_loaded):
-    import real_attention as ra
     from real_attention.engine.extract import encode
     from real_attention.engine.words import merge_maps
+
+    import real_attention as ra
 
     att = ra.attend(tiny_loaded, [SENTENCE], measure="value-zeroing")
     assert att.measure == "value-zeroing"
@@ -336,9 +336,8 @@ def test_unknown_measure_is_refused(tiny_model_dir, tmp_path, tiny_loaded):
 
 @pytest.fixture(scope="module")
 def mpnet_dir(tmp_path_factory):
-    from transformers import BertTokenizerFast, MPNetConfig, MPNetModel
-
     from conftest import TINY_WORDS
+    from transformers import BertTokenizerFast, MPNetConfig, MPNetModel
 
     folder = tmp_path_factory.mktemp("tiny-mpnet")
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + TINY_WORDS
@@ -381,3 +380,39 @@ def test_api_checks_its_inputs(tiny_loaded):
         ra.mixing(tiny_loaded, [])
     with pytest.raises(InputError):
         ra.mixing(tiny_loaded, [SENTENCE], units="pieces")
+
+
+@pytest.mark.browser
+def test_the_report_draws_the_mixing_view(tiny_model_dir, tmp_path):
+    from test_report import browser_missing, open_report, require_browser, start_browser
+
+    require_browser(browser_missing())
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["run", "--model", str(tiny_model_dir), "--config", str(config(tmp_path)),
+                                      "--out", str(out), "--quiet", "--mixing", "--no-figures"])
+    assert result.exit_code == 0, result.output
+    plain = tmp_path / "plain"
+    assert CliRunner().invoke(cli, ["run", "--model", str(tiny_model_dir), "--config", str(config(tmp_path)),
+                                    "--out", str(plain), "--quiet", "--no-figures"]).exit_code == 0
+    import pandas as pd
+
+    table = pd.read_csv(out / "results" / "es" / "mixing.csv")
+    focus = json.loads((out / "results" / "es" / "summary.json").read_text())["word_positions"][0]["focus_index"]
+    driver = start_browser(tmp_path / "profile")
+    try:
+        open_report(driver, out / "figures" / "es" / "report.html")
+        cells = driver.execute_script("return [...document.querySelectorAll('#mixing-svg rect[data-measure]')]"
+                                      ".map(r => [r.dataset.measure, +r.dataset.layer, +r.dataset.k, +r.dataset.w])")
+        rows = table[(table.sentence == 1) & (table.query_index == focus)]
+        assert len(cells) == len(rows) == 4 * 3 * 11
+        expected = {(m, layer, k): w for m, layer, k, w in rows[["measure", "layer", "key_index", "rolled"]].itertuples(
+            index=False)}
+        for measure, layer, k, w in cells:
+            assert abs(w - expected[(measure, layer, k)]) <= 1e-4  # ten-thousandths in the page
+        assert not driver.execute_script("return document.getElementById('mixing-view').hidden")
+        open_report(driver, plain / "figures" / "es" / "report.html")
+        assert driver.execute_script("return document.getElementById('mixing-view').hidden")
+        errors = [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+        assert not errors, errors
+    finally:
+        driver.quit()

@@ -503,7 +503,7 @@ def piece_mixing(loaded, sentences: list[np.ndarray], *, alti: bool = True, zero
 
     found = blocks(loaded)
     inputs = [layer_inputs(loaded, found, ids) for ids in sentences]  # (S,) of (layers,)
-    count, layers, h = len(sentences), loaded.layers, loaded.heads
+    count, h = len(sentences), loaded.heads
     maps: dict[str, list[list]] = {name: [[] for _ in range(count)] for name in
                                    ("alti", "value_zeroing", "heads", "raw_sums", "head_raw_sums")}
     for number, block in enumerate(found):

@@ -18,9 +18,9 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from ..corpus.sums import Thresholds
+    from ..engine.mixing import Mixing
     from ..engine.models import LoadedModel
     from ..engine.pipeline import RunResult
-    from ..engine.mixing import Mixing
     from ..engine.words import WordAttention
 
 DEFAULT_LANG = "es"  # the lesson's

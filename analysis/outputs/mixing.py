@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..engine.mixing import DEFINITIONS, MIXING_MEASURES, NEAR_ZERO, SOURCES, Mixing
+from ..engine.mixing import DEFINITIONS, NEAR_ZERO, SOURCES, Mixing
 from .tables import write_csv, write_json
 
 MIXING_NAME, AGREEMENT_NAME = "mixing", "mixing_agreement"
