@@ -213,7 +213,7 @@ def test_show_into_an_unwritable_folder_is_one_line(tiny_model_dir, tmp_path, mo
     monkeypatch.setattr(plots, "_save", denied)
     result = invoke("show", "--layer", "1", "--head", "1", "--out", tmp_path)
     assert result.exit_code == 1
-    assert error_line(result) == (f"Error: cannot write to {tmp_path / 'figures' / 'es'}: Permission denied. "
+    assert error_line(result) == (f"Error: cannot write to {tmp_path / 'figures' / 'show' / 'es'}: Permission denied. "
                                   "Choose a writable folder with --out.")
 
 

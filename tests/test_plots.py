@@ -225,7 +225,7 @@ def test_run_figures_names_and_formats(hand_result, tmp_path):
     assert report.best_sense_head == (0, 0)
     expected = []
     for prefix, (layer, head) in (("sense", report.best_sense_head), ("prev", report.prev_head),
-                                  ("next", report.next_head), ("marker", report.marker_score_head)):
+                                  ("next", report.next_head), ("marker_weight", report.marker_score_head)):
         expected += [f"{prefix}_L{layer + 1}H{head + 1}_s1.png", f"{prefix}_L{layer + 1}H{head + 1}_s1.svg"]
     expected += ["overview.png", "overview.svg", "focus_bars_s1.png", "focus_bars_s1.svg"]
     assert [p.name for p in paths] == expected
@@ -294,7 +294,7 @@ def test_show_draws_one_head_from_the_results(tiny_run):
     result = invoke("show", "--out", tiny_run, "--layer", 2, "--head", 3, "--sentence", 1)
     assert result.exit_code == 0, result.output
     path = Path(result.output.strip())
-    assert path == tiny_run / "figures" / "es" / "head_L2H3_s1.png" and path.is_file()
+    assert path == tiny_run / "figures" / "show" / "es" / "head_L2H3_s1.png" and path.is_file()
     every = invoke("show", "--out", tiny_run, "--layer", 1, "--head", 1, "--format", "svg")
     assert [Path(line).name for line in every.output.split()] == ["head_L1H1_s1.svg", "head_L1H1_s2.svg"]
 

@@ -59,6 +59,8 @@ def read_config(path: str | Path | None) -> tuple[dict, str]:
         tables = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"malformed TOML in {source}: {error}") from None
+    except RecursionError:  # tomllib parses nested arrays and tables by recursion
+        raise ConfigError(f"malformed TOML in {source}: nested too deeply (a config needs two levels)") from None
     return tables, source
 
 

@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
-    from ..corpus.sums import Thresholds
     from ..engine.mixing import Mixing
+    from ..pooling.sums import Thresholds
     from ..engine.models import LoadedModel
     from ..engine.pipeline import RunResult
     from ..engine.words import WordAttention
@@ -246,7 +246,7 @@ def corpus_stats(model: LoadedModel, lines: Iterable[str], *, batch_size: int = 
     every word of every line, plus n_sentences and n_words. Blank lines are skipped; lines longer than the
     model takes are skipped (or cut, with truncate=True). Memory does not grow with the number of lines.
     units: the unit rule, and measure: "weights" or "norm", as in `attend`."""
-    from ..corpus.sums import CorpusReader, Thresholds, check_analysable, corpus_sums, heads_frame, label_heads
+    from ..pooling.sums import CorpusReader, Thresholds, check_analysable, corpus_heads_frame, corpus_sums, label_heads
     from ..engine.measures import check_measure
 
     check_measure(measure)
@@ -257,7 +257,7 @@ def corpus_stats(model: LoadedModel, lines: Iterable[str], *, batch_size: int = 
                        units=check_rule(units), measure=measure)
     check_analysable(sums, "the lines")
     labels = label_heads(sums.means(), sums.uniform_entropy, thresholds or Thresholds())
-    return heads_frame(sums, labels)
+    return corpus_heads_frame(sums, labels)
 
 
 def mixing(model: LoadedModel, texts: str | Iterable[str], *, focus: str | None = None,

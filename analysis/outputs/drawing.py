@@ -39,7 +39,9 @@ LESSON_HEADS = (
     ("sense", "best_sense_head", "best sense-word head"),
     ("prev", "prev_head", "previous-word head"),
     ("next", "next_head", "next-word head"),
-    ("marker", "marker_score_head", "marker head"),
+    # The head with the highest marker score: often not a marker head (whose top key is a marker in every
+    # sentence), so never named as one.
+    ("marker_weight", "marker_score_head", "top marker-weight head"),
 )
 # A decoder's heatmaps add the head that puts the most weight on the first token (its attention sink).
 CAUSAL_HEADS = (("first", "first_head", "first-token head"),)
@@ -327,3 +329,24 @@ def write_head_figures(folder: Path, run: StoredRun, layer: int, head: int, sent
                          measure=run.summary.get("measure", WEIGHTS))
         jobs.append(("heatmap", arguments, Path(folder), f"head_L{layer}H{head}_s{item.sentence + 1}", formats))
     return draw_all(jobs, workers=workers, quiet=quiet)
+
+
+def show_head(out_dir: Path, lang: str, layer: int, head: int, sentence: int | None, measure: str,
+              formats: Sequence[str], *, quiet: bool = False) -> tuple[list[Path], str | None]:
+    """`show`: draw one head of a finished run into OUT/figures/show/<lang>[-norm]/ (its own folder: `run`
+    replaces figures/<lang>/ whole). -> (the paths written, a note about missing glyphs or None)."""
+    from ..engine.measures import folder_suffix
+    from .folders import run_folder_name
+    from .readback import load_run
+    from .staging import WRITE_ERRNOS, write_failure
+
+    folder = run_folder_name(lang) + folder_suffix(measure)
+    run = load_run(Path(out_dir), run_folder_name(lang), measure)
+    target = Path(out_dir) / "figures" / "show" / folder
+    try:
+        paths = write_head_figures(target, run, layer, head, sentence, formats, quiet=quiet)
+    except OSError as error:  # the figures folder exists but cannot be written
+        if error.errno in WRITE_ERRNOS:
+            raise write_failure(error, target) from None
+        raise
+    return paths, font_note([str(word) for word in run.attention["query"].unique()])

@@ -23,7 +23,7 @@ from ..engine.categories import (
 from ..engine.heads import NEXT_OFFSET, PREVIOUS_OFFSET
 from ..engine.measures import MEASURE_TEXT
 from ..engine.pipeline import RunResult
-from .tables import describe
+from .tables import describe_run
 from ..engine.words import MARKERS_TEXT, WordAttention
 
 REPORT_NAME = "report.html"
@@ -203,7 +203,7 @@ def report_data(result: RunResult, summary: dict) -> dict:
         ],
         "mixing_labels": _mixing_labels(result),  # [measure, label] in the order drawn; [] without --mixing
         "summary": summary,
-        "summary_lines": describe(summary).splitlines(),
+        "summary_lines": describe_run(summary).splitlines(),
     }
 
 

@@ -180,7 +180,7 @@ def _percentages(weights: list[float]) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
-def describe(data: dict) -> str:
+def describe_run(data: dict) -> str:
     """The human summary line, e.g. 'sense-word heads: 4 of 144 (best: layer 1, head 4: 44 % and 65 %); ...'."""
     total = data["heads_total"]
     best = data["best_sense_head"]
@@ -192,9 +192,10 @@ def describe(data: dict) -> str:
     lines += [
         f"sense-word heads: {data['sense_head_count']} of {total}{best_text}; "
         f"marker heads: {data['marker_head_count']} of {total}",
-        "marker heads per sentence: " + ", ".join(str(c) for c in data["marker_head_count_per_sentence"]),
+        "marker heads per sentence: " + _counts(data["marker_head_count_per_sentence"]),
     ]
-    heads = [("prev_head", "previous-word"), ("next_head", "next-word"), ("strongest_markers_head", "marker")]
+    heads = [("prev_head", "previous-word"), ("next_head", "next-word"),
+             ("strongest_markers_head", "top marker-weight")]
     if data.get("causal"):
         heads.append(("first_head", "first-token"))
     for key, name in heads:
@@ -203,6 +204,16 @@ def describe(data: dict) -> str:
             continue
         lines.append(f"{name} head: layer {head['layer']}, head {head['head']} (mean weight {head['score']:.2f})")
     return "\n".join(lines)
+
+
+def _counts(counts: list[int]) -> str:
+    """Up to 20 counts as a list; more as their range and median, so 2,000 sentences take one short line."""
+    if len(counts) <= 20:
+        return ", ".join(str(c) for c in counts)
+    ordered = sorted(counts)
+    middle = len(ordered) // 2
+    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+    return f"{ordered[0]} to {ordered[-1]}, median {median:g}, over {len(counts):,} sentences"
 
 
 def sense_head_note(result: RunResult) -> str | None:

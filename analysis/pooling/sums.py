@@ -29,7 +29,7 @@ from ..engine.heads import COUNT_FIELDS, STATISTICS, HeadSums, kernel, sentence_
 from ..outputs.tables import write_csv, write_json
 from ..engine.units import DEFAULT_UNITS
 
-HEADS_COLUMNS = ["layer", "head", "label", *STATISTICS, "n_sentences", "n_words"]
+CORPUS_HEADS_COLUMNS = ["layer", "head", "label", *STATISTICS, "n_sentences", "n_words"]
 
 DEFAULT_BATCH_SIZE = 32
 BUCKET_BATCHES = 32  # sentences read ahead and sorted by length: this many batches
@@ -308,7 +308,7 @@ class CorpusRun:
     versions: dict[str, str]  # python, torch, transformers
     shard: Shard | None = None  # None for a whole corpus
     thresholds: Thresholds = field(default_factory=Thresholds)
-    engine: dict | None = None  # how it was computed (real_attention.corpus.cluster.engine_record, or merge_shards)
+    engine: dict | None = None  # how it was computed (real_attention.pooling.cluster.engine_record, or merge_shards)
     units: str = DEFAULT_UNITS  # the unit rule: "text" or "tokenizer"
     measure: str = "weights"  # the maps the statistics pool (real_attention.engine.measures)
 
@@ -320,7 +320,7 @@ class CorpusRun:
 def folder_name(name: str, shard: Shard | None, measure: str = "weights") -> str:
     """results/corpus/<folder_name>: the corpus name, plus '-norm' for the norm measure and '-shard-i-of-N' for a
     shard, so measures and shards can share --out."""
-    from ..outputs.staging import plain_folder_name
+    from ..outputs.folders import plain_folder_name
     from ..engine.measures import check_own_folder, folder_suffix
 
     check_own_folder(plain_folder_name(name, "corpus name (--name)"), "corpus name (--name)")
@@ -331,7 +331,7 @@ def folder_name(name: str, shard: Shard | None, measure: str = "weights") -> str
     return name if shard is None else f"{name}-shard-{shard.index}-of-{shard.count}"
 
 
-def heads_frame(sums: HeadSums, labels: np.ndarray) -> pd.DataFrame:
+def corpus_heads_frame(sums: HeadSums, labels: np.ndarray) -> pd.DataFrame:
     """One row per head, layer and head counted from 1: label, pooled means and counts."""
     layers, heads = sums.shape
     layer, head = np.indices((layers, heads)).reshape(2, -1)
@@ -341,7 +341,7 @@ def heads_frame(sums: HeadSums, labels: np.ndarray) -> pd.DataFrame:
         frame[name] = means[name].reshape(-1)
     frame["n_sentences"] = sums.sentences
     frame["n_words"] = sums.units
-    return frame[HEADS_COLUMNS]
+    return frame[CORPUS_HEADS_COLUMNS]
 
 
 def _strongest(score: np.ndarray) -> dict:
@@ -349,7 +349,7 @@ def _strongest(score: np.ndarray) -> dict:
     return {"layer": int(layer) + 1, "head": int(head) + 1, "score": round(float(score[layer, head]), 6)}
 
 
-def summary(run: CorpusRun, sums: HeadSums, labels: np.ndarray) -> dict:
+def corpus_summary(run: CorpusRun, sums: HeadSums, labels: np.ndarray) -> dict:
     """The run's headline numbers; layers and heads counted from 1."""
     layers, heads = sums.shape
     means = sums.means()
@@ -412,8 +412,8 @@ def write_corpus(results_folder: Path, figures_folder: Path, run: CorpusRun, sum
     if run.shard is None:  # an empty shard is fine: the merge may still have sentences
         check_analysable(sums, f"the corpus {run.name!r}")
     labels = label_heads(sums.means(), sums.uniform_entropy, run.thresholds)
-    write_csv(heads_frame(sums, labels), results_folder / "heads.csv")
-    data = summary(run, sums, labels)
+    write_csv(corpus_heads_frame(sums, labels), results_folder / "heads.csv")
+    data = corpus_summary(run, sums, labels)
     write_json(data, results_folder / "summary.json")
     write_json(sums.to_json(), results_folder / "sums.json")
     from ..engine.measures import MEASURE_TITLE, WEIGHTS
@@ -535,7 +535,7 @@ def merge_shards(folders: Iterable[Path]) -> tuple[CorpusRun, HeadSums]:
     return run, total
 
 
-def describe(data: dict) -> str:
+def describe_corpus(data: dict) -> str:
     """The human summary: counts, labels and the strongest heads."""
     counts = data["counts"]
     measure = data.get("measure", "weights")
