@@ -286,6 +286,13 @@ def test_run_mixing_writes_its_files_and_the_api_gives_the_same_table(tiny_model
     before = {p.name: p.read_bytes() for p in results.iterdir()}
     assert CliRunner().invoke(cli, args).exit_code == 0
     assert {p.name: p.read_bytes() for p in results.iterdir()} == before  # byte-identical when repeated
+    # ra.run(..., mixing=True) writes the same files and hands the maps back
+    output = ra.run(config=config(tmp_path), model=str(tiny_model_dir), out=tmp_path / "api", mixing=True)
+    assert isinstance(output.mixing, mx.Mixing) and len(output.mixing) == 2
+    for name in ("mixing.csv", "mixing_agreement.csv", "summary.json"):
+        assert (tmp_path / "api" / "results" / "es" / name).read_bytes() == before[name], name
+    assert sorted(p.name for p in output.runs[0].figures if p.name.startswith("mixing_")) == [
+        "mixing_s1.png", "mixing_s2.png"]
 
 
 def test_measure_value_zeroing_flows_through_run_and_show(tiny_model_dir, tmp_path):
