@@ -423,3 +423,20 @@ def test_the_report_draws_the_mixing_view(tiny_model_dir, tmp_path):
         assert not errors, errors
     finally:
         driver.quit()
+
+
+def test_decoder_agreement_leaves_out_the_upper_triangle_and_the_first_row(tmp_path):
+    loaded = load(tiny_decoder(tmp_path, "gpt2"))
+    mixing = mx.compute_mixing(loaded, [CAUSAL.sentences[0].text])
+    n = len(mixing[0].words)
+    assert set(mixing.agreement().cells) == {n * (n + 1) // 2 - 1}
+
+
+def test_corpus_statistics_take_value_zeroing(tiny_loaded):
+    import real_attention as ra
+
+    lines = [SENTENCE, "Fui al banco a sacar dinero."]
+    by_zeroing = ra.corpus_stats(tiny_loaded, lines, measure="value-zeroing")
+    by_weight = ra.corpus_stats(tiny_loaded, lines)
+    assert len(by_zeroing) == len(by_weight) == 12
+    assert not np.allclose(by_zeroing["prev"], by_weight["prev"])

@@ -37,8 +37,13 @@ def mixing_frame(mixing: Mixing) -> pd.DataFrame:
 
 
 def _visible(mixing: Mixing, n: int) -> np.ndarray:
-    """(n, n) bool: the cells a statistic looks at: all of them, or for a decoder those with key <= query."""
-    return np.tril(np.ones((n, n), dtype=bool)) if mixing.causal else np.ones((n, n), dtype=bool)
+    """(n, n) bool: the cells a statistic looks at: all of them, or for a decoder those with key <= query in the
+    rows of query units 1 and on (the first unit sees only itself: its row is the same in every map)."""
+    if not mixing.causal:
+        return np.ones((n, n), dtype=bool)
+    visible = np.tril(np.ones((n, n), dtype=bool))
+    visible[0] = False
+    return visible
 
 
 def spearman(a: np.ndarray, b: np.ndarray) -> float:
@@ -52,7 +57,8 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
 
 def agreement_frame(mixing: Mixing) -> pd.DataFrame:
     """Per layer (from 1) and pair of measures: Spearman over all (query, key) cells of all sentences, of the
-    layer maps and of the rolled maps; a decoder's cells above the diagonal are left out (always 0)."""
+    layer maps and of the rolled maps; a decoder's cells above the diagonal (always 0) and its first unit's row
+    (always all on itself) are left out, as the statistics leave them out."""
     layers = mixing.sentences[0].maps[mixing.measures[0]].shape[0]
     cells = {kind: {m: [] for m in mixing.measures} for kind in ("maps", "rolled")}
     for sentence in mixing.sentences:
