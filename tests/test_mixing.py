@@ -440,3 +440,26 @@ def test_corpus_statistics_take_value_zeroing(tiny_loaded):
     by_weight = ra.corpus_stats(tiny_loaded, lines)
     assert len(by_zeroing) == len(by_weight) == 12
     assert not np.allclose(by_zeroing["prev"], by_weight["prev"])
+
+
+def test_alti_refuses_a_block_that_is_not_x_plus_attention(tmp_path):
+    """OLMo 2 normalises the attention output before adding it, with no norm in front of the feed-forward block:
+    no part of its layer receives x + attention(x), so ALTI says so instead of decomposing the wrong sum. Value
+    zeroing, which only re-runs the layer, still works."""
+    from transformers import AutoTokenizer, Olmo2Config, Olmo2Model
+
+    from real_attention.engine.models import LoadedModel, ModelChoice
+
+    folder = tiny_decoder(tmp_path, "llama")
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    torch.manual_seed(6)
+    model = Olmo2Model(Olmo2Config(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32,
+                                   num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                   max_position_embeddings=32, attn_implementation="eager")).eval()
+    loaded = LoadedModel(choice=ModelChoice(name="tiny-olmo2", revision=None, path=None), revision="none",
+                         tokenizer=tokenizer, model=model, device="cpu", layers=2, heads=4, max_tokens=32, causal=True)
+    piece_ids = ids(loaded, CAUSAL.sentences[0].text)
+    with pytest.raises(InputError, match="ALTI needs the residual stream x \\+ attention"):
+        mx.decompositions(loaded, piece_ids)
+    zeroed = mx.piece_mixing(loaded, [piece_ids], alti=False)[0].value_zeroing
+    np.testing.assert_allclose(zeroed.sum(axis=-1), 1.0, atol=1e-12)

@@ -80,7 +80,7 @@ class Block:
     kind: str  # "post", "pre" or "sandwich"
 
 
-OUTPUT_NAMES = ("o_proj", "out_proj", "c_proj", "dense")
+OUTPUT_NAMES = ("o_proj", "out_proj", "c_proj")  # inside the attention module; BERT's is beside it
 
 
 def blocks(loaded) -> list[Block]:
@@ -106,7 +106,7 @@ def blocks(loaded) -> list[Block]:
         attention = names[id(module)]
         parent = attention.rpartition(".")[0]
         owner = layer.get_submodule(parent) if parent else layer
-        output = next((f"{attention}.{o}" for o in OUTPUT_NAMES if o != "dense" and hasattr(module, o)), None)
+        output = next((f"{attention}.{o}" for o in OUTPUT_NAMES if hasattr(module, o)), None)
         after, kind = None, "pre"
         if output is None and hasattr(getattr(owner, "output", None), "dense"):  # BERT: attention.output.dense
             output = f"{parent}.output.dense".lstrip(".")
@@ -305,22 +305,38 @@ class Layer64:
 
     def run(self, given: LayerInput, hidden, keep=None, record: bool = False):
         """Re-run on `hidden` (N, t, hidden) with value mask `keep` (N, H, t) -> (output (N, t, hidden), recorded):
-        recorded holds the attention's (weights, values) and the `after` norm's (input, output) when `record`."""
+        recorded holds, when `record`, the attention's (weights, values) and output, the `after` norm's (input,
+        output), and the input of each of the layer's own children ("inputs": name -> (N, t, hidden))."""
         import torch
 
-        recorded: dict = {}
+        recorded: dict = {"inputs": {}}
         self.attention._mixing_keep = keep
         self.attention._mixing_seen = [] if record else None
-        handle = None
-        if record and self.after is not None:
-            def hook(module, args, output):
+        handles = []
+        if record:
+            def after(module, args, output):
                 recorded["after"] = (args[0], output)
-            handle = self.after.register_forward_hook(hook)
+
+            def attention_out(module, args, output):
+                recorded["attention_out"] = output[0] if isinstance(output, tuple) else output
+
+            def child_input(name: str):
+                def hook(module, args, kwargs):
+                    first = args[0] if args else kwargs.get("hidden_states")
+                    if isinstance(first, torch.Tensor):
+                        recorded["inputs"][name] = first
+                return hook
+
+            if self.after is not None:
+                handles.append(self.after.register_forward_hook(after))
+            handles.append(self.attention.register_forward_hook(attention_out))
+            handles += [child.register_forward_pre_hook(child_input(name), with_kwargs=True)
+                        for name, child in self.layer.named_children()]
         try:
             with torch.inference_mode():
                 out = given.call(self.layer, hidden)
         finally:
-            if handle is not None:
+            for handle in handles:
                 handle.remove()
             self.attention._mixing_keep = None
             seen, self.attention._mixing_seen = self.attention._mixing_seen, None
@@ -407,7 +423,8 @@ def decompose(layer: Layer64, given: LayerInput, heads: int, recorded: dict) -> 
     diagonal = torch.arange(t)
     if layer.block.kind == "pre":
         parts[diagonal, diagonal] += x
-        return Decomposition(parts, b_out.expand(t, -1), parts.sum(dim=1) + b_out)
+        real = _residual_after_attention(layer, recorded, x + recorded["attention_out"][0])
+        return Decomposition(parts, b_out.expand(t, -1), real)
     s, out = (item[0] for item in recorded["after"])  # the norm's (t, hidden) input and output
     part = norm_part(layer.after, s, out)
     if layer.block.kind == "post":  # LN(x + attention): the residual goes through L_i too
@@ -416,7 +433,21 @@ def decompose(layer: Layer64, given: LayerInput, heads: int, recorded: dict) -> 
         return Decomposition(parts, part.linear(b_out.expand(t, -1)) + part.bias, out)
     parts = part.linear(parts)  # sandwich: x + N(attention)
     parts[diagonal, diagonal] += x
-    return Decomposition(parts, part.linear(b_out.expand(t, -1)) + part.bias, x + out)
+    real = _residual_after_attention(layer, recorded, x + out)
+    return Decomposition(parts, part.linear(b_out.expand(t, -1)) + part.bias, real)
+
+
+def _residual_after_attention(layer: Layer64, recorded: dict, expected):
+    """(t, hidden) the residual stream after the attention, as the layer hands it on: the input of one of its
+    children (Llama's post_attention_layernorm, GPT-2's ln_2, Gemma 2's pre_feedforward_layernorm) that equals
+    `expected`. InputError where none does: the block is not x + attention (OLMo 2 normalises the attention
+    output alone; Phi adds attention and MLP in parallel), so ALTI's decomposition would not hold."""
+    tolerance = 1e-9 * (1 + float(expected.abs().max()))
+    for name, value in recorded["inputs"].items():
+        if value.shape[-2:] == expected.shape and float((value[0] - expected).abs().max()) <= tolerance:
+            return value[0]
+    raise InputError(f"ALTI needs the residual stream x + attention(x) after each attention block; no part of "
+                     f"{type(layer.layer).__name__} receives it, so its block is of another form. Leave out --mixing")
 
 
 def alti_contributions(decomposition: Decomposition):
