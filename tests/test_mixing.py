@@ -446,9 +446,8 @@ def test_alti_refuses_a_block_that_is_not_x_plus_attention(tmp_path):
     """OLMo 2 normalises the attention output before adding it, with no norm in front of the feed-forward block:
     no part of its layer receives x + attention(x), so ALTI says so instead of decomposing the wrong sum. Value
     zeroing, which only re-runs the layer, still works."""
-    from transformers import AutoTokenizer, Olmo2Config, Olmo2Model
-
     from real_attention.engine.models import LoadedModel, ModelChoice
+    from transformers import AutoTokenizer, Olmo2Config, Olmo2Model
 
     folder = tiny_decoder(tmp_path, "llama")
     tokenizer = AutoTokenizer.from_pretrained(folder)

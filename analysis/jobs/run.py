@@ -87,10 +87,11 @@ def run(lang: str = "es", config: str | Path | None = None, model: str | None = 
     """Write exactly the files of `real-attention run`, staged and swapped in at once.
 
     Writes OUT/results/<lang>/ (attention.csv, focus.csv, heads.csv, rollout.csv, summary.json) and
-    OUT/figures/<lang>/ (figures and report.html); `<lang>-norm` for measure="norm"; both with
-    compare_measures. mixing=True adds mixing.csv and mixing_agreement.csv to each results folder, the
-    mixing_s<k> figures and the report's mixing view (real_attention.engine.mixing). `progress` receives a message when this run waits for another one writing the same
-    folders; `quiet=False` shows the figures' progress bar. Returns a RunOutput.
+    OUT/figures/<lang>/ (figures and report.html); `<lang>-norm` for measure="norm" (`<lang>-value-zeroing` for
+    "value-zeroing"); both weights and norm with compare_measures. mixing=True adds mixing.csv and
+    mixing_agreement.csv to each results folder, the mixing_s<k> figures and the report's mixing view
+    (real_attention.engine.mixing). `progress` receives a message when this run waits for another one writing
+    the same folders; `quiet=False` shows the figures' progress bar. Returns a RunOutput.
     """
     from ..engine.measures import COMPARED, check_measure, check_supported, folder_suffix
     from ..engine.models import check_encodes, choose_model, load_model
