@@ -21,8 +21,18 @@ from __future__ import annotations
 import sys
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:  # what IDEs and mypy see; at run time __getattr__ below imports each name on first use
+    from real_attention.pooling.sums import Thresholds  # noqa: F401
+    from real_attention.engine.errors import (  # noqa: F401
+        InputError, ModelUnavailable, OutputError, RealAttentionError,
+    )
+    from real_attention.engine.models import LoadedModel  # noqa: F401
+    from real_attention.engine.words import WordAttention  # noqa: F401
+    from real_attention.jobs.api import Attention, attend, classify, corpus_stats, heatmap, load  # noqa: F401
 
 __version__ = "0.1.0"
 
@@ -35,13 +45,16 @@ __path__ = [str(folder) for folder in (_HERE / "analysis", _HERE / "real_attenti
 
 # The public API, imported from analysis on first use (PEP 562), so `import real_attention` stays light.
 _API = {
-    "load": "real_attention.jobs.api", "attend": "real_attention.jobs.api", "classify": "real_attention.jobs.api", "heatmap": "real_attention.jobs.api",
-    "corpus_stats": "real_attention.jobs.api", "Attention": "real_attention.jobs.api",
+    "load": "real_attention.jobs.api", "attend": "real_attention.jobs.api", "classify": "real_attention.jobs.api",
+    "heatmap": "real_attention.jobs.api", "corpus_stats": "real_attention.jobs.api", "Attention": "real_attention.jobs.api",
     "mixing": "real_attention.jobs.api", "Mixing": "real_attention.engine.mixing",
     "run": "real_attention.jobs.run", "RunOutput": "real_attention.jobs.run", "MeasureRun": "real_attention.jobs.run",
     "corpus": "real_attention.jobs.corpus", "merge": "real_attention.jobs.corpus",
     "CorpusOutput": "real_attention.jobs.corpus",
-    "LoadedModel": "real_attention.engine.models", "WordAttention": "real_attention.engine.words", "Thresholds": "real_attention.pooling.sums",
+    "syntax": "real_attention.parsing.probe", "write_syntax": "real_attention.parsing.probe",
+    "SyntaxResult": "real_attention.parsing.probe",
+    "LoadedModel": "real_attention.engine.models", "WordAttention": "real_attention.engine.words",
+    "Thresholds": "real_attention.pooling.sums",
     "RealAttentionError": "real_attention.engine.errors", "InputError": "real_attention.engine.errors",
     "ModelUnavailable": "real_attention.engine.errors", "OutputError": "real_attention.engine.errors",
 }
@@ -69,7 +82,7 @@ class CommandError(click.ClickException):
 
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        self.exit_code = exit_code  # type: ignore[misc]  # click declares it on the class
 
 
 @contextmanager
@@ -356,6 +369,58 @@ def progress_bar(total: int, desc: str):
     from tqdm.auto import tqdm
 
     return tqdm(total=total, unit="sent", desc=desc, file=sys.stderr, dynamic_ncols=True)
+
+
+# --- syntax: heads as dependency parsers ------------------------------------------------------------------
+
+
+@cli.command("syntax")
+@click.option("--treebank", required=True, type=click.Path(dir_okay=False, path_type=Path), metavar="FILE.conllu",
+              help="A CoNLL-U treebank, e.g. UD English-EWT's en_ewt-ud-dev.conllu.")
+@click.option("--lang", help="Use the pinned model of this language (es, en); or pass --model.")
+@model_options
+@measure_option
+@click.option("--name", metavar="NAME", help="The folder under results/syntax/ and figures/syntax/. "
+              "Default: the treebank's stem.")
+@click.option("--min-count", type=int, default=100, show_default=True,
+              help="best.csv reports a relation with at least this many words (always `all`).")
+@click.option("--limit", type=int, metavar="N", help="Score the first N sentences only.")
+@click.option("--batch-size", type=int, default=32, show_default=True,
+              help="Sentences per forward pass, fewer for long ones; sorted by length first.")
+@out_option
+@format_option
+@quiet_option
+def syntax_command(treebank, lang, model_name, revision, offline, device, measure, name, min_count, limit,
+                   batch_size, out_dir, formats, quiet) -> None:
+    """Which head best predicts each dependency relation of a treebank (Clark et al. 2019, Sec. 4).
+
+    Writes OUT/results/syntax/NAME/ (heads.csv, best.csv, baselines.csv, summary.json) and
+    OUT/figures/syntax/NAME/ (best.png, relations.png, examples_det.png, examples_nsubj.png, examples_obj.png).
+    """
+    from tqdm.auto import tqdm
+
+    from real_attention.jobs.api import load
+    from real_attention.parsing.probe import check_options, default_name, describe, folder_name, scan_treebank
+    from real_attention.parsing.probe import syntax, write_syntax
+
+    with friendly_errors():
+        if model_name is None and lang is None:
+            from real_attention.engine.errors import InputError
+
+            raise InputError("syntax needs a model: pass --model ID_OR_PATH (e.g. --model minilm) or --lang es|en")
+        name = name or default_name(treebank)
+        folder_name(name, measure)  # a bad --name, before any work
+        check_options(batch_size, min_count)
+        bank = scan_treebank(treebank, limit)
+        loaded = load(model_name, revision=revision, lang=lang, device=device, offline=offline)
+        with tqdm(total=bank.sentences, unit="sent", desc=name, disable=quiet, file=sys.stderr,
+                  dynamic_ncols=True) as bar:
+            result = syntax(loaded, bank, measure=measure, min_count=min_count, batch_size=batch_size, progress=bar)
+        results_folder, figures_folder = write_syntax(result, out_dir, name, formats)
+    if not quiet:
+        click.echo(f"{result.summary['model']} on {bank.name} (sha256 {bank.sha256[:12]})")
+        click.echo(describe(result))
+        click.echo(f"wrote {results_folder} and {figures_folder}")
 
 
 def main() -> None:

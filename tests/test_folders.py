@@ -303,7 +303,7 @@ def test_the_wheel_installs_one_import_name(tmp_path):
         archive.extractall(target)
     env = {**os.environ, "PYTHONPATH": str(target)}
     probe = ("import real_attention as ra, real_attention.engine.models as m; "
-             "print(ra.__file__.startswith(%r), m.__file__.startswith(%r))" % (str(target), str(target)))
+             f"print(ra.__file__.startswith({str(target)!r}), m.__file__.startswith({str(target)!r}))")
     done = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(target)!r}); {probe}"],
                           capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
     assert done.stdout.split() == ["True", "True"], done.stderr

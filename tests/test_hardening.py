@@ -191,8 +191,12 @@ def test_an_old_folder_that_cannot_be_removed_is_reported(tiny_model_dir, tmp_pa
 
     assert run_tiny(tiny_model_dir, tmp_path).exit_code == 0
 
-    def stubborn(path, onerror=None, **_):
-        onerror(None, str(path), (PermissionError, PermissionError(13, "Permission denied"), None))
+    def stubborn(path, onerror=None, onexc=None, **_):  # onexc from Python 3.12, onerror before
+        error = PermissionError(13, "Permission denied")
+        if onexc is not None:
+            onexc(None, str(path), error)
+        else:
+            onerror(None, str(path), (PermissionError, error, None))
 
     monkeypatch.setattr(atomic.shutil, "rmtree", stubborn)
     result = run_tiny(tiny_model_dir, tmp_path)

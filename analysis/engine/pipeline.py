@@ -42,33 +42,81 @@ def versions() -> dict[str, str]:
             "transformers": str(transformers.__version__)}
 
 
-def attend_with_sums(loaded, texts: list[str], *, units: str = DEFAULT_UNITS,
-                     required: list[tuple[str, ...]] | None = None, measure: str = WEIGHTS
+def length_order(lengths: list[int], batch_size: int | None) -> list[list[int]]:
+    """The texts' indices cut into batches of at most batch_size (None: one batch). With more than one batch,
+    the indices are sorted by length first (a stable sort, as a corpus is), so a batch holds little padding;
+    one batch keeps the input order."""
+    indices = list(range(len(lengths)))
+    if batch_size is None or len(indices) <= batch_size:
+        return [indices]
+    ordered = sorted(indices, key=lambda i: lengths[i])
+    return [ordered[start:start + batch_size] for start in range(0, len(ordered), batch_size)]
+
+
+def attend_with_sums(loaded, texts: list[str] | None, *, units: str = DEFAULT_UNITS,
+                     required: list[tuple[str, ...]] | None = None, measure: str = WEIGHTS,
+                     batch_size: int | None = None, pieces: bool = False,
+                     words: list[tuple[str, ...]] | None = None
                      ) -> tuple[list[WordAttention], HeadSums, list[np.ndarray]]:
-    """One batched forward pass over the texts; each layer's maps of `measure` are merged into word maps, and
+    """Batched forward passes over the texts; each layer's maps of `measure` are merged into word maps, and
     their statistics summed, by the kernel as the layer ends. -> (one WordAttention per text, pooled sums over
-    all of them, each text's (layers, n, n) rollout of the same maps; real_attention.engine.rollout).
+    all of them, each text's (layers, n, n) rollout of the same maps; real_attention.engine.rollout), in the
+    order of `texts`.
     units: the unit rule; required[i]: the words that must be units of text i (real_attention.engine.extract.encode).
+    batch_size: at most this many texts per forward pass, sorted by length (length_order); None: one pass.
+    pieces: keep each text's piece labels and (layers, heads, t, t) piece maps (WordAttention.pieces,
+    .piece_weights).
+    words: instead of texts, each sentence as its given words (the given-words rule, extract.encode_words);
+    MissingWord names a word that gets no piece.
 
     SentenceTooLong names the first text over the model's maximum length.
     """
-    import torch
+    from .extract import SentenceTooLong, encode, encode_words
+    from .units import MissingWord
 
-    from .extract import SentenceTooLong, encode, pad_batch
-    from .measures import forward_measured
-    from .rollout import word_rollout
-
-    encoded, too_long = encode(loaded.tokenizer, texts, loaded.max_tokens, units=units, required=required)
+    if words is not None:
+        encoded, too_long, missing = encode_words(loaded.tokenizer, words, loaded.max_tokens)
+        if missing and (not too_long or missing[0][0] < too_long[0][0]):
+            raise MissingWord(f"sentence {missing[0][0] + 1}: {missing[0][1]}")
+    else:
+        assert texts is not None
+        encoded, too_long = encode(loaded.tokenizer, texts, loaded.max_tokens, units=units, required=required)
     if too_long:
         index, count = too_long[0]
         raise SentenceTooLong(
             f"sentence {index + 1} has {count} tokens; {loaded.choice.short} takes at most {loaded.max_tokens}"
         )
+    attentions: list[WordAttention | None] = [None] * len(encoded)
+    rollouts: list[np.ndarray | None] = [None] * len(encoded)
+    totals = np.zeros((len(STATISTICS), loaded.layers, loaded.heads))  # float64
+    tokens = 0
+    for indices in length_order([len(s.ids) for s in encoded], batch_size):
+        batch_attentions, batch_totals, batch_rollouts, batch_tokens = _attend_batch(
+            loaded, [encoded[i] for i in indices], measure, pieces)
+        totals += batch_totals
+        tokens += batch_tokens
+        for i, attention, rolled in zip(indices, batch_attentions, batch_rollouts):
+            attentions[i], rollouts[i] = attention, rolled
+    counts = sentence_counts([len(s.words) for s in encoded], pieces=tokens, causal=loaded.causal)
+    return attentions, HeadSums(totals=totals, causal=loaded.causal, **counts), rollouts  # type: ignore[return-value]
+
+
+def _attend_batch(loaded, encoded, measure: str, pieces: bool):
+    """One forward pass over one padded batch -> (WordAttentions, (len(STATISTICS), L, H) float64 totals,
+    (L, n, n) rollouts, pieces run)."""
+    import torch
+
+    from .extract import pad_batch
+    from .measures import forward_measured
+    from .rollout import word_rollout
+
     batch = pad_batch(encoded, loaded.tokenizer.pad_token_id or 0)
     piece_units = torch.from_numpy(batch.units).to(loaded.device)  # (B, t)
     kinds = torch.from_numpy(batch.kinds).to(loaded.device)
     sizes = [len(sentence.words) for sentence in encoded]
+    lengths = [len(sentence.ids) for sentence in encoded]
     weights = [np.empty((loaded.layers, loaded.heads, n, n), dtype=np.float32) for n in sizes]  # (L, H, n, n) each
+    piece_maps_kept = [np.empty((loaded.layers, loaded.heads, t, t), dtype=np.float32) for t in lengths] if pieces else []
     totals = np.zeros((len(STATISTICS), loaded.layers, loaded.heads))  # float64
     t = batch.input_ids.shape[1]
     layer_means = torch.zeros((len(sizes), loaded.layers, t, t), device=loaded.device)  # (B, L, t, t) for rollout
@@ -76,6 +124,10 @@ def attend_with_sums(loaded, texts: list[str], *, units: str = DEFAULT_UNITS,
     def on_layer(layer: int, piece_maps) -> None:
         piece_maps = piece_maps.float()
         layer_means[:, layer] = piece_maps.mean(dim=1)
+        if pieces:
+            kept = piece_maps.cpu().numpy()  # (B, H, t, t)
+            for row, length in enumerate(lengths):
+                piece_maps_kept[row][layer] = kept[row, :, :length, :length]
         maps, layer_totals = kernel(piece_maps, piece_units, kinds, keep_maps=True,
                                     causal=loaded.causal)  # (B, H, n, n), (len(STATISTICS), H)
         maps = maps.cpu().numpy()
@@ -84,17 +136,21 @@ def attend_with_sums(loaded, texts: list[str], *, units: str = DEFAULT_UNITS,
         totals[:, layer] = layer_totals.cpu().numpy()
 
     forward_measured(loaded, batch, on_layer, measure)
-    attentions = [WordAttention(s.text, s.words, tuple(s.kinds), w, s.joined) for s, w in zip(encoded, weights)]
-    counts = sentence_counts(sizes, pieces=int(batch.attention_mask.sum()), causal=loaded.causal)
+    labels = [tuple(loaded.tokenizer.convert_ids_to_tokens(s.ids.tolist())) for s in encoded] if pieces else []
+    attentions = [
+        WordAttention(s.text, s.words, tuple(s.kinds), w, s.joined,
+                      pieces=labels[row] if pieces else (), piece_weights=piece_maps_kept[row] if pieces else None)
+        for row, (s, w) in enumerate(zip(encoded, weights))
+    ]
     rolled = word_rollout(layer_means, piece_units, kinds.shape[1]).cpu().numpy()  # (B, L, n, n)
     rollouts = [np.ascontiguousarray(rolled[row, :, :n, :n]) for row, n in enumerate(sizes)]
-    return attentions, HeadSums(totals=totals, causal=loaded.causal, **counts), rollouts
+    return attentions, totals, rollouts, int(batch.attention_mask.sum())
 
 
 def attend_words(loaded, texts: list[str], *, units: str = DEFAULT_UNITS,
-                 measure: str = WEIGHTS) -> list[WordAttention]:
+                 measure: str = WEIGHTS, batch_size: int | None = None) -> list[WordAttention]:
     """Word-level maps of `measure` of every head for each text: (layers, heads, n, n) float32, rows sum to 1."""
-    return attend_with_sums(loaded, texts, units=units, measure=measure)[0]
+    return attend_with_sums(loaded, texts, units=units, measure=measure, batch_size=batch_size)[0]
 
 
 def classify_words(attentions: list[WordAttention], sentence_set: SentenceSet, model: str = "", revision: str = "",
@@ -123,12 +179,14 @@ def classify_words(attentions: list[WordAttention], sentence_set: SentenceSet, m
     )
 
 
-def analyse(loaded, sentence_set: SentenceSet, *, units: str = DEFAULT_UNITS, measure: str = WEIGHTS) -> RunResult:
+def analyse(loaded, sentence_set: SentenceSet, *, units: str = DEFAULT_UNITS, measure: str = WEIGHTS,
+            batch_size: int | None = None, pieces: bool = False) -> RunResult:
     """Run the model on every sentence and classify every head by the maps of `measure`; the focus and sense
-    words are units."""
+    words are units. batch_size and pieces: as in attend_with_sums."""
     texts = [sentence.text for sentence in sentence_set.sentences]
     required = [(sentence_set.focus, sentence.sense) for sentence in sentence_set.sentences]
-    attentions, sums, rollouts = attend_with_sums(loaded, texts, units=units, required=required, measure=measure)
+    attentions, sums, rollouts = attend_with_sums(loaded, texts, units=units, required=required, measure=measure,
+                                                  batch_size=batch_size, pieces=pieces)
     return classify_words(attentions, sentence_set, model=loaded.choice.name, revision=loaded.revision,
                           versions=versions(), sums=sums, units=units, measure=measure, rollout=tuple(rollouts),
                           causal=loaded.causal, weights_note=loaded.choice.weights_note)

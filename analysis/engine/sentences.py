@@ -32,7 +32,8 @@ class SentenceSet:
     sentences: tuple[Sentence, ...]
 
     def __post_init__(self) -> None:
-        assert len(self.sentences) >= 1
+        if not self.sentences:
+            raise InputError("a sentence set needs at least one sentence")
 
 
 def default_config_text() -> str:

@@ -115,5 +115,5 @@ def merge(shard_dirs: Sequence[str | Path], *, out: str | Path = ".", formats: s
         figures_folder = staging.folder(out / "figures" / "corpus" / run.folder_name)
         summary = write_corpus(results_folder, figures_folder, run, sums, formats)
     return CorpusOutput(run=run, summary=summary, results_dir=out / "results" / "corpus" / run.folder_name,
-                        figures_dir=out / "figures" / "corpus" / run.folder_name, engine=dict(run.engine),
+                        figures_dir=out / "figures" / "corpus" / run.folder_name, engine=dict(run.engine or {}),
                         shards=len(folders), leftovers=tuple(staging.leftovers))

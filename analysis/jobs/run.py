@@ -142,13 +142,11 @@ def run(lang: str = "es", config: str | Path | None = None, model: str | None = 
             result = analyse(loaded, sentence_set, units=units, measure=m)
             if mixed is not None:
                 result = replace(result, mixing=mixed)
-            figures_dir = None
-            if figures or report:  # one staged folder per target, shared by figures and report
-                figures_dir = staging.folder(out / "figures" / folder)
-            else:  # the folder holds what this run drew: nothing
+            figures_dir = staging.folder(out / "figures" / folder) if figures or report else None
+            if figures_dir is None:  # the folder holds what this run drew: nothing
                 staging.remove(out / "figures" / folder)
             drawing = None
-            if figures:  # the workers draw while this process writes the tables and the report
+            if figures and figures_dir is not None:  # the workers draw while this process writes tables and report
                 drawing = Drawing(run_jobs(figures_dir, result, formats, None if all_figures else FIGURE_SENTENCES),
                                   pool=pool)
                 if pending_note is None and pool is not None:
@@ -161,12 +159,13 @@ def run(lang: str = "es", config: str | Path | None = None, model: str | None = 
                     [(s.focus, s.sense) for s in result.sentences], formats,
                     None if all_figures else FIGURE_SENTENCES)
             pending_report = None
-            if report and pool is not None:
-                pending_report = pool.write_report(figures_dir / REPORT_NAME, result, summary)
-            elif report:
-                write_report(figures_dir / REPORT_NAME, result, summary)
+            if report and figures_dir is not None:
+                if pool is not None:
+                    pending_report = pool.write_report(figures_dir / REPORT_NAME, result, summary)
+                else:
+                    write_report(figures_dir / REPORT_NAME, result, summary)
             drawn = (drawing.wait(quiet=quiet) if drawing is not None else []) + mixing_figures
-            if pending_report is not None:
+            if pending_report is not None and pool is not None:
                 pool.get(pending_report)
             runs.append(MeasureRun(
                 measure=m, folder=folder, result=result, summary=summary, results_dir=out / "results" / folder,
@@ -180,7 +179,7 @@ def run(lang: str = "es", config: str | Path | None = None, model: str | None = 
             write_compare(results_dirs[COMPARED[0]], staged_figures(staging, out, weights_run.folder) if figures
                           else None, weights_run.result, norm_run.result, formats)
             compare = (weights_run.results_dir / f"{COMPARE_NAME}.csv",) + (
-                (weights_run.figures_dir / f"{COMPARE_NAME}.{formats[0]}",) if figures else ())
+                (out / "figures" / weights_run.folder / f"{COMPARE_NAME}.{formats[0]}",) if figures else ())
     note = None
     if figures:  # ready: the pool has joined
         note = pending_note.get() if pending_note is not None else font_note(run_texts(runs[-1].result))

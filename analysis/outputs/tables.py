@@ -20,8 +20,17 @@ HEADS_COLUMNS = ["layer", "head", "sense_head", "marker_head", *STATISTICS]
 ROLLOUT_COLUMNS = ["sentence", "layer", "query_index", "query", "key_index", "key", "weight"]
 
 
+def csv_flags(frame: pd.DataFrame) -> pd.DataFrame:
+    """The CSV edge: bool columns (sense_head, marker_head, ...) as true/false, as every CSV of this tool has
+    them; the DataFrames the API returns keep them bool."""
+    flags = [name for name in frame.columns if frame[name].dtype == bool]
+    if not flags:
+        return frame
+    return frame.assign(**{name: np.where(frame[name], "true", "false") for name in flags})
+
+
 def write_csv(frame: pd.DataFrame, path: Path) -> None:
-    frame.to_csv(path, index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+    csv_flags(frame).to_csv(path, index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
 
 
 def write_csv_chunks(frames, path: Path) -> None:
@@ -29,7 +38,8 @@ def write_csv_chunks(frames, path: Path) -> None:
     the bytes are those of write_csv on their concatenation."""
     with open(path, "w", encoding="utf-8", newline="") as handle:
         for number, frame in enumerate(frames):
-            frame.to_csv(handle, header=number == 0, index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+            csv_flags(frame).to_csv(handle, header=number == 0, index=False, float_format=FLOAT_FORMAT,
+                                    lineterminator="\n")
 
 
 def write_json(data: dict, path: Path) -> None:
@@ -91,13 +101,12 @@ def focus_frame(sentences: list[FocusedSentence], report: HeadReport) -> pd.Data
 def heads_frame(report: HeadReport) -> pd.DataFrame:
     """One row per head: its two focus-word labels and the pooled statistics (those of `heads --corpus`)."""
     layer, head = np.indices(report.shape).reshape(2, -1)
-    flag = np.array(["false", "true"])
     frame = pd.DataFrame(
         {
             "layer": layer + 1,
             "head": head + 1,
-            "sense_head": flag[report.sense_head.reshape(-1).astype(int)],
-            "marker_head": flag[report.marker_head.reshape(-1).astype(int)],
+            "sense_head": report.sense_head.reshape(-1).astype(bool),  # bool; write_csv writes true/false
+            "marker_head": report.marker_head.reshape(-1).astype(bool),
         }
     )
     for name in STATISTICS:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from .partitions import OrderedSum, Partition, partition_sums, partitions  # noqa: F401  (re-exported)
 from .sums import CorpusError, HeadSums

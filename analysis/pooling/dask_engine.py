@@ -12,7 +12,7 @@ import contextlib
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import dask
 from distributed import Client, LocalCluster, WorkerPlugin, as_completed, get_worker

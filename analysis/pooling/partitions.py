@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from ..engine.units import DEFAULT_UNITS
 from .sums import CorpusReader, HeadSums, corpus_sums

@@ -14,11 +14,11 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import math
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Iterable, Iterator
+from typing import Any, BinaryIO
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -168,8 +168,9 @@ class CorpusReader:
     empty texts) are skipped and counted. After the iteration, `sha256` is the digest of the whole stream.
     """
 
-    def __init__(self, stream: BinaryIO, fmt: str = "text", shard: Shard = Shard(), source: str = "the corpus"):
-        assert fmt in ("text", "jsonl"), fmt
+    def __init__(self, stream: BinaryIO | Iterable[bytes], fmt: str = "text", shard: Shard = Shard(), source: str = "the corpus"):
+        if fmt not in ("text", "jsonl"):
+            raise CorpusError(f"unknown corpus format {fmt!r}: use text or jsonl")
         self.stream, self.fmt, self.shard, self.source = stream, fmt, shard, source
         self._digest = hashlib.sha256()
         self.lines = 0  # lines of this shard read so far
@@ -260,7 +261,7 @@ def corpus_sums(
         raise CorpusError(f"--batch-size must be at least 1, not {batch_size}")
     device = torch.device(loaded.device)
     totals = torch.zeros((len(STATISTICS), loaded.layers, loaded.heads), dtype=torch.float64, device=device)
-    counts = dict.fromkeys(("sentences", "units", "pairs", "tokens", "skipped", "truncated"), 0)
+    counts: dict[str, Any] = dict.fromkeys(("sentences", "units", "pairs", "tokens", "skipped", "truncated"), 0)
     counts["uniform"] = 0.0
     pad_id = loaded.tokenizer.pad_token_id or 0
     sentences = iter(reader)
@@ -280,7 +281,8 @@ def corpus_sums(
 
             def on_layer(layer: int, weights) -> None:  # as each layer ends: its maps die with it
                 # float32, as `run`: a model loaded in bf16 or fp16 gives its maps in that precision
-                totals[:, layer] += kernel(weights.float(), piece_units, kinds, causal=loaded.causal)[1]
+                # called within this iteration's forward pass: this batch's piece_units and kinds
+                totals[:, layer] += kernel(weights.float(), piece_units, kinds, causal=loaded.causal)[1]  # noqa: B023
 
             forward_measured(loaded, batch, on_layer, measure)
             sizes = [len(s.kinds) for s in batch_sentences]
