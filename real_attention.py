@@ -47,6 +47,7 @@ __path__ = [str(folder) for folder in (_HERE / "analysis", _HERE / "real_attenti
 _API = {
     "load": "real_attention.jobs.api", "attend": "real_attention.jobs.api", "classify": "real_attention.jobs.api",
     "heatmap": "real_attention.jobs.api", "corpus_stats": "real_attention.jobs.api", "Attention": "real_attention.jobs.api",
+    "mixing": "real_attention.jobs.api", "Mixing": "real_attention.engine.mixing",
     "run": "real_attention.jobs.run", "RunOutput": "real_attention.jobs.run", "MeasureRun": "real_attention.jobs.run",
     "corpus": "real_attention.jobs.corpus", "merge": "real_attention.jobs.corpus",
     "CorpusOutput": "real_attention.jobs.corpus",
@@ -201,8 +202,10 @@ def measure_option(function):
 
     return click.option(
         "--measure", type=click.Choice(MEASURES), default=WEIGHTS, show_default=True,
-        help="What each head's map shows: weights (post-softmax attention) or norm (||alpha f(x)||, Kobayashi et "
-             "al. 2020, rows rescaled to sum to 1); norm results go to folders named LANG-norm.",
+        help="What each head's map shows: weights (post-softmax attention), norm (||alpha f(x)||, Kobayashi et "
+             "al. 2020) or value-zeroing (1 - cosine of the layer's output when that head alone loses a word's value "
+             "vector, Mohebbi et al. 2023), rows rescaled to sum to 1; results go to folders named LANG-norm or "
+             "LANG-value-zeroing.",
     )(function)
 
 
@@ -218,6 +221,10 @@ def measure_option(function):
 @click.option("--compare-measures", is_flag=True,
               help="Run both measures (results/LANG/ and results/LANG-norm/) and put them side by side per head: "
                    "results/LANG/measures.csv and figures/LANG/measures.png.")
+@click.option("--mixing", is_flag=True,
+              help="Also compute context mixing layer by layer: attention, norm, ALTI (Ferrando et al. 2022) and "
+                   "value zeroing (Mohebbi et al. 2023), each rolled over layers: results/LANG/mixing.csv, "
+                   "mixing_agreement.csv and figures/LANG/mixing_s1.png, ...")
 @click.option("--no-report", is_flag=True, help="Skip the interactive HTML report.")
 @click.option("--no-figures", is_flag=True, help="Skip the figures.")
 @click.option("--all-figures", is_flag=True,

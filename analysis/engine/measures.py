@@ -6,6 +6,10 @@ per head), x_j the layer's input and W_O^h the head's slice of the output projec
 once, not per token, so it is left out. Since alpha >= 0, N_ij = alpha_ij ||f_h(x_j)||. Each row is then
 normalised to sum to 1 at piece level, so the merge rule, statistics, labels, figures and report are unchanged.
 
+`value-zeroing`: C^h_ij = max(0, 1 - cos(x~_i, x_i)), x~_i the layer's output for token i when only head h's view
+of token j's value vector is zeroed (Mohebbi et al., 2023, per head), rows divided by their sum; computed in
+float64 by real_attention.engine.mixing, which re-runs each layer.
+
 f_h comes from the model's own modules: a forward hook on the value projection captures x_j W_V + b_V as the
 layer runs, and the output projection's weight gives W_O^h; the layer is never re-implemented.
 """
@@ -16,14 +20,19 @@ from collections.abc import Callable
 
 from .errors import InputError, ModelUnavailable
 
-WEIGHTS, NORM = "weights", "norm"
-MEASURES = (WEIGHTS, NORM)
+WEIGHTS, NORM, VALUE_ZEROING = "weights", "norm", "value-zeroing"
+MEASURES = (WEIGHTS, NORM, VALUE_ZEROING)
+COMPARED = (WEIGHTS, NORM)  # the two measures --compare-measures puts side by side
 MEASURE_TEXT = {
     WEIGHTS: "Weights: each head's attention after the softmax (how much of each word's vector the head mixes in).",
     NORM: "Norm-based: each weight times the length of what that word adds, ||\u03b1 f(x)|| (Kobayashi et al., "
           "2020), each row rescaled to sum to 1 (100 %).",
+    VALUE_ZEROING: "Value zeroing per head: how much the layer's output for each word changes (1 - cosine) when "
+                   "this head alone no longer sees that word's value vector (Mohebbi et al., 2023), each row "
+                   "rescaled to sum to 1 (100 %).",
 }
-MEASURE_TITLE = {WEIGHTS: "attention weight", NORM: "norm-based weight \u2016\u03b1f(x)\u2016"}
+MEASURE_TITLE = {WEIGHTS: "attention weight", NORM: "norm-based weight \u2016\u03b1f(x)\u2016",
+                 VALUE_ZEROING: "value zeroing (per head)"}
 
 # Where a layer's value and output projections live, relative to the module that gives the attention maps.
 VALUE_NAMES = ("v_proj", "value", "value_proj", "v")  # BERT: .value; Llama-style decoders: .v_proj
@@ -132,6 +141,10 @@ def check_supported(loaded, measure: str) -> None:
     """ModelUnavailable now, before any work, if the model cannot give the maps of `measure`."""
     if check_measure(measure) == NORM:
         projections(loaded.model, loaded.heads)
+    elif measure == VALUE_ZEROING:
+        from .mixing import check_supported as check_mixing
+
+        check_mixing(loaded)
 
 
 def value_norms(values, layer: Projections):
@@ -169,6 +182,7 @@ class Measurer:
     def __init__(self, loaded, measure: str = WEIGHTS):
         self.measure = check_measure(measure)
         self.layers = projections(loaded.model, loaded.heads) if measure == NORM else []
+        assert measure != VALUE_ZEROING, "value zeroing re-runs the layers: forward_measured computes it"
         self.values: dict[int, object] = {}
         self._handles: list = []
 
@@ -200,5 +214,12 @@ def forward_measured(loaded, batch, on_layer: Callable, measure: str = WEIGHTS) 
     """extract.forward_layers, with on_layer(layer, maps) getting the maps of `measure` instead of the weights."""
     from .extract import forward_layers
 
+    if check_measure(measure) == VALUE_ZEROING:  # every layer re-run in float64 (real_attention.engine.mixing)
+        from .mixing import head_value_zeroing
+
+        maps = head_value_zeroing(loaded, batch)  # (B, layers, H, t, t)
+        for layer in range(loaded.layers):
+            on_layer(layer, maps[:, layer])
+        return
     with Measurer(loaded, measure) as measurer:
         forward_layers(loaded, batch, lambda layer, weights: on_layer(layer, measurer.maps(layer, weights)))

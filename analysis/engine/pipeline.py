@@ -29,6 +29,7 @@ class RunResult:
     rollout: tuple[np.ndarray, ...] = ()  # (S,) each (layers, n, n) float32 word-level rollout; () if not computed
     causal: bool = False  # a decoder's maps: W[i, j] = 0 for j > i
     weights_note: str | None = None  # how the model's weights differ from the original (e.g. dequantised)
+    mixing: object | None = None  # real_attention.engine.mixing.Mixing of the same sentences (run --mixing); None if not
 
 
 def versions() -> dict[str, str]:

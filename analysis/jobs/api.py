@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
+    from ..engine.mixing import Mixing
     from ..pooling.sums import Thresholds
     from ..engine.models import LoadedModel
     from ..engine.pipeline import RunResult
@@ -434,3 +435,28 @@ def _checked_lines(lines: object) -> Iterable[str]:
             yield item
 
     return checked(lines)  # type: ignore[arg-type]
+
+
+def mixing(model: LoadedModel, texts: str | Iterable[str], *, focus: str | None = None,
+           sense: str | Sequence[str] | None = None, units: str = "text") -> Mixing:
+    """Context mixing of each sentence, layer by layer, by four measures: "attention" and "norm" (head averages,
+    rolled out with 0.5 A + 0.5 I), "alti" (Ferrando et al., 2022) and "value_zeroing" (Mohebbi et al., 2023),
+    each rolled over layers (real_attention.engine.mixing).
+
+    Returns a Mixing: `mix[i].maps[measure]` and `mix[i].rolled[measure]` are float64 `(layers, n_i, n_i)`, query
+    rows by key columns, each row summing to 1; `mix[i].words` the units; `mix.frame()` the table of mixing.csv,
+    `mix.agreement()` that of mixing_agreement.csv. With `focus` and `sense` (one word per sentence) those words
+    are units, as in `run --mixing`.
+    Raises InputError for a model whose layers cannot be re-run one by one (MPNet, DeBERTa, ALBERT), a sentence
+    too long, or a focus or sense word that a piece straddles.
+    """
+    from ..engine.mixing import compute_mixing
+
+    model = _loaded(model, "mixing")
+    items = _texts(texts)
+    check_rule(units)
+    required: list[tuple[str, ...]] | None = None
+    if focus is not None or sense is not None:
+        chosen = sentence_set(items, focus, sense)
+        required = [(chosen.focus, s.sense) for s in chosen.sentences]
+    return compute_mixing(model, items, units=units, required=required)

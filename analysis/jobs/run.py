@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from ..engine.errors import InputError
 
 if TYPE_CHECKING:
+    from ..engine.mixing import Mixing
     from ..engine.pipeline import RunResult
     from ..engine.sentences import SentenceSet
     from .api import Attention
@@ -27,8 +28,8 @@ FIGURE_FORMATS = ("png", "svg", "pdf")
 class MeasureRun:
     """One measure's part of a run: what was computed and where it went."""
 
-    measure: str  # "weights" or "norm"
-    folder: str  # the folder name under results/ and figures/: LANG, or LANG-norm
+    measure: str  # "weights", "norm" or "value-zeroing"
+    folder: str  # the folder name under results/ and figures/: LANG, LANG-norm or LANG-value-zeroing
     result: RunResult  # the sentences' maps, located words and head labels
     summary: dict  # summary.json's content
     results_dir: Path  # OUT/results/<folder>
@@ -54,6 +55,7 @@ class RunOutput:
     font_note: str | None = None  # a line about characters no installed font draws, or None
     leftovers: tuple[str, ...] = ()  # old folders that could not be deleted, each with its reason
     paths: tuple[Path, ...] = field(default=())  # every folder written or replaced
+    mixing: Mixing | None = None  # with mixing=True: attention, norm, ALTI and value zeroing (engine/mixing.py)
 
     @property
     def attention(self) -> Attention:
@@ -80,15 +82,18 @@ def run(lang: str = "es", config: str | Path | None = None, model: str | None = 
         out: str | Path = ".", units: str = "text", measure: str = "weights", compare_measures: bool = False,
         figures: bool = True, report: bool = True, formats: str | Sequence[str] = ("png",),
         all_figures: bool = False, offline: bool = False, device: str = "cpu",
-        progress: Callable[[str], None] | None = None, quiet: bool = True, wait: bool = True) -> RunOutput:
+        progress: Callable[[str], None] | None = None, quiet: bool = True, wait: bool = True,
+        mixing: bool = False) -> RunOutput:
     """Write exactly the files of `real-attention run`, staged and swapped in at once.
 
     Writes OUT/results/<lang>/ (attention.csv, focus.csv, heads.csv, rollout.csv, summary.json) and
-    OUT/figures/<lang>/ (figures and report.html); `<lang>-norm` for measure="norm"; both with
-    compare_measures. `progress` receives a message when this run waits for another one writing the same
-    folders; `quiet=False` shows the figures' progress bar. Returns a RunOutput.
+    OUT/figures/<lang>/ (figures and report.html); `<lang>-norm` for measure="norm" (`<lang>-value-zeroing` for
+    "value-zeroing"); both weights and norm with compare_measures. mixing=True adds mixing.csv and
+    mixing_agreement.csv to each results folder, the mixing_s<k> figures and the report's mixing view
+    (real_attention.engine.mixing). `progress` receives a message when this run waits for another one writing
+    the same folders; `quiet=False` shows the figures' progress bar. Returns a RunOutput.
     """
-    from ..engine.measures import MEASURES, check_measure, check_supported, folder_suffix
+    from ..engine.measures import COMPARED, check_measure, check_supported, folder_suffix
     from ..engine.models import check_encodes, choose_model, load_model
     from ..engine.pipeline import analyse
     from ..engine.sentences import load_sentences
@@ -102,9 +107,9 @@ def run(lang: str = "es", config: str | Path | None = None, model: str | None = 
     check_measure(measure)
     check_rule(units)
     formats = check_formats(formats)
-    if compare_measures and measure != MEASURES[0]:
+    if compare_measures and measure != COMPARED[0]:
         raise InputError(f"--compare-measures runs both measures; leave out --measure {measure}")
-    measures = MEASURES if compare_measures else (measure,)
+    measures = COMPARED if compare_measures else (measure,)
     lang = run_folder_name(lang)
     out = Path(out)
     sentence_set = load_sentences(config, lang)
@@ -122,9 +127,21 @@ def run(lang: str = "es", config: str | Path | None = None, model: str | None = 
         check_encodes(loaded, [sentence.text for sentence in sentence_set.sentences])
         for m in measures:  # before any measure is computed or drawn
             check_supported(loaded, m)
+        mixed = None
+        if mixing:  # the context-mixing maps: the same for every measure
+            from dataclasses import replace
+
+            from ..engine.mixing import check_supported as check_mixing
+            from ..engine.mixing import run_mixing
+            from ..outputs.mixing import write_mixing
+
+            check_mixing(loaded)
+            mixed = run_mixing(loaded, sentence_set, units=units)
         for m in measures:
             folder = lang + folder_suffix(m)
             result = analyse(loaded, sentence_set, units=units, measure=m)
+            if mixed is not None:
+                result = replace(result, mixing=mixed)
             figures_dir = staging.folder(out / "figures" / folder) if figures or report else None
             if figures_dir is None:  # the folder holds what this run drew: nothing
                 staging.remove(out / "figures" / folder)
@@ -135,13 +152,19 @@ def run(lang: str = "es", config: str | Path | None = None, model: str | None = 
                 if pending_note is None and pool is not None:
                     pending_note = pool.font_note(run_texts(result))
             summary = write_results(results_dirs[m], result)
+            mixing_figures: list[Path] = []
+            if mixed is not None:  # before the report, which shows the summary
+                summary, mixing_figures = write_mixing(
+                    results_dirs[m], figures_dir if figures else None, mixed, summary,
+                    [(s.focus, s.sense) for s in result.sentences], formats,
+                    None if all_figures else FIGURE_SENTENCES)
             pending_report = None
             if report and figures_dir is not None:
                 if pool is not None:
                     pending_report = pool.write_report(figures_dir / REPORT_NAME, result, summary)
                 else:
                     write_report(figures_dir / REPORT_NAME, result, summary)
-            drawn = drawing.wait(quiet=quiet) if drawing is not None else []
+            drawn = (drawing.wait(quiet=quiet) if drawing is not None else []) + mixing_figures
             if pending_report is not None and pool is not None:
                 pool.get(pending_report)
             runs.append(MeasureRun(
@@ -153,7 +176,7 @@ def run(lang: str = "es", config: str | Path | None = None, model: str | None = 
             from ..outputs.compare import COMPARE_NAME, write_compare
 
             weights_run, norm_run = runs
-            write_compare(results_dirs[MEASURES[0]], staged_figures(staging, out, weights_run.folder) if figures
+            write_compare(results_dirs[COMPARED[0]], staged_figures(staging, out, weights_run.folder) if figures
                           else None, weights_run.result, norm_run.result, formats)
             compare = (weights_run.results_dir / f"{COMPARE_NAME}.csv",) + (
                 (out / "figures" / weights_run.folder / f"{COMPARE_NAME}.{formats[0]}",) if figures else ())
@@ -162,7 +185,7 @@ def run(lang: str = "es", config: str | Path | None = None, model: str | None = 
         note = pending_note.get() if pending_note is not None else font_note(run_texts(runs[-1].result))
     paths = tuple(p for r in runs for p in (r.results_dir, r.figures_dir) if p is not None)
     return RunOutput(sentence_set=sentence_set, runs=tuple(runs), out=out, compare=compare, font_note=note or None,
-                     leftovers=tuple(staging.leftovers), paths=paths)
+                     leftovers=tuple(staging.leftovers), paths=paths, mixing=mixed)
 
 
 def staged_figures(staging, out: Path, folder: str) -> Path:

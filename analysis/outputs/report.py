@@ -194,12 +194,25 @@ def report_data(result: RunResult, summary: dict) -> dict:
                 "weights": _packed(sentence.attention.weights),  # (layers * heads * n * n,) packed
                 # (layers * n,) the focus word's rollout row after each layer; None if not computed
                 "rollout": _scaled(result.rollout[i][:, sentence.focus]) if result.rollout else None,
+                # measure -> (layers * n,) the focus word's rolled context-mixing row; None without run --mixing
+                "mixing": None if result.mixing is None else {
+                    measure: _scaled(rolled[:, sentence.focus])
+                    for measure, rolled in result.mixing.sentences[i].rolled.items()},
             }
             for i, sentence in enumerate(sentences)
         ],
+        "mixing_labels": _mixing_labels(result),  # [measure, label] in the order drawn; [] without --mixing
         "summary": summary,
         "summary_lines": describe_run(summary).splitlines(),
     }
+
+
+def _mixing_labels(result: RunResult) -> list[list[str]]:
+    if result.mixing is None:
+        return []
+    from .mixing import MEASURE_LABELS
+
+    return [[measure, MEASURE_LABELS[measure]] for measure in result.mixing.measures]
 
 
 def _json_for_script(data: dict) -> str:

@@ -393,6 +393,52 @@
     fill(byId("rollout-caption"));
   }
 
+  // ---- mixing view: the focus word's rolled row by attention, norm, ALTI and value zeroing (run --mixing) ----
+  function drawMixing() {
+    const s = state.sentence, S = data.sentences[s], n = S.words.length;
+    if (!S.mixing) { byId("mixing-view").hidden = true; return; }
+    const cell = clamp(Math.floor(240 / n), 6, 22);
+    const font = clamp(cell - 2, 7, 11);
+    const labelW = widest(S.words, font) + 10, rowW = textWidth("layer " + LAYERS, font, true) + 10;
+    const diag = Math.ceil(labelW * Math.SQRT1_2);
+    const rowH = clamp(cell, 10, 22), top = diag + 8 + font + 6, panelW = n * cell + 16;
+    const width = rowW + data.mixing_labels.length * panelW + diag + 4, height = top + LAYERS * rowH + 4;
+    let out = "<svg id=\"mixing-svg\" width=\"" + width + "\" height=\"" + height + "\" viewBox=\"0 0 " + width + " " +
+      height + "\" data-sentence=\"" + (s + 1) + "\"><g font-size=\"" + font + "\">";
+    for (let l = 0; l < LAYERS; l++) {
+      out += "<text x=\"" + (rowW - 6) + "\" y=\"" + (top + l * rowH + rowH / 2) + "\" text-anchor=\"end\" " +
+        "dominant-baseline=\"central\">layer " + (l + 1) + "</text>";
+    }
+    data.mixing_labels.forEach(function (pair, p) {
+      const rows = S.mixing[pair[0]], left = rowW + p * panelW;
+      out += "<text x=\"" + left + "\" y=\"" + (font + 2) + "\" font-weight=\"700\">" + esc(pair[1]) + "</text>";
+      for (let k = 0; k < n; k++) {
+        out += "<text class=\"col-label " + labelClass(S, k) + "\" transform=\"translate(" + (left + k * cell + cell / 2) +
+          "," + (top - 5) + ") rotate(-45)\" dominant-baseline=\"central\">" + esc(S.words[k]) + "</text>";
+      }
+      for (let l = 0; l < LAYERS; l++) {
+        for (let k = 0; k < n; k++) {
+          const w = rows[l * n + k] / SCALE;
+          out += "<rect x=\"" + (left + k * cell) + "\" y=\"" + (top + l * rowH) + "\" width=\"" + cell + "\" height=\"" +
+            rowH + "\" fill=\"" + heatColour(w) + "\" data-measure=\"" + pair[0] + "\" data-label=\"" + esc(pair[1]) +
+            "\" data-layer=\"" + (l + 1) + "\" data-k=\"" + k + "\" data-w=\"" + w.toFixed(4) + "\"/>";
+        }
+      }
+    });
+    out += "</g></svg>";
+    const box = byId("mixing");
+    box.innerHTML = out;
+    box.firstChild.addEventListener("mousemove", function (event) {
+      const t = event.target;
+      if (t.tagName !== "rect" || t.dataset.k === undefined) { hideTip(); return; }
+      showTip(event, t.dataset.label + ", after layer " + t.dataset.layer + ": «" + esc(S.words[Number(t.dataset.k)]) +
+        "» in «" + esc(S.words[S.focus]) + "»: <b>" + percent(Number(t.dataset.w), 2) + "</b>");
+    });
+    box.firstChild.addEventListener("mouseleave", hideTip);
+    byId("mixing-caption").innerHTML = "Context mixing, rolled over layers: how much of each word is in «<b>" +
+      esc(S.words[S.focus]) + "</b>» in sentence " + (s + 1) + ", by each measure (all heads)";
+  }
+
   // ---- selection and keys --------------------------------------------------------------------
   function drawHeadInfo() {
     const l = state.layer, h = state.head, i = headIndex(l, h), c = CATEGORY[data.head_category[i]];
@@ -419,6 +465,7 @@
     drawLines();
     drawBars();
     drawRollout();
+    drawMixing();
     document.body.dataset.layer = state.layer + 1;
     document.body.dataset.head = state.head + 1;
     document.body.dataset.sentence = state.sentence + 1;

@@ -1,0 +1,157 @@
+"""The files of `run --mixing`: mixing.csv, mixing_agreement.csv, figures/<lang>/mixing_s<k>.png, and the mixing
+block of summary.json (real_attention.engine.mixing computes the maps)."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..engine.mixing import DEFINITIONS, NEAR_ZERO, SOURCES, Mixing
+from .tables import write_csv, write_json
+
+MIXING_NAME, AGREEMENT_NAME = "mixing", "mixing_agreement"
+MIXING_COLUMNS = ["sentence", "measure", "layer", "query_index", "query", "key_index", "key", "value", "rolled"]
+AGREEMENT_COLUMNS = ["layer", "measure_a", "measure_b", "layer_spearman", "rolled_spearman", "cells"]
+MEASURE_LABELS = {"attention": "attention (weights)", "norm": "norm ‖αf(x)‖", "alti": "ALTI",
+                  "value_zeroing": "value zeroing"}
+
+
+def mixing_frame(mixing: Mixing) -> pd.DataFrame:
+    """Long format: one row per sentence, measure, layer (from 1), query and key; value: the layer's map,
+    rolled: the aggregate up to and including that layer. Sorted by sentence, measure, layer, query, key."""
+    frames = []
+    for number, sentence in enumerate(mixing.sentences, start=1):
+        words = np.array(sentence.words, dtype=object)
+        for measure in sorted(mixing.measures):
+            maps, rolled = sentence.maps[measure], sentence.rolled[measure]  # (layers, n, n)
+            layer, query, key = np.indices(maps.shape).reshape(3, -1)  # C order: sorted
+            frames.append(pd.DataFrame({
+                "sentence": number, "measure": measure, "layer": layer + 1, "query_index": query,
+                "query": words[query], "key_index": key, "key": words[key],
+                "value": maps.reshape(-1), "rolled": rolled.reshape(-1),
+            })[MIXING_COLUMNS])
+    return pd.concat(frames, ignore_index=True)
+
+
+def _visible(mixing: Mixing, n: int) -> np.ndarray:
+    """(n, n) bool: the cells a statistic looks at: all of them, or for a decoder those with key <= query in the
+    rows of query units 1 and on (the first unit sees only itself: its row is the same in every map)."""
+    if not mixing.causal:
+        return np.ones((n, n), dtype=bool)
+    visible = np.tril(np.ones((n, n), dtype=bool))
+    visible[0] = False
+    return visible
+
+
+def spearman(a: np.ndarray, b: np.ndarray) -> float:
+    """Spearman's rank correlation (average ranks for ties); NaN when either side is constant."""
+    ranks_a = pd.Series(a).rank(method="average").to_numpy()
+    ranks_b = pd.Series(b).rank(method="average").to_numpy()
+    if ranks_a.std() == 0 or ranks_b.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(ranks_a, ranks_b)[0, 1])
+
+
+def agreement_frame(mixing: Mixing) -> pd.DataFrame:
+    """Per layer (from 1) and pair of measures: Spearman over all (query, key) cells of all sentences, of the
+    layer maps and of the rolled maps; a decoder's cells above the diagonal (always 0) and its first unit's row
+    (always all on itself) are left out, as the statistics leave them out."""
+    layers = mixing.sentences[0].maps[mixing.measures[0]].shape[0]
+    cells = {kind: {m: [] for m in mixing.measures} for kind in ("maps", "rolled")}
+    for sentence in mixing.sentences:
+        visible = _visible(mixing, len(sentence.words))
+        for kind in cells:
+            for measure in mixing.measures:
+                cells[kind][measure].append(getattr(sentence, kind)[measure][:, visible])  # (layers, cells)
+    joined = {kind: {m: np.concatenate(v, axis=1) for m, v in per.items()} for kind, per in cells.items()}
+    rows = []
+    for layer in range(layers):
+        for a, b in combinations(mixing.measures, 2):
+            rows.append({"layer": layer + 1, "measure_a": a, "measure_b": b,
+                         "layer_spearman": spearman(joined["maps"][a][layer], joined["maps"][b][layer]),
+                         "rolled_spearman": spearman(joined["rolled"][a][layer], joined["rolled"][b][layer]),
+                         "cells": joined["maps"][a].shape[1]})
+    return pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
+
+
+def mixing_summary(mixing: Mixing) -> dict:
+    """The mixing block of summary.json: each measure's definition and source, and value zeroing's raw row sums."""
+    return {
+        "measures": {m: {"definition": DEFINITIONS[m], "source": SOURCES[m]} for m in mixing.measures},
+        "precision": "float64 for ALTI's decomposition and every value-zeroing re-run",
+        "value_zeroing_smallest_raw_row_sum": mixing.smallest_raw_row_sum,
+        "value_zeroing_near_zero_rows": {
+            "below": NEAR_ZERO,
+            "rows": [{"sentence": s, "layer": layer, "query": q} for s, layer, q in mixing.near_zero_rows],
+        },
+    }
+
+
+def draw_mixing(sentence, number: int, focus: int, sense: int | None, model: str, revision: str):
+    """One figure: the focus word's rolled row, layer by layer (rows), one panel per measure."""
+    import textwrap
+
+    from ..engine.naming import short_revision
+    from .figio import new_figure
+    from .plots import FOCUS_COLOUR, HEATMAP_CMAP, SENSE_COLOUR, annotate_cells
+
+    measures = list(sentence.rolled)
+    layers, n = sentence.rolled[measures[0]].shape[:2]
+    cell = min(0.42, 6.0 / n)
+    panel_w, panel_h = cell * n, 0.32 * layers
+    longest = max(len(w) for w in sentence.words) * 9 * 0.62 / 72
+    left, gap, bottom = 0.9, 0.35, 0.6 + longest * 0.71
+    title = "\n".join(textwrap.fill(line, 110) for line in (
+        f"{model} @ {short_revision(revision)} · context mixing, rolled over layers",
+        f"sentence {number + 1}: how much of each word is in «{sentence.words[focus]}» after each layer",
+        sentence.text))
+    top = 0.4 + (title.count("\n") + 1) * 0.22
+    width = left + len(measures) * (panel_w + gap) + 0.2
+    height = bottom + panel_h + top
+    fig = new_figure(figsize=(width, height))
+    for p, measure in enumerate(measures):
+        ax = fig.add_axes(((left + p * (panel_w + gap)) / width, bottom / height, panel_w / width, panel_h / height))
+        rows = sentence.rolled[measure][:, focus]  # (layers, n)
+        ax.imshow(rows, cmap=HEATMAP_CMAP, vmin=0.0, vmax=1.0, interpolation="nearest", aspect="auto")
+        annotate_cells(ax, rows, 7 * cell / 0.42)
+        ax.set_xticks(np.arange(n), list(sentence.words), rotation=45, ha="right", rotation_mode="anchor", fontsize=9)
+        ax.set_yticks(np.arange(layers), [f"{l + 1}" for l in range(layers)] if p == 0 else [], fontsize=8)
+        ax.tick_params(length=0)
+        ax.set_title(MEASURE_LABELS.get(measure, measure), fontsize=10)
+        ticks = ax.get_xticklabels()
+        ticks[focus].set_fontweight("bold")
+        ticks[focus].set_color(FOCUS_COLOUR)
+        if sense is not None:
+            ticks[sense].set_fontweight("bold")
+            ticks[sense].set_color(SENSE_COLOUR)
+        if p == 0:
+            ax.set_ylabel("layer", fontsize=9)
+    fig.suptitle(title, fontsize=10, y=1 - 0.15 / height, va="top")
+    return fig
+
+
+def write_mixing(results: Path, figures: Path | None, mixing: Mixing, summary: dict,
+                 positions: Sequence[tuple[int, int | None]] = (), formats: Sequence[str] = ("png",),
+                 max_sentences: int | None = 10, model: str = "", revision: str = "") -> tuple[dict, list[Path]]:
+    """Write mixing.csv and mixing_agreement.csv into `results`, add the mixing block to its summary.json, and
+    draw mixing_s<k> into `figures` (None: no figures) for the first max_sentences sentences (None: all), at
+    positions[k] = (focus, sense) unit indices. Returns the updated summary and the figure paths."""
+    from .figio import save_figure
+
+    write_csv(mixing_frame(mixing), results / f"{MIXING_NAME}.csv")
+    write_csv(agreement_frame(mixing), results / f"{AGREEMENT_NAME}.csv")
+    summary = {**summary, "mixing": mixing_summary(mixing)}
+    write_json(summary, results / "summary.json")
+    paths = []
+    if figures is not None:
+        count = len(positions) if max_sentences is None else min(len(positions), max_sentences)
+        for number in range(count):
+            focus, sense = positions[number]
+            fig = draw_mixing(mixing.sentences[number], number, focus, sense, model or mixing.model,
+                              revision or mixing.revision)
+            for extension in formats:
+                paths.append(save_figure(fig, figures / f"mixing_s{number + 1}.{extension}"))
+    return summary, paths
