@@ -257,7 +257,9 @@ def run_command(lang, config_path, model_name, revision, offline, device, units,
             from real_attention.engine.pipeline import analyse
 
             loaded = load_model(choice, device=device, offline=offline)
-            check_encodes(loaded, [sentence.text for sentence in sentence_set.sentences])
+            unknown_note = check_encodes(loaded, [sentence.text for sentence in sentence_set.sentences])
+            if unknown_note:  # the words run as [UNK]
+                warn(unknown_note)
             for m in measures:  # before any measure is computed or drawn
                 check_supported(loaded, m)
             for m in measures:

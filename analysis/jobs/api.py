@@ -154,8 +154,8 @@ def attend(model: LoadedModel, texts: str | Iterable[str], *, focus: str | None 
     measure: "weights" (post-softmax attention) or "norm" (||alpha f(x)||, Kobayashi et al. 2020, rows
     rescaled to sum to 1); see real_attention.engine.measures.
     Raises UnitError (an InputError) if a piece straddles a focus or sense word and its neighbour.
-    Raises InputError (a sentence too long, a word not found, an unknown measure) or ModelUnavailable (a
-    tokenizer that knows none of the words).
+    Raises InputError (a sentence too long, a word not found, an unknown measure). Warns (UserWarning) naming
+    the words the model's vocabulary has no pieces for: they run as the unknown token.
     """
     from ..engine.measures import check_measure
     from ..engine.models import check_encodes
@@ -164,7 +164,11 @@ def attend(model: LoadedModel, texts: str | Iterable[str], *, focus: str | None 
     check_measure(measure)
     items = _texts(texts)
     check_rule(units)
-    check_encodes(model, items)
+    note = check_encodes(model, items)
+    if note:  # the words still run, as [UNK]
+        import warnings
+
+        warnings.warn(note, UserWarning, stacklevel=2)
     if focus is None and sense is None:
         attentions, _, rollouts = attend_with_sums(model, items, units=units, measure=measure)
         return Attention(sentences=tuple(attentions), model=model.choice.name, revision=model.revision,
