@@ -7,7 +7,7 @@ import numpy as np
 
 from .errors import InputError
 from .sentences import SentenceSet, same_word
-from .words import WordAttention
+from .words import SPECIAL_KINDS, WordAttention
 
 
 class SentenceError(InputError):
@@ -24,11 +24,13 @@ class FocusedSentence:
 
 
 def locate(attention: WordAttention, word: str, occurrence: int | None, role: str, number: int | None) -> int:
-    """The unit index of `word` in a sentence (case-insensitive); SentenceError if missing or ambiguous.
+    """The unit index of `word` among the words of a sentence (case-insensitive; never a special token the
+    tokenizer added, whose text may look like a word: [SEP], </s>); SentenceError if missing or ambiguous.
 
     number: the sentence's number (from 1) for the message, or None for a sentence on its own.
     """
-    matches = np.flatnonzero([same_word(w, word) for w in attention.words])
+    matches = np.flatnonzero([same_word(w, word) and kind not in SPECIAL_KINDS
+                              for w, kind in zip(attention.words, attention.kinds)])
     where = f"sentence {number} ({attention.text!r})" if number is not None else repr(attention.text)
     if len(matches) == 0:
         raise SentenceError(f"the {role} word {word!r} is not in {where}{_absent_hint(attention, word)}")

@@ -158,8 +158,10 @@ UNKNOWN_SHOWN = 8  # words named in the warning; more are counted
 
 def unknown_words(loaded: LoadedModel, texts: list[str]) -> list[tuple[int, str]]:
     """(sentence number from 1, word as written) for each word of the texts with a piece the tokenizer could only
-    encode as its unknown token; a word is the run of non-space characters around that piece. Each once per
-    sentence, in order."""
+    encode as its unknown token; a word is a unit of the text rule (real_attention.engine.units) that the piece
+    overlaps. Each once per sentence, in order."""
+    from .units import text_spans
+
     unknown = loaded.tokenizer.unk_token_id
     if unknown is None:  # byte-level vocabularies encode every character
         return []
@@ -167,14 +169,13 @@ def unknown_words(loaded: LoadedModel, texts: list[str]) -> list[tuple[int, str]
     encodings = loaded.tokenizer(texts, return_special_tokens_mask=True, return_offsets_mapping=True, verbose=False,
                                  split_special_tokens=True).encodings
     for number, (text, encoding) in enumerate(zip(texts, encodings), start=1):
+        spans = text_spans(text)
         for piece, special, (start, end) in zip(encoding.ids, encoding.special_tokens_mask, encoding.offsets):
             if piece != unknown or special or end <= start:
                 continue
-            before = text.rfind(" ", 0, start) + 1  # the word around the piece, as the reader sees it
-            after = min((i for i in (text.find(" ", end), len(text)) if i >= 0))
-            item = (number, text[before:after].strip())
-            if item not in found:
-                found.append(item)
+            for word in (text[s:e] for s, e in spans if s < end and start < e):
+                if (number, word) not in found:
+                    found.append((number, word))
     return found
 
 

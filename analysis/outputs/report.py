@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 import re
 import zlib
 from importlib import resources
@@ -23,6 +22,7 @@ from ..engine.categories import (
 from ..engine.heads import NEXT_OFFSET, PREVIOUS_OFFSET
 from ..engine.measures import MEASURE_TEXT
 from ..engine.pipeline import RunResult
+from .jsonio import json_text
 from .tables import describe
 from ..engine.words import MARKERS_TEXT, WordAttention
 
@@ -204,7 +204,7 @@ def report_data(result: RunResult, summary: dict) -> dict:
 
 def _json_for_script(data: dict) -> str:
     """JSON that cannot close its <script> tag: "</" becomes "<\\/" and "<!--" cannot open a comment."""
-    text = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    text = json_text(data, compact=True)
     return text.replace("</", "<\\/").replace("<!--", "<\\u0021--")
 
 

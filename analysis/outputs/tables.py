@@ -1,7 +1,6 @@
 """Write the result tables of a run: attention.csv, focus.csv, heads.csv and summary.json."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +11,7 @@ from ..engine.heads import STATISTICS, HeadReport
 from ..engine.measures import MEASURE_TEXT, WEIGHTS
 from ..engine.pipeline import RunResult
 from ..engine.words import WordAttention
+from .jsonio import write_json
 
 FLOAT_FORMAT = "%.6f"
 ATTENTION_COLUMNS = ["sentence", "layer", "head", "query_index", "query", "key_index", "key", "weight"]
@@ -30,10 +30,6 @@ def write_csv_chunks(frames, path: Path) -> None:
     with open(path, "w", encoding="utf-8", newline="") as handle:
         for number, frame in enumerate(frames):
             frame.to_csv(handle, header=number == 0, index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
-
-
-def write_json(data: dict, path: Path) -> None:
-    path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def attention_frames(attentions: list[WordAttention]):
@@ -109,7 +105,10 @@ def _rounded(value: float) -> float:
     return round(float(value), 6)
 
 
-def _head(position: tuple[int, int], score: float) -> dict:
+def _head(position: tuple[int, int], score: float) -> dict | None:
+    """The head and its score; None when the score does not exist (a mean over no units is NaN): JSON has no NaN."""
+    if not np.isfinite(score):
+        return None
     return {"layer": position[0] + 1, "head": position[1] + 1, "score": _rounded(score)}
 
 
