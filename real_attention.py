@@ -38,6 +38,7 @@ __path__ = [str(folder) for folder in (_HERE / "analysis", _HERE / "real_attenti
 _API = {
     "load": "real_attention.jobs.api", "attend": "real_attention.jobs.api", "classify": "real_attention.jobs.api", "heatmap": "real_attention.jobs.api",
     "corpus_stats": "real_attention.jobs.api", "Attention": "real_attention.jobs.api",
+    "read_attention": "real_attention.outputs.readback",
     "LoadedModel": "real_attention.engine.models", "WordAttention": "real_attention.engine.words", "Thresholds": "real_attention.corpus.sums",
     "RealAttentionError": "real_attention.engine.errors", "InputError": "real_attention.engine.errors",
     "ModelUnavailable": "real_attention.engine.errors", "OutputError": "real_attention.engine.errors",
@@ -211,15 +212,21 @@ def measure_option(function):
 @click.option("--no-figures", is_flag=True, help="Skip the figures.")
 @click.option("--all-figures", is_flag=True,
               help="Draw the per-sentence heatmaps and focus bars of every sentence, not only the first 10 "
-                   "(the report always holds every sentence).")
+                   "(keeps every sentence's maps in memory).")
+@click.option("--table-format", type=click.Choice(["csv", "parquet"]), default="csv", show_default=True,
+              help="How attention and rollout are stored: csv, or parquet (typed columns, about a tenth of the "
+                   "size; needs the parquet extra). ra.read_attention reads either.")
+@click.option("--report-sentences", type=click.IntRange(min=1), default=200, show_default=True, metavar="N",
+              help="The report holds the first N sentences (the tables hold all of them).")
 @format_option
 @quiet_option
 def run_command(lang, config_path, model_name, revision, offline, device, units, out_dir, measure, compare_measures,
-                no_report, no_figures, formats, all_figures, quiet) -> None:
+                no_report, no_figures, formats, all_figures, table_format, report_sentences, quiet) -> None:
     """Extract every head's word-level attention and classify all heads.
 
-    Writes OUT/results/LANG/ with attention.csv, focus.csv, heads.csv, rollout.csv and summary.json,
-    and OUT/figures/LANG/report.html, one self-contained page that opens offline.
+    Writes OUT/results/LANG/ with attention.csv, focus.csv, heads.csv, rollout.csv and summary.json
+    (attention.parquet and rollout.parquet with --table-format parquet), and OUT/figures/LANG/report.html,
+    one self-contained page that opens offline, of the first 200 sentences (--report-sentences).
     Figures in OUT/figures/LANG/: a heatmap per sentence of the best sense-word, previous-word,
     next-word and marker heads (e.g. sense_L1H4_s1.png), overview.png, focus_bars_s1.png, ... and
     rollout_s1.png, ..., for the first 10 sentences unless --all-figures.
@@ -232,7 +239,7 @@ def run_command(lang, config_path, model_name, revision, offline, device, units,
     from real_attention.engine.naming import short_revision
     from real_attention.outputs.report import REPORT_NAME, write_report
     from real_attention.engine.sentences import load_sentences
-    from real_attention.outputs.tables import describe, sense_head_note, write_results
+    from real_attention.outputs.tables import SentenceTables, check_table_format, describe, sense_head_note, write_results
 
     measures = MEASURES if compare_measures else (measure,)
     with friendly_errors():
@@ -241,6 +248,7 @@ def run_command(lang, config_path, model_name, revision, offline, device, units,
 
             raise InputError(f"--compare-measures runs both measures; leave out --measure {measure}")
         lang = lang_folder(lang)
+        check_table_format(table_format)
         sentence_set = load_sentences(config_path, lang)
         choice = choose_model(lang, model_name, revision)
         runs = {}  # measure -> (folder name, result, summary, figures drawn)
@@ -264,7 +272,13 @@ def run_command(lang, config_path, model_name, revision, offline, device, units,
                 check_supported(loaded, m)
             for m in measures:
                 folder = lang + folder_suffix(m)
-                result = analyse(loaded, sentence_set, units=units, measure=m)
+                # The tables are written as each batch of sentences is done; only the maps the report and the
+                # figures show stay in memory.
+                keep_maps = None if all_figures and not no_figures else max(
+                    0 if no_report else report_sentences, 0 if no_figures else FIGURE_SENTENCES)
+                with SentenceTables(results_folders[m], table_format) as tables:
+                    result = analyse(loaded, sentence_set, units=units, measure=m, keep_maps=keep_maps,
+                                     on_sentence=tables.add)
                 figures, figures_folder, drawing = [], None, None
                 if no_report and no_figures:  # the folder holds what this run drew: nothing
                     staging.remove(out_dir / "figures" / folder)
@@ -275,12 +289,12 @@ def run_command(lang, config_path, model_name, revision, offline, device, units,
                                                None if all_figures else FIGURE_SENTENCES), pool=pool)
                     if font_note is None and pool is not None:
                         font_note = pool.font_note(run_texts(result))
-                summary = write_results(results_folders[m], result)
+                summary = write_results(results_folders[m], result, tables_written=True)
                 report = None
                 if not no_report and pool is not None:
-                    report = pool.write_report(figures_folder / REPORT_NAME, result, summary)
+                    report = pool.write_report(figures_folder / REPORT_NAME, result, summary, report_sentences)
                 elif not no_report:
-                    write_report(figures_folder / REPORT_NAME, result, summary)
+                    write_report(figures_folder / REPORT_NAME, result, summary, report_sentences)
                 if drawing is not None:
                     figures = drawing.wait(quiet=quiet)
                 if report is not None:

@@ -65,14 +65,14 @@ def find_word(attention: WordAttention, word: str, role: str) -> int:
 
 
 def focus_sentences(attentions: list[WordAttention], sentence_set: SentenceSet,
-                    causal: bool = False) -> list[FocusedSentence]:
+                    causal: bool = False, first: int = 1) -> list[FocusedSentence]:
     """Locate the focus and sense word of each configured sentence; SentenceError names the sentence.
 
     causal: a decoder's maps, in which a word sees only itself and the words before it; a sense word after the
     focus word is then a SentenceError.
     """
     located = []
-    for number, (attention, sentence) in enumerate(zip(attentions, sentence_set.sentences), start=1):
+    for number, (attention, sentence) in enumerate(zip(attentions, sentence_set.sentences), start=first):
         focus = locate(attention, sentence_set.focus, sentence.focus_occurrence, "focus", number)
         sense = locate(attention, sentence.sense, sentence.sense_occurrence, "sense", number)
         if causal and sense > focus:

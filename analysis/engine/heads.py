@@ -316,15 +316,15 @@ def _first_argmax(scores: np.ndarray) -> tuple[int, int]:
     return int(layer), int(head)
 
 
-def classify(sentences: list, sums: HeadSums | None = None, causal: bool = False) -> HeadReport:
-    """Score and label every head over FocusedSentences (real_attention.engine.focus).
+SCORES = ("top_key", "top_weight", "sense_weight", "marker_weight", "top_is_marker")  # HeadReport's per-sentence fields
 
-    sums: the pooled sums of the same sentences if already computed (real_attention.engine.pipeline gets them from the
-    forward pass); otherwise word_sums computes them from the word-level maps. causal: a decoder's maps.
+
+def focus_scores(sentences: list) -> dict[str, np.ndarray]:
+    """Where the focus word of each FocusedSentence looks, in every head: SCORES, each (S, layers, heads).
+
+    Needs the sentences' maps; a run of many sentences scores them batch by batch and joins the scores
+    (report_from_scores), so no more than a batch of maps is held at once.
     """
-    assert sentences, "at least one sentence"
-    shapes = {(s.attention.layers, s.attention.heads) for s in sentences}
-    assert len(shapes) == 1, shapes
     top_key, top_weight, sense_weight, marker_weight, top_is_marker = [], [], [], [], []
     for sentence in sentences:
         is_marker = sentence.attention.markers  # (n,)
@@ -335,19 +335,32 @@ def classify(sentences: list, sums: HeadSums | None = None, causal: bool = False
         sense_weight.append(focus_row[:, :, sentence.sense])
         marker_weight.append(focus_row[:, :, is_marker].sum(axis=-1))
         top_is_marker.append(is_marker[top])
-    top_key = np.stack(top_key)
-    senses = np.array([s.sense for s in sentences])[:, None, None]
-    top_is_marker = np.stack(top_is_marker)
-    if sums is None:
-        sums = word_sums([s.attention for s in sentences], causal)
+    return dict(zip(SCORES, map(np.stack, (top_key, top_weight, sense_weight, marker_weight, top_is_marker))))
+
+
+def report_from_scores(scores: dict[str, np.ndarray], senses: np.ndarray, sums: HeadSums,
+                       causal: bool = False) -> HeadReport:
+    """Label every head from focus_scores over S sentences, the (S,) unit index of each sense word and the pooled
+    sums of the same sentences."""
+    top_key = scores["top_key"]
     return HeadReport(
-        top_key=top_key,
-        top_weight=np.stack(top_weight),
-        sense_weight=np.stack(sense_weight),
-        marker_weight=np.stack(marker_weight),
-        top_is_marker=top_is_marker,
-        sense_head=(top_key == senses).all(axis=0),
-        marker_head=top_is_marker.all(axis=0),
+        **scores,
+        sense_head=(top_key == senses[:, None, None]).all(axis=0),
+        marker_head=scores["top_is_marker"].all(axis=0),
         **sums.means(),
         causal=causal,
     )
+
+
+def classify(sentences: list, sums: HeadSums | None = None, causal: bool = False) -> HeadReport:
+    """Score and label every head over FocusedSentences (real_attention.engine.focus).
+
+    sums: the pooled sums of the same sentences if already computed (real_attention.engine.pipeline gets them from the
+    forward pass); otherwise word_sums computes them from the word-level maps. causal: a decoder's maps.
+    """
+    assert sentences, "at least one sentence"
+    shapes = {(s.attention.layers, s.attention.heads) for s in sentences}
+    assert len(shapes) == 1, shapes
+    if sums is None:
+        sums = word_sums([s.attention for s in sentences], causal)
+    return report_from_scores(focus_scores(sentences), np.array([s.sense for s in sentences]), sums, causal)

@@ -48,15 +48,23 @@ class WordAttention:
     text: str
     words: tuple[str, ...]  # (n,) each word as written in the sentence; specials keep the tokenizer's text
     kinds: tuple[Kind, ...]  # (n,) the Kind of each unit
-    weights: np.ndarray  # (layers, heads, n, n) float32, query rows x key columns, each row sums to 1
+    # (layers, heads, n, n) float32, query rows x key columns, each row sums to 1. None only in the RunResult of a
+    # run that streamed its maps to the tables and kept those of the first sentences alone
+    # (real_attention.engine.pipeline.analyse, keep_maps); the words, kinds and labels are all there.
+    weights: np.ndarray | None
     joined: tuple[Joined, ...] = ()  # units of the text rule that one piece straddles, joined into one
 
     def __post_init__(self) -> None:
         n = len(self.words)
         object.__setattr__(self, "kinds", tuple(Kind(int(kind)) for kind in self.kinds))
         assert len(self.kinds) == n and PAD not in self.kinds, self.kinds
-        assert self.weights.ndim == 4 and self.weights.shape[2:] == (n, n), self.weights.shape
-        assert self.weights.dtype == np.float32
+        if self.weights is not None:
+            assert self.weights.ndim == 4 and self.weights.shape[2:] == (n, n), self.weights.shape
+            assert self.weights.dtype == np.float32
+
+    def without_maps(self) -> WordAttention:
+        """The same sentence without its maps (weights None): what a streamed run keeps of most sentences."""
+        return WordAttention(self.text, self.words, self.kinds, None, self.joined)
 
     @property
     def markers(self) -> np.ndarray:

@@ -69,10 +69,10 @@ def _warm_up() -> None:
         pass  # here would be replaced by the pool, fail again, and so on for ever
 
 
-def _write_report(path: Path, result: RunResult, summary: dict) -> Path:
+def _write_report(path: Path, result: RunResult, summary: dict, max_sentences: int | None = None) -> Path:
     from .report import write_report
 
-    return write_report(path, result, summary)
+    return write_report(path, result, summary, max_sentences)
 
 
 def font_note(texts: Sequence[str]) -> str | None:
@@ -171,10 +171,11 @@ class DrawingPool:
         """font_note(texts) in a worker, which has matplotlib's fonts loaded already; `.get()` the line."""
         return self._pool.apply_async(font_note, (list(texts),))
 
-    def write_report(self, path: Path, result: RunResult, summary: dict):
+    def write_report(self, path: Path, result: RunResult, summary: dict, max_sentences: int | None = None):
         """real_attention.outputs.report.write_report in a worker, which has matplotlib's colour maps loaded already, after
-        the figures handed over before it; `.get()` waits for it (and raises its error)."""
-        return self._pool.apply_async(_write_report, (path, result, summary))
+        the figures handed over before it; `.get()` waits for it (and raises its error). max_sentences: as
+        write_report's (None: every sentence whose maps the result kept)."""
+        return self._pool.apply_async(_write_report, (path, result, summary, max_sentences))
 
     def __enter__(self) -> DrawingPool:
         return self

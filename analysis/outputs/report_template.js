@@ -140,7 +140,7 @@
   }
   function buildLegend() {
     const total = LAYERS * HEADS, best = data.summary.best_sense_head;
-    let html = "<h3>Where «" + esc(data.focus_word) + "» looks most, in every sentence (" + data.sentences.length + ")</h3>";
+    let html = "<h3>Where «" + esc(data.focus_word) + "» looks most, in every sentence (" + (data.sentence_count || data.sentences.length) + ")</h3>";
     data.categories.forEach(function (c) {
       html += "<div class=\"item\" data-category=\"" + c.name + "\"><span class=\"swatch\" style=\"background:" +
         c.colour + "\"></span><span>" + esc(c.label) + (c.note ? " <span class=\"note\">" + esc(c.note) + "</span>" : "") +
