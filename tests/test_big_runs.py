@@ -7,15 +7,15 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-
-import real_attention as ra
-from real_attention import cli
 from real_attention.engine import pipeline
 from real_attention.engine.pipeline import RUN_BATCH, analyse
 from real_attention.engine.sentences import Sentence, SentenceSet
 from real_attention.outputs.readback import ResultsError
 from real_attention.outputs.report import report_data, unpack_weights
 from real_attention.outputs.tables import attention_frame, rollout_frame, summary
+
+import real_attention as ra
+from real_attention import cli
 
 TEMPLATES = [("fui al banco a sacar dinero .", "dinero"), ("me senté en el banco de mi jardín .", "jardín"),
              ("el banco de mi jardín .", "jardín"), ("sacar dinero de el banco .", "dinero"),
@@ -139,7 +139,7 @@ def test_read_attention_names_what_is_missing(tmp_path):
 def test_the_report_holds_the_first_sentences_and_says_so(runs):
     page = (runs["csv"].parent.parent / "figures" / "es" / "report.html").read_text(encoding="utf-8")
     data = json.loads(re.search(r'<script type="application/json" id="report-data">(.*?)</script>', page,
-                                re.S).group(1).replace("<\\/", "</"))
+                                re.DOTALL).group(1).replace("<\\/", "</"))
     assert len(data["sentences"]) == 5 and data["sentence_count"] == COUNT
     assert f"This page holds the first 5 of the run&#x27;s {COUNT} sentences" in page
     assert "--report-sentences N" in page

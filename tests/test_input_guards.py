@@ -8,14 +8,20 @@ import warnings
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
-from real_attention import cli
-from real_attention.corpus.sums import CorpusError, CorpusReader, Shard, merge_shards, summary
+from real_attention.corpus.sums import (
+    CorpusError,
+    CorpusReader,
+    Shard,
+    merge_shards,
+    summary,
+)
 from real_attention.engine.errors import InputError
 from real_attention.engine.extract import encode
 from real_attention.engine.heads import HeadSums
 from real_attention.engine.words import SPECIAL_KINDS
 from real_attention.outputs.jsonio import json_text, write_json
+
+from real_attention import cli
 
 SENTENCES = ["me senté en el banco de mi jardín .", "fui al banco a sacar dinero .", "el banco de mi jardín .",
              "fui al banco .", "mi jardín .", "sacar dinero de el banco ."]
@@ -96,7 +102,7 @@ def test_merge_refuses_corrupt_sums_naming_the_file_and_the_field(tmp_path, two_
 
 
 def test_the_untouched_shards_still_merge(two_shards):
-    run, sums = merge_shards(two_shards)
+    _, sums = merge_shards(two_shards)
     assert sums.sentences == len(SENTENCES)
     assert all(np.isfinite(mean).all() and (mean <= 1 + 1e-6).all()
                for name, mean in sums.means().items() if name != "entropy")
@@ -113,7 +119,7 @@ def test_json_never_holds_nan(tmp_path):
 def test_a_corpus_summary_with_no_unit_writes_null_not_nan():
     """A decoder's shard of one-word sentences: no query unit enters any statistic, so every mean is NaN; the
     summary says null for the strongest heads and the uniform entropy."""
-    from real_attention.corpus.sums import CorpusRun, label_heads, Thresholds
+    from real_attention.corpus.sums import CorpusRun, Thresholds, label_heads
 
     sums = HeadSums(totals=np.zeros((9, 2, 3)), sentences=4, units=0, pairs=0, lines=4, causal=True)
     run = CorpusRun(model="m", revision="r", name="c", sha256="0" * 64, format="text", truncate=False,
@@ -172,9 +178,8 @@ def test_a_typed_special_is_text_for_a_decoder(tmp_path_factory):
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from test_decoders import tiny_decoder
-
     from real_attention.engine.models import choose_model, load_model
+    from test_decoders import tiny_decoder
 
     folder = tiny_decoder(tmp_path_factory.mktemp("tiny-llama-specials"), "llama")
     loaded = load_model(choose_model("en", str(folder), None))
@@ -187,10 +192,9 @@ def test_a_typed_special_is_text_for_a_decoder(tmp_path_factory):
 @pytest.mark.slow
 def test_smollm2_reads_a_typed_im_end_as_text():
     """SmolLM2's byte-level BPE: its chat markers typed in a sentence are characters (its tokenizer alone, ~5 s)."""
-    from transformers import AutoTokenizer
-
     from real_attention.engine.errors import ModelUnavailable
     from real_attention.engine.models import smollm2_gguf
+    from transformers import AutoTokenizer
 
     try:
         gguf = smollm2_gguf()

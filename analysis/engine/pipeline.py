@@ -7,7 +7,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .focus import FocusedSentence, focus_sentences
-from .heads import STATISTICS, HeadReport, HeadSums, classify, focus_scores, kernel, report_from_scores, sentence_counts
+from .heads import (STATISTICS, HeadReport, HeadSums, classify, focus_scores, kernel, report_from_scores,
+                    sentence_counts)
 from .measures import WEIGHTS
 from .sentences import SentenceSet
 from .units import DEFAULT_UNITS
