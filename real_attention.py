@@ -19,11 +19,20 @@ function first needs it.
 from __future__ import annotations
 
 import sys
-import traceback
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:  # what IDEs and mypy see; at run time __getattr__ below imports each name on first use
+    from real_attention.pooling.sums import Thresholds  # noqa: F401
+    from real_attention.engine.errors import (  # noqa: F401
+        InputError, ModelUnavailable, OutputError, RealAttentionError,
+    )
+    from real_attention.engine.models import LoadedModel  # noqa: F401
+    from real_attention.engine.words import WordAttention  # noqa: F401
+    from real_attention.jobs.api import Attention, attend, classify, corpus_stats, heatmap, load  # noqa: F401
 
 __version__ = "0.1.0"
 
@@ -36,10 +45,16 @@ __path__ = [str(folder) for folder in (_HERE / "analysis", _HERE / "real_attenti
 
 # The public API, imported from analysis on first use (PEP 562), so `import real_attention` stays light.
 _API = {
-    "load": "real_attention.jobs.api", "attend": "real_attention.jobs.api", "classify": "real_attention.jobs.api", "heatmap": "real_attention.jobs.api",
-    "corpus_stats": "real_attention.jobs.api", "Attention": "real_attention.jobs.api",
+    "load": "real_attention.jobs.api", "attend": "real_attention.jobs.api", "classify": "real_attention.jobs.api",
+    "heatmap": "real_attention.jobs.api", "corpus_stats": "real_attention.jobs.api", "Attention": "real_attention.jobs.api",
     "read_attention": "real_attention.outputs.readback",
-    "LoadedModel": "real_attention.engine.models", "WordAttention": "real_attention.engine.words", "Thresholds": "real_attention.corpus.sums",
+    "run": "real_attention.jobs.run", "RunOutput": "real_attention.jobs.run", "MeasureRun": "real_attention.jobs.run",
+    "corpus": "real_attention.jobs.corpus", "merge": "real_attention.jobs.corpus",
+    "CorpusOutput": "real_attention.jobs.corpus",
+    "syntax": "real_attention.parsing.probe", "write_syntax": "real_attention.parsing.probe",
+    "SyntaxResult": "real_attention.parsing.probe",
+    "LoadedModel": "real_attention.engine.models", "WordAttention": "real_attention.engine.words",
+    "Thresholds": "real_attention.pooling.sums",
     "RealAttentionError": "real_attention.engine.errors", "InputError": "real_attention.engine.errors",
     "ModelUnavailable": "real_attention.engine.errors", "OutputError": "real_attention.engine.errors",
 }
@@ -67,7 +82,7 @@ class CommandError(click.ClickException):
 
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        self.exit_code = exit_code  # type: ignore[misc]  # click declares it on the class
 
 
 @contextmanager
@@ -87,11 +102,13 @@ class Group(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
-            raise
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, BrokenPipeError):
+            raise  # BrokenPipeError: the reader went away; main() ends quietly
         except KeyboardInterrupt:
             raise click.exceptions.Abort() from None
         except Exception:  # noqa: BLE001 - a bug, not bad input
+            import traceback
+
             traceback.print_exc()
             click.echo(f"real-attention {__version__} hit a bug, not a problem with your input. Please report it "
                        "with the command you ran and the traceback above.", err=True)
@@ -100,11 +117,6 @@ class Group(click.Group):
 
 def warn(message: str) -> None:
     click.echo(f"Warning: {message}", err=True)
-
-
-def report_leftovers(staging) -> None:
-    for leftover in staging.leftovers:
-        warn(leftover)
 
 
 def out_option(function):
@@ -127,12 +139,10 @@ def quiet_option(function):
                         "no progress bar.")(function)
 
 
-def lang_folder(lang: str) -> str:
-    """--lang names a folder under results/ and figures/: one plain name, checked before anything loads."""
-    from real_attention.outputs.staging import plain_folder_name
-    from real_attention.engine.measures import check_own_folder
-
-    return check_own_folder(plain_folder_name(lang, "--lang"), "--lang")
+def wait_option(function):
+    return click.option("--no-wait", "no_wait", is_flag=True,
+                        help="If another run is writing the same output folders, stop with an error instead of "
+                             "waiting for it.")(function)
 
 
 def units_option(function):
@@ -175,8 +185,8 @@ def lesson_command(out_dir: Path, formats: tuple[str, ...], quiet: bool) -> None
 
     Writes OUT/results/lesson/ (CSV, JSON) and OUT/figures/lesson/ and prints each number next to the lesson's.
     """
-    from real_attention.lesson.numbers import compute_lesson
     from real_attention.lesson.files import format_report, write_lesson
+    from real_attention.lesson.numbers import compute_lesson
 
     results = compute_lesson()
     with friendly_errors():
@@ -199,7 +209,7 @@ def measure_option(function):
 @cli.command("run")
 @click.option("--lang", default=DEFAULT_LANG, show_default=True,
               help="Language table of the config (es, en, ...); also the results folder's name.")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--config", "config", type=click.Path(dir_okay=False, path_type=Path),
               help="TOML file of sentences; replaces the lesson's packaged config.")
 @model_options
 @units_option
@@ -219,122 +229,31 @@ def measure_option(function):
 @click.option("--report-sentences", type=click.IntRange(min=1), default=200, show_default=True, metavar="N",
               help="The report holds the first N sentences (the tables hold all of them).")
 @format_option
+@wait_option
 @quiet_option
-def run_command(lang, config_path, model_name, revision, offline, device, units, out_dir, measure, compare_measures,
-                no_report, no_figures, formats, all_figures, table_format, report_sentences, quiet) -> None:
+def run_command(no_report: bool, no_figures: bool, model_name: str | None, out_dir: Path, no_wait: bool,
+                quiet: bool, **options) -> None:
     """Extract every head's word-level attention and classify all heads.
 
     Writes OUT/results/LANG/ with attention.csv, focus.csv, heads.csv, rollout.csv and summary.json
     (attention.parquet and rollout.parquet with --table-format parquet), and OUT/figures/LANG/report.html,
     one self-contained page that opens offline, of the first 200 sentences (--report-sentences).
     Figures in OUT/figures/LANG/: a heatmap per sentence of the best sense-word, previous-word,
-    next-word and marker heads (e.g. sense_L1H4_s1.png), overview.png, focus_bars_s1.png, ... and
+    next-word and top marker-weight heads (e.g. sense_L1H4_s1.png), overview.png, focus_bars_s1.png, ... and
     rollout_s1.png, ..., for the first 10 sentences unless --all-figures.
     With --measure norm the folders are LANG-norm instead of LANG.
     OUT/figures/LANG/ always holds exactly what this run drew: with --no-figures --no-report it is removed.
     """
-    from real_attention.outputs.staging import staged_outputs
-    from real_attention.engine.measures import MEASURES, check_supported, folder_suffix
-    from real_attention.engine.models import choose_model
-    from real_attention.engine.naming import short_revision
-    from real_attention.outputs.report import REPORT_NAME, write_report
-    from real_attention.engine.sentences import load_sentences
-    from real_attention.outputs.tables import SentenceTables, check_table_format, describe, sense_head_note, write_results
+    from real_attention.jobs.run import run
+    from real_attention.outputs.console import run_lines
 
-    measures = MEASURES if compare_measures else (measure,)
     with friendly_errors():
-        if compare_measures and measure != MEASURES[0]:
-            from real_attention.engine.errors import InputError
-
-            raise InputError(f"--compare-measures runs both measures; leave out --measure {measure}")
-        lang = lang_folder(lang)
-        check_table_format(table_format)
-        sentence_set = load_sentences(config_path, lang)
-        choice = choose_model(lang, model_name, revision)
-        runs = {}  # measure -> (folder name, result, summary, figures drawn)
-        font_note = None  # the line about missing glyphs, worked out by a drawing worker
-        with staged_outputs() as staging, ExitStack() as drawing_processes:
-            results_folders = {m: staging.folder(out_dir / "results" / (lang + folder_suffix(m))) for m in measures}
-            from real_attention.outputs.drawing import FIGURE_SENTENCES, Drawing, DrawingPool, run_jobs, run_texts
-
-            # Started now, the drawing processes import matplotlib while this one loads the model.
-            pool = None if no_figures else DrawingPool.start()
-            if pool is not None:
-                drawing_processes.enter_context(pool)
-            from real_attention.engine.models import check_encodes, load_model
-            from real_attention.engine.pipeline import analyse
-
-            loaded = load_model(choice, device=device, offline=offline)
-            unknown_note = check_encodes(loaded, [sentence.text for sentence in sentence_set.sentences])
-            if unknown_note:  # the words run as [UNK]
-                warn(unknown_note)
-            for m in measures:  # before any measure is computed or drawn
-                check_supported(loaded, m)
-            for m in measures:
-                folder = lang + folder_suffix(m)
-                # The tables are written as each batch of sentences is done; only the maps the report and the
-                # figures show stay in memory.
-                keep_maps = None if all_figures and not no_figures else max(
-                    0 if no_report else report_sentences, 0 if no_figures else FIGURE_SENTENCES)
-                with SentenceTables(results_folders[m], table_format) as tables:
-                    result = analyse(loaded, sentence_set, units=units, measure=m, keep_maps=keep_maps,
-                                     on_sentence=tables.add)
-                figures, figures_folder, drawing = [], None, None
-                if no_report and no_figures:  # the folder holds what this run drew: nothing
-                    staging.remove(out_dir / "figures" / folder)
-                else:  # one staged folder per target, shared by figures and report
-                    figures_folder = staging.folder(out_dir / "figures" / folder)
-                if not no_figures:  # the workers draw while this process writes the tables and the report
-                    drawing = Drawing(run_jobs(figures_folder, result, formats,
-                                               None if all_figures else FIGURE_SENTENCES), pool=pool)
-                    if font_note is None and pool is not None:
-                        font_note = pool.font_note(run_texts(result))
-                summary = write_results(results_folders[m], result, tables_written=True)
-                report = None
-                if not no_report and pool is not None:
-                    report = pool.write_report(figures_folder / REPORT_NAME, result, summary, report_sentences)
-                elif not no_report:
-                    write_report(figures_folder / REPORT_NAME, result, summary, report_sentences)
-                if drawing is not None:
-                    figures = drawing.wait(quiet=quiet)
-                if report is not None:
-                    pool.get(report)
-                runs[m] = (folder, result, summary, figures, figures_folder)
-            if compare_measures:
-                from real_attention.outputs.compare import compare_line, write_compare
-
-                weights_run, norm_run = (runs[m] for m in MEASURES)
-                write_compare(results_folders[MEASURES[0]], None if no_figures else weights_run[4],
-                              weights_run[1], norm_run[1], formats)
-    report_leftovers(staging)
-    if not no_figures:
-        from real_attention.outputs.drawing import font_note as missing_glyphs
-
-        note = font_note.get() if font_note is not None else missing_glyphs(run_texts(result))  # ready: pool joined
-        if note:
-            warn(note)
-    if quiet:
-        return
-    for m, (folder, result, summary, figures, _) in runs.items():
-        measured = "" if len(runs) == 1 and m == MEASURES[0] else f", measure {m}"
-        click.echo(f"{result.model} @ {short_revision(result.revision)}, {len(sentence_set.sentences)} sentence(s), "
-                   f"focus {sentence_set.focus!r}{measured}")
-        click.echo(describe(summary))
-        click.echo(f"wrote {out_dir / 'results' / folder}")
-        if not no_figures:
-            click.echo(f"wrote {len(figures)} figure(s) to {out_dir / 'figures' / folder}")
-            note = sense_head_note(result)
-            if note:
-                click.echo(note)
-        if not no_report:
-            click.echo(f"wrote {out_dir / 'figures' / folder / REPORT_NAME}")
-    if compare_measures:
-        click.echo(compare_line(runs[MEASURES[0]][1], runs[MEASURES[1]][1]))
-        from real_attention.outputs.compare import COMPARE_NAME
-
-        folder = runs[MEASURES[0]][0]
-        click.echo(f"wrote {out_dir / 'results' / folder / COMPARE_NAME}.csv"
-                   + ("" if no_figures else f" and {out_dir / 'figures' / folder / COMPARE_NAME}.{formats[0]}"))
+        output = run(model=model_name, out=out_dir, figures=not no_figures, report=not no_report, quiet=quiet,
+                     wait=not no_wait, progress=warn, **options)
+    for line in output.leftovers + tuple(note for note in (output.unknown_note, output.font_note) if note):
+        warn(line)
+    if not quiet:
+        click.echo("\n".join(run_lines(output)))
 
 
 @cli.command("show")
@@ -343,32 +262,21 @@ def run_command(lang, config_path, model_name, revision, offline, device, units,
 @click.option("--head", type=int, required=True, help="Head within the layer, counted from 1.")
 @click.option("--sentence", type=int, help="Sentence number, counted from 1. Default: every sentence.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
-              show_default=True, help="The --out folder of `real-attention run`; figures go to OUT/figures/LANG/.")
+              show_default=True, help="The --out folder of `real-attention run`; figures go to OUT/figures/show/LANG/.")
 @measure_option
 @format_option
 @quiet_option
 def show_command(lang, layer, head, sentence, out_dir, measure, formats, quiet) -> None:
     """Draw the word x word heatmap of any one head from a finished run (no model is loaded).
 
-    Reads OUT/results/LANG/attention.csv and summary.json, writes OUT/figures/LANG/head_L<l>H<h>_s<k>.png
-    and prints its path. With --measure norm: the LANG-norm folders of `run --measure norm`.
+    Reads OUT/results/LANG/attention.csv and summary.json, writes OUT/figures/show/LANG/head_L<l>H<h>_s<k>.png
+    (its own folder: a later `run` replaces figures/LANG/ whole) and prints its path. With --measure norm: the
+    LANG-norm folders of `run --measure norm`.
     """
-    from real_attention.engine.errors import OutputError
-    from real_attention.outputs.drawing import font_note, write_head_figures
-    from real_attention.outputs.readback import load_run
+    from real_attention.outputs.drawing import show_head
 
     with friendly_errors():
-        lang = lang_folder(lang)
-        from real_attention.engine.measures import folder_suffix
-
-        run = load_run(out_dir, lang, measure)
-        folder = out_dir / "figures" / (lang + folder_suffix(measure))
-        try:
-            paths = write_head_figures(folder, run, layer, head, sentence, formats, quiet=quiet)
-        except OSError as error:  # the figures folder exists but cannot be written
-            raise OutputError(f"cannot write to {folder}: {error.strerror or error}. "
-                              "Choose a writable folder with --out.") from None
-    note = font_note([str(word) for word in run.attention["query"].unique()])
+        paths, note = show_head(out_dir, lang, layer, head, sentence, measure, formats, quiet=quiet)
     if note:
         warn(note)
     if not quiet:
@@ -382,9 +290,9 @@ def show_command(lang, layer, head, sentence, out_dir, measure, formats, quiet) 
                    "Repeat it, list more files after the options, or give a quoted glob or an fsspec URL "
                    "(s3://bucket/wiki/*.txt); the inputs are read in order as one corpus.")
 @click.argument("more_specs", nargs=-1, metavar="[FILE]...")
-@click.option("--input-format", "corpus_format", type=click.Choice(["auto", "text", "jsonl"]), default="auto",
+@click.option("--input-format", "input_format", type=click.Choice(["auto", "text", "jsonl"]), default="auto",
               show_default=True, help="How to read FILE; auto: jsonl for a .jsonl name, else text.")
-@click.option("--name", "corpus_name", metavar="NAME",
+@click.option("--name", "name", metavar="NAME",
               help="Corpus name, the folder under results/corpus/. Default: the first FILE's stem ('stdin' for -).")
 @click.option("--lang", help="Use the pinned model of this language (es, en); or pass --model.")
 @model_options
@@ -392,9 +300,9 @@ def show_command(lang, layer, head, sentence, out_dir, measure, formats, quiet) 
 @click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True,
               help="Sentences per forward pass, fewer for long ones; sorted by length first, so little padding is run.")
 @click.option("--truncate", is_flag=True, help="Cut lines over the model's maximum length instead of skipping them.")
-@click.option("--shard", "shard_text", metavar="i/N",
+@click.option("--shard", "shard", metavar="i/N",
               help="Process lines i, i+N, i+2N, ... (counted from 1) into NAME-shard-i-of-N; see `merge`.")
-@click.option("--threshold", "threshold_settings", metavar="NAME=VALUE", multiple=True,
+@click.option("--threshold", "thresholds", metavar="NAME=VALUE", multiple=True,
               help="Change a labelling threshold: position (0.5), marker (0.5) or broad (0.8); repeatable.")
 @click.option("--workers", type=click.IntRange(min=1), metavar="N",
               help="Start a local Dask cluster of N worker processes (needs the dask extra).")
@@ -408,10 +316,9 @@ def show_command(lang, layer, head, sentence, out_dir, measure, formats, quiet) 
 @measure_option
 @out_option
 @format_option
+@wait_option
 @quiet_option
-def heads_command(corpus_specs, more_specs, corpus_format, corpus_name, lang, model_name, revision, offline,
-                  device, units, batch_size, truncate, shard_text, threshold_settings, workers, scheduler, threads,
-                  partition_size, measure, out_dir, formats, quiet) -> None:
+def heads_command(corpus_specs, more_specs, model_name, out_dir, no_wait, quiet, **options) -> None:
     """Pool every head's attention statistics over a corpus and label each head.
 
     Per head, at word level: the mean weight on the previous, next and same word, on the first and last
@@ -421,49 +328,16 @@ def heads_command(corpus_specs, more_specs, corpus_format, corpus_name, lang, mo
     statistics.png). With --workers or --scheduler the partitions run on a Dask cluster. With --measure norm
     the statistics pool the norm-based maps, into NAME-norm/ folders.
     """
-    from real_attention.outputs.staging import staged_outputs
-    from real_attention.corpus.cluster import Engine, run_corpus
-    from real_attention.corpus.sums import CorpusError, CorpusRun, Shard, Thresholds, describe, folder_name, write_corpus
-    from real_attention.corpus.inputs import CorpusText, expand
-    from real_attention.engine.naming import short_revision
+    from real_attention.jobs.corpus import corpus
+    from real_attention.outputs.console import corpus_lines
 
     with friendly_errors():
-        shard = Shard.parse(shard_text) if shard_text is not None else None
-        thresholds = Thresholds.parse(threshold_settings)
-        engine = Engine(workers=workers, scheduler=scheduler, threads=threads, partition_size=partition_size)
-        engine.check()
-        if model_name is None and lang is None:
-            raise CorpusError("heads needs a model: pass --model ID_OR_PATH (e.g. --model minilm) or --lang es|en "
-                              "for that language's pinned model")
-        inputs = expand(tuple(corpus_specs) + tuple(more_specs), corpus_format)
-        name = corpus_name or inputs[0].stem
-        folder = folder_name(name, shard, measure)
-        with staged_outputs() as staging:
-            results_folder = staging.folder(out_dir / "results" / "corpus" / folder)
-            figures_folder = staging.folder(out_dir / "figures" / "corpus" / folder)
-            from tqdm.auto import tqdm
-
-            from real_attention.engine.pipeline import versions
-
-            text = CorpusText(inputs, shard or Shard())
-            with tqdm(total=text.total_lines(), unit="sent", desc=folder, disable=quiet, file=sys.stderr,
-                      dynamic_ncols=True) as bar:
-                result = run_corpus(engine, text, lang=lang, model=model_name, revision=revision, device=device,
-                                    offline=offline, batch_size=batch_size, truncate=truncate, progress=bar,
-                                    units=units, measure=measure)
-            run = CorpusRun(model=result.model, revision=result.revision, name=name, sha256=text.sha256,
-                            format=inputs[0].format, truncate=truncate, versions=versions(), shard=shard,
-                            thresholds=thresholds, engine=result.engine, units=units, measure=measure)
-            summary = write_corpus(results_folder, figures_folder, run, result.sums, formats)
-    report_leftovers(staging)
-    if quiet:
-        return
-    engine_note = "" if engine.kind == "single-process" else (
-        f", {result.engine['workers']} Dask worker(s), {result.engine['partitions']} partition(s)")
-    click.echo(f"{run.model} @ {short_revision(run.revision)}, corpus {name!r} (sha256 {run.sha256[:12]})"
-               + ("" if shard is None else f", shard {shard.index}/{shard.count}") + engine_note)
-    click.echo(describe(summary))
-    click.echo(f"wrote {out_dir / 'results' / 'corpus' / folder} and {out_dir / 'figures' / 'corpus' / folder}")
+        output = corpus(corpus_specs + more_specs, model=model_name, out=out_dir, wait=not no_wait,
+                        progress=None if quiet else progress_bar, **options)
+    for line in output.leftovers:
+        warn(line)
+    if not quiet:
+        click.echo("\n".join(corpus_lines(output)))
 
 
 @cli.command("merge")
@@ -471,36 +345,94 @@ def heads_command(corpus_specs, more_specs, corpus_format, corpus_name, lang, mo
                 type=click.Path(file_okay=False, path_type=Path))
 @out_option
 @format_option
+@wait_option
 @quiet_option
-def merge_command(shard_dirs, out_dir, formats, quiet) -> None:
+def merge_command(shard_dirs, out_dir, formats, no_wait, quiet) -> None:
     """Add up the shards of one `heads --shard i/N` run into the result of the unsharded run.
 
     Each SHARD_DIR is a results/corpus/NAME-shard-i-of-N/ folder; all N shards are needed. Writes
     OUT/results/corpus/NAME/ and OUT/figures/corpus/NAME/ in the same form as `heads` without --shard.
     """
-    from real_attention.outputs.staging import staged_outputs
-    from real_attention.corpus.sums import describe, merge_shards, write_corpus
-    from real_attention.engine.naming import short_revision
+    from real_attention.jobs.corpus import merge
+    from real_attention.outputs.console import corpus_lines
 
     with friendly_errors():
-        run, sums = merge_shards(shard_dirs)
-        with staged_outputs() as staging:
-            results_folder = staging.folder(out_dir / "results" / "corpus" / run.folder_name)
-            figures_folder = staging.folder(out_dir / "figures" / "corpus" / run.folder_name)
-            summary = write_corpus(results_folder, figures_folder, run, sums, formats)
-    report_leftovers(staging)
-    if quiet:
-        return
-    click.echo(f"{run.model} @ {short_revision(run.revision)}, corpus {run.name!r} (sha256 {run.sha256[:12]}), "
-               f"{len(shard_dirs)} shard(s) merged")
-    click.echo(describe(summary))
-    click.echo(f"wrote {out_dir / 'results' / 'corpus' / run.folder_name} and "
-               f"{out_dir / 'figures' / 'corpus' / run.folder_name}")
+        output = merge(shard_dirs, out=out_dir, formats=formats, wait=not no_wait)
+    for line in output.leftovers:
+        warn(line)
+    if not quiet:
+        click.echo("\n".join(corpus_lines(output)))
+
+
+def progress_bar(total: int, desc: str):
+    """A tqdm bar on stderr, for the library's `progress=` factories."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit="sent", desc=desc, file=sys.stderr, dynamic_ncols=True)
+
+
+# --- syntax: heads as dependency parsers ------------------------------------------------------------------
+
+
+@cli.command("syntax")
+@click.option("--treebank", required=True, type=click.Path(dir_okay=False, path_type=Path), metavar="FILE.conllu",
+              help="A CoNLL-U treebank, e.g. UD English-EWT's en_ewt-ud-dev.conllu.")
+@click.option("--lang", help="Use the pinned model of this language (es, en); or pass --model.")
+@model_options
+@measure_option
+@click.option("--name", metavar="NAME", help="The folder under results/syntax/ and figures/syntax/. "
+              "Default: the treebank's stem.")
+@click.option("--min-count", type=int, default=100, show_default=True,
+              help="best.csv reports a relation with at least this many words (always `all`).")
+@click.option("--limit", type=int, metavar="N", help="Score the first N sentences only.")
+@click.option("--batch-size", type=int, default=32, show_default=True,
+              help="Sentences per forward pass, fewer for long ones; sorted by length first.")
+@out_option
+@format_option
+@quiet_option
+def syntax_command(treebank, lang, model_name, revision, offline, device, measure, name, min_count, limit,
+                   batch_size, out_dir, formats, quiet) -> None:
+    """Which head best predicts each dependency relation of a treebank (Clark et al. 2019, Sec. 4).
+
+    Writes OUT/results/syntax/NAME/ (heads.csv, best.csv, baselines.csv, summary.json) and
+    OUT/figures/syntax/NAME/ (best.png, relations.png, examples_det.png, examples_nsubj.png, examples_obj.png).
+    """
+    from tqdm.auto import tqdm
+
+    from real_attention.jobs.api import load
+    from real_attention.parsing.probe import check_options, default_name, describe, folder_name, scan_treebank
+    from real_attention.parsing.probe import syntax, write_syntax
+
+    with friendly_errors():
+        if model_name is None and lang is None:
+            from real_attention.engine.errors import InputError
+
+            raise InputError("syntax needs a model: pass --model ID_OR_PATH (e.g. --model minilm) or --lang es|en")
+        name = name or default_name(treebank)
+        folder_name(name, measure)  # a bad --name, before any work
+        check_options(batch_size, min_count)
+        bank = scan_treebank(treebank, limit)
+        loaded = load(model_name, revision=revision, lang=lang, device=device, offline=offline)
+        with tqdm(total=bank.sentences, unit="sent", desc=name, disable=quiet, file=sys.stderr,
+                  dynamic_ncols=True) as bar:
+            result = syntax(loaded, bank, measure=measure, min_count=min_count, batch_size=batch_size, progress=bar)
+        results_folder, figures_folder = write_syntax(result, out_dir, name, formats)
+    if not quiet:
+        click.echo(f"{result.summary['model']} on {bank.name} (sha256 {bank.sha256[:12]})")
+        click.echo(describe(result))
+        click.echo(f"wrote {results_folder} and {figures_folder}")
 
 
 def main() -> None:
     try:
         cli()
+    except BrokenPipeError:
+        # The reader of our output went away (`real-attention run | head`): stop quietly. Python would report
+        # the pipe again when it flushes stdout at exit, so point stdout at nowhere first.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
     finally:
         # The interpreter's last garbage collection would walk every object torch, transformers and pandas
         # made, to free memory the process is about to give back anyway: about 0.7 s of a 4 s run. Frozen

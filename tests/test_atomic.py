@@ -1,5 +1,4 @@
 """Staged output folders: all land together on success, none on failure or Ctrl-C."""
-from pathlib import Path
 
 import pytest
 

@@ -54,13 +54,13 @@ def test_a_streamed_run_keeps_only_the_first_maps_and_labels_the_same(tiny_loade
 def test_each_sentence_is_handed_over_as_its_batch_ends(tiny_loaded, monkeypatch):
     """Streaming, not collecting: sentence 1 reaches on_sentence before the second batch runs."""
     calls, seen = [], {}
-    forward = pipeline.forward_words
+    forward = pipeline._attend_batch
 
     def counted(*args, **kwargs):
         calls.append(1)
         return forward(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "forward_words", counted)
+    monkeypatch.setattr(pipeline, "_attend_batch", counted)
     analyse(tiny_loaded, many_sentences(), keep_maps=0,
             on_sentence=lambda number, sentence, rolled: seen.setdefault(number, len(calls)))
     assert len(calls) == 2

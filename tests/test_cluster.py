@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from real_attention.corpus.cluster import Engine, OrderedSum, partitions, run_corpus
-from real_attention.corpus.sums import STATISTICS, CorpusError, HeadSums, Shard, Thresholds, heads_frame, label_heads
-from real_attention.corpus.inputs import CorpusText, expand
+from real_attention.pooling.cluster import Engine, OrderedSum, partitions, run_corpus
+from real_attention.pooling.sums import STATISTICS, CorpusError, HeadSums, Shard, Thresholds, corpus_heads_frame, label_heads
+from real_attention.pooling.inputs import CorpusText, expand
 from real_attention.outputs.tables import write_csv
 from real_attention import cli
 
@@ -161,7 +161,7 @@ def test_an_unreachable_scheduler_is_one_line_that_says_what_to_do(tmp_path, tin
     import socket
 
     pytest.importorskip("distributed")
-    from real_attention.corpus import dask_engine
+    from real_attention.pooling import dask_engine
 
     monkeypatch.setattr(dask_engine, "CONNECT_TIMEOUT", "1s")
     with socket.socket() as probe:  # a port nobody listens on
@@ -235,7 +235,7 @@ def seed_text() -> CorpusText:
 
 def heads_csv(sums: HeadSums, path: Path) -> str:
     labels = label_heads(sums.means(), sums.uniform_entropy, Thresholds())
-    write_csv(heads_frame(sums, labels), path)
+    write_csv(corpus_heads_frame(sums, labels), path)
     return path.read_text()
 
 
@@ -309,7 +309,7 @@ def test_a_killed_worker_is_replaced_and_the_result_is_the_same(cluster, single_
 
 @pytest.mark.slow
 def test_a_worker_with_another_model_fails_the_run_with_a_clear_error(cluster, needs_minilm_module):
-    from real_attention.corpus.dask_engine import ModelSpec, dask_sums
+    from real_attention.pooling.dask_engine import ModelSpec, dask_sums
     from real_attention.engine.errors import ModelUnavailable
 
     _, client = cluster
@@ -345,7 +345,7 @@ def test_heads_workers_writes_the_single_process_files(tmp_path, tiny_model_dir)
 
 @pytest.mark.slow
 def test_an_interrupted_cluster_run_writes_nothing(cluster, tmp_path, tiny_model_dir, monkeypatch):
-    from real_attention.corpus import dask_engine
+    from real_attention.pooling import dask_engine
 
     corpus = tmp_path / "tiny.txt"
     corpus.write_text("\n".join(TINY_SENTENCES * 3) + "\n")

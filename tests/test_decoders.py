@@ -147,7 +147,7 @@ def test_run_on_a_decoder_writes_its_categories(llama_dir, tmp_path):
     shown = CliRunner().invoke(cli, ["show", "--lang", "en-causal", "--layer", "2", "--head", "3", "--sentence", "1",
                                      "--out", str(out)])
     assert shown.exit_code == 0, shown.output
-    assert (out / "figures" / "en-causal" / "head_L2H3_s1.png").is_file()
+    assert (out / "figures" / "show" / "en-causal" / "head_L2H3_s1.png").is_file()
 
 
 def test_attention_csv_is_streamed_with_the_bytes_of_the_whole_table(tiny_loaded, tmp_path):
@@ -229,8 +229,8 @@ def test_show_names_a_first_token_head_only_in_a_decoder():
     from real_attention.outputs.readback import head_role
 
     summary = {"first_head": {"layer": 1, "head": 2}, "strongest_markers_head": {"layer": 1, "head": 2}}
-    assert head_role(summary, 0, 1) == "marker head"  # an encoder's summary.json has a first_head too
-    assert head_role({**summary, "causal": True}, 0, 1) == "marker head, first-token head"
+    assert head_role(summary, 0, 1) == "top marker-weight head"  # an encoder's summary.json has a first_head too
+    assert head_role({**summary, "causal": True}, 0, 1) == "top marker-weight head, first-token head"
 
 
 def test_compare_measures_on_a_decoder_counts_its_first_token_heads(llama_dir, tmp_path):
@@ -447,9 +447,9 @@ def test_the_report_of_a_decoder_shows_its_categories_in_the_browser(llama_dir, 
 
 def test_a_dask_worker_gives_a_decoders_sums_of_one_process(llama_dir, tmp_path):
     pytest.importorskip("distributed")
-    from real_attention.corpus.cluster import Engine, run_corpus
-    from real_attention.corpus.sums import Shard
-    from real_attention.corpus.inputs import CorpusText, expand
+    from real_attention.pooling.cluster import Engine, run_corpus
+    from real_attention.pooling.sums import Shard
+    from real_attention.pooling.inputs import CorpusText, expand
 
     corpus = tmp_path / "lines.txt"
     corpus.write_text("\n".join(s.text for s in CAUSAL.sentences) * 2 + "\n")

@@ -193,8 +193,12 @@ def test_an_old_folder_that_cannot_be_removed_is_reported(tiny_model_dir, tmp_pa
 
     assert run_tiny(tiny_model_dir, tmp_path).exit_code == 0
 
-    def stubborn(path, onerror=None, **_):
-        onerror(None, str(path), (PermissionError, PermissionError(13, "Permission denied"), None))
+    def stubborn(path, onerror=None, onexc=None, **_):  # onexc from Python 3.12, onerror before
+        error = PermissionError(13, "Permission denied")
+        if onexc is not None:
+            onexc(None, str(path), error)
+        else:
+            onerror(None, str(path), (PermissionError, error, None))
 
     monkeypatch.setattr(atomic.shutil, "rmtree", stubborn)
     result = run_tiny(tiny_model_dir, tmp_path)
@@ -215,7 +219,7 @@ def test_show_into_an_unwritable_folder_is_one_line(tiny_model_dir, tmp_path, mo
     monkeypatch.setattr(plots, "_save", denied)
     result = invoke("show", "--layer", "1", "--head", "1", "--out", tmp_path)
     assert result.exit_code == 1
-    assert error_line(result) == (f"Error: cannot write to {tmp_path / 'figures' / 'es'}: Permission denied. "
+    assert error_line(result) == (f"Error: cannot write to {tmp_path / 'figures' / 'show' / 'es'}: Permission denied. "
                                   "Choose a writable folder with --out.")
 
 

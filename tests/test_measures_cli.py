@@ -46,11 +46,13 @@ def test_run_measure_norm_writes_its_own_folders(tiny_model_dir, tmp_path):
 
     shown = invoke("show", "--out", tmp_path, "--layer", 1, "--head", 2, "--sentence", 1, "--measure", "norm")
     assert shown.exit_code == 0, shown.output
-    assert (figures / "head_L1H2_s1.png").is_file()
+    assert (tmp_path / "figures" / "show" / "es-norm" / "head_L1H2_s1.png").is_file()
     missing = invoke("show", "--out", tmp_path, "--layer", 1, "--head", 2)
     assert missing.exit_code == 2
     assert missing.output.strip().splitlines()[-1] == (
-        f"Error: no results in {tmp_path / 'results' / 'es'}; run `real-attention run --lang es --out {tmp_path}` first")
+        # the hint repeats the model of the run that is there (es-norm), so following it never downloads mBERT
+        f"Error: no results in {tmp_path / 'results' / 'es'}; run `real-attention run --lang es --model "
+        f"{tiny_model_dir} --out {tmp_path}` first")
 
 
 def test_a_norm_run_is_byte_identical_when_repeated(tiny_model_dir, tmp_path):
@@ -136,7 +138,7 @@ def test_api_attend_takes_the_measure(tiny_loaded):
 
 def test_corpus_measure_norm(tiny_loaded, tiny_model_dir, tmp_path):
     import real_attention as ra
-    from real_attention.corpus.sums import CorpusReader, corpus_sums
+    from real_attention.pooling.sums import CorpusReader, corpus_sums
     from real_attention.engine.heads import STATISTICS, word_sums
     from real_attention.engine.pipeline import attend_words
 

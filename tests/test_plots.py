@@ -225,7 +225,7 @@ def test_run_figures_names_and_formats(hand_result, tmp_path):
     assert report.best_sense_head == (0, 0)
     expected = []
     for prefix, (layer, head) in (("sense", report.best_sense_head), ("prev", report.prev_head),
-                                  ("next", report.next_head), ("marker", report.marker_score_head)):
+                                  ("next", report.next_head), ("marker_weight", report.marker_score_head)):
         expected += [f"{prefix}_L{layer + 1}H{head + 1}_s1.png", f"{prefix}_L{layer + 1}H{head + 1}_s1.svg"]
     expected += ["overview.png", "overview.svg", "focus_bars_s1.png", "focus_bars_s1.svg"]
     assert [p.name for p in paths] == expected
@@ -294,7 +294,7 @@ def test_show_draws_one_head_from_the_results(tiny_run):
     result = invoke("show", "--out", tiny_run, "--layer", 2, "--head", 3, "--sentence", 1)
     assert result.exit_code == 0, result.output
     path = Path(result.output.strip())
-    assert path == tiny_run / "figures" / "es" / "head_L2H3_s1.png" and path.is_file()
+    assert path == tiny_run / "figures" / "show" / "es" / "head_L2H3_s1.png" and path.is_file()
     every = invoke("show", "--out", tiny_run, "--layer", 1, "--head", 1, "--format", "svg")
     assert [Path(line).name for line in every.output.split()] == ["head_L1H1_s1.svg", "head_L1H1_s2.svg"]
 
@@ -514,67 +514,3 @@ def test_a_run_that_fails_after_the_drawing_processes_started_ends_them(tmp_path
     assert result.exit_code == 1 and "hit a bug" in result.output
     assert multiprocessing.active_children() == []  # terminated and joined, none left behind
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
-
-
-def test_drawing_workers_leave_ctrl_c_to_the_main_process(tiny_result, tmp_path):
-    """Ctrl-C reaches every process of the group: the workers ignore it (no KeyboardInterrupt traceback of
-    their own) and the main process ends them."""
-    import os
-    import signal
-    import time
-
-    from real_attention.outputs.drawing import DrawingPool, run_jobs
-
-    with DrawingPool(2) as pool:
-        jobs = run_jobs(tmp_path, tiny_result, ("png",))
-        list(pool.imap(jobs[:2]))  # the workers have warmed up and drawn
-        workers = list(pool._pool._pool)  # multiprocessing's processes (it replaces any that die)
-        for worker in workers:
-            os.kill(worker.pid, signal.SIGINT)
-        time.sleep(0.5)
-        assert all(worker.is_alive() for worker in workers) and pool._pool._pool == workers
-        assert len(list(pool.imap(jobs[2:4]))) == 2  # and they still draw
-
-
-def _slow_job(*job):
-    import time
-
-    time.sleep(0.4)
-    return []
-
-
-def test_a_drawing_worker_that_dies_is_one_error_not_a_wait_for_ever(tmp_path, monkeypatch):
-    import os
-    import signal
-    import time
-
-    from real_attention.outputs import plots
-    from real_attention.engine.errors import OutputError
-    from real_attention.outputs.drawing import Drawing, DrawingPool
-
-    monkeypatch.setattr(plots, "draw_and_save", _slow_job)  # before the fork: the workers have it
-    jobs = [("heatmap", {}, tmp_path, f"job{i}", ("png",)) for i in range(6)]
-    started = time.monotonic()
-    with pytest.raises(OutputError, match="a drawing process died before it finished"):
-        with DrawingPool(2) as pool:
-            drawing = Drawing(jobs, pool=pool)
-            time.sleep(0.2)  # both workers are in a job
-            os.kill(pool._workers[0].pid, signal.SIGKILL)
-            drawing.wait(quiet=True)
-    assert time.monotonic() - started < 30
-
-
-def test_a_worker_whose_warm_up_fails_still_takes_jobs(tmp_path, monkeypatch):
-    """A worker that died while warming up would be replaced by the pool, fail again, and so on for ever."""
-    from real_attention.outputs import plots
-    from real_attention.outputs.drawing import DrawingPool
-
-    def broken():
-        raise RuntimeError("no backend")
-
-    monkeypatch.setattr(plots, "warm_up", broken)
-    monkeypatch.setattr(plots, "draw_and_save", _slow_job)
-    with DrawingPool(2) as pool:
-        workers = list(pool._workers)
-        assert list(pool.imap([("heatmap", {}, tmp_path, "a", ("png",))] * 3)) == [[], [], []]
-        assert all(worker.is_alive() for worker in workers) and pool._pool._pool == workers

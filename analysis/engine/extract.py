@@ -5,12 +5,13 @@ The one encoding step and the one map extraction of both `run` and `heads --corp
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import NamedTuple
+from collections.abc import Callable
 
 import numpy as np
 
 from .errors import InputError, ModelUnavailable
-from .units import DEFAULT_UNITS, Joined, UnitError
+from .units import DEFAULT_UNITS, GIVEN_WORDS, Joined, MissingWord, UnitError, join_words
 from .words import PAD, group
 
 
@@ -107,6 +108,37 @@ def encode(tokenizer, texts: list[str], max_tokens: int, truncate: bool = False,
     return encoded, too_long
 
 
+def encode_words(tokenizer, sentences: list[tuple[str, ...]], max_tokens: int
+                 ) -> tuple[list[Encoded], list[TooLong], list[tuple[int, MissingWord]]]:
+    """The given-words rule: each sentence is its words (units.GIVEN_WORDS), its text the words joined by single
+    spaces, its units exactly those words plus the tokenizer's special tokens (units.given_assign).
+
+    -> (the sentences encoded, in order; those over max_tokens pieces, left out and never cut; those with a
+    word that gets no piece, left out, each with its MissingWord). Nothing is raised for a single sentence:
+    the caller decides (ra.attend names it, the syntax probe counts it).
+    """
+    joined = [join_words(words) for words in sentences]
+    options = dict(return_offsets_mapping=True, return_special_tokens_mask=True, verbose=False)
+    encodings = tokenizer([text for text, _ in joined], **options).encodings
+    too_long = [TooLong(i, len(e.ids)) for i, e in enumerate(encodings) if len(e.ids) > max_tokens]
+    long_ones = {i for i, _ in too_long}
+    encoded, missing = [], []
+    for i, ((text, spans), encoding) in enumerate(zip(joined, encodings)):
+        if i in long_ones:
+            continue
+        special = np.array(encoding.special_tokens_mask, dtype=bool)
+        offsets = np.array(encoding.offsets, dtype=np.int64).reshape(-1, 2)
+        try:
+            grouped = group(text, encoding.tokens, np.full(len(special), -1, dtype=np.int64), special, offsets,
+                            GIVEN_WORDS, given=spans)
+        except MissingWord as error:
+            missing.append((i, error))
+            continue
+        encoded.append(Encoded(text, np.array(encoding.ids, dtype=np.int64), grouped.units, grouped.kinds,
+                               grouped.words))
+    return encoded, too_long, missing
+
+
 class Batch(NamedTuple):
     """Padded arrays of a batch of B sentences, t pieces and n units at most."""
 
@@ -193,4 +225,6 @@ def forward_layers(loaded, batch: Batch, on_layer: Callable) -> None:
     finally:
         for handle in handles:
             handle.remove()
-    assert seen == list(range(loaded.layers)), seen
+    if seen != list(range(loaded.layers)):  # the model's own structure, not a bug of ours
+        raise ModelUnavailable(f"{type(loaded.model).__name__} ran its attention layers as {seen}, not once each "
+                               f"in order 0 to {loaded.layers - 1}; its maps cannot be read layer by layer")

@@ -12,7 +12,7 @@ layer runs, and the output projection's weight gives W_O^h; the layer is never r
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 from .errors import InputError, ModelUnavailable
 
@@ -91,7 +91,7 @@ def projections(model, heads: int) -> list[Projections]:
     from .extract import attention_modules
 
     parents = {}
-    for name, module in model.named_modules():
+    for module in model.modules():
         for child in module.children():
             parents[id(child)] = module
     modules = attention_modules(model)
@@ -118,7 +118,9 @@ def projections(model, heads: int) -> list[Projections]:
         weight = output.weight  # (hidden, heads * d): torch's Linear stores W_O transposed
         d = weight.shape[1] // heads
         kv_heads = value.weight.shape[0] // d
-        assert d * heads == weight.shape[1] and kv_heads * d == value.weight.shape[0] and heads % kv_heads == 0
+        if not (d * heads == weight.shape[1] and kv_heads * d == value.weight.shape[0] and heads % kv_heads == 0):
+            raise ModelUnavailable(f"{type(module).__name__}: its value and output projections do not split into "
+                                   f"{heads} heads, so --measure norm cannot take them apart")
         # (heads, d, hidden): W_O^h, in float64 on the CPU (MPS has no float64)
         per_head = weight.detach().cpu().T.reshape(heads, d, weight.shape[0]).double()
         gram = (per_head @ per_head.transpose(1, 2)).float()  # (heads, d, d), in float64 then rounded once

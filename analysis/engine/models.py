@@ -4,7 +4,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +50,14 @@ class ModelChoice:
 
 @dataclass(frozen=True)
 class LoadedModel:
-    """A tokenizer and an encoder ready to give per-head attention."""
+    """A loaded model, ready to give per-head attention: an encoder (BERT, RoBERTa, XLM-R, MiniLM, ...) or a
+    decoder (GPT-2, Llama, SmolLM2, ...; `causal`), as its base model without a language-model head.
+
+    It holds the fast tokenizer (offsets trimmed of the space before a word), the torch module in eval mode on
+    `device` with eager attention, what was loaded (`choice`: the name as given, a local folder, a GGUF file and
+    how its weights differ), the exact `revision`, the shape `layers` x `heads`, and the longest sentence it
+    takes (`max_tokens`). Loading it changed no global state (log levels and progress bars are restored).
+    """
 
     choice: ModelChoice
     revision: str  # the resolved commit, or the sha256 of a local weights file
@@ -212,6 +222,7 @@ def weights_sha256(directory: Path, names: tuple[str, ...] = WEIGHT_FILES) -> st
 
 def folder_revision(choice: ModelChoice) -> str:
     """The 'revision' of a local model: the sha256 of its weights file (its GGUF file, if it has one)."""
+    assert choice.path is not None, choice  # a local model
     return weights_sha256(choice.path, (choice.gguf_file,) if choice.gguf_file else WEIGHT_FILES)
 
 
@@ -231,6 +242,7 @@ def _first_line(error: BaseException) -> str:
 
 def resolved_commit(choice: ModelChoice, options: dict) -> str:
     """The commit a Hub revision (branch, tag or sha) resolved to: the cache's snapshot folder is named by it."""
+    assert choice.revision is not None, choice  # a Hub id always has one (choose_model)
     if is_commit(choice.revision):
         return choice.revision
     from transformers.utils import cached_file
@@ -338,14 +350,38 @@ def check_gguf_packages(choice: ModelChoice) -> None:
         )
 
 
-def _quiet_gguf_bar() -> None:
-    """transformers dequantises a GGUF file under a plain tqdm bar that its progress-bar switch does not reach."""
-    from functools import partial
+@contextmanager
+def quiet_loading(gguf: bool = False) -> Iterator[None]:
+    """Quiet the Hub's and transformers' logs and progress bars while a model loads, and put every setting back
+    in `finally`, whether loading works or fails: the levels of the `huggingface_hub` and `transformers`
+    loggers, transformers' progress-bar switch, and (gguf) the plain tqdm bar under which transformers
+    dequantises a GGUF file, which that switch does not reach."""
+    from transformers.utils import logging as hf_logging
 
-    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    hf_logging.get_verbosity()  # transformers configures its logger on first use: save that, not the bare one
+    loggers = [logging.getLogger(name) for name in ("huggingface_hub", "transformers")]
+    levels = [logger.level for logger in loggers]
+    bars = hf_logging.is_progress_bar_enabled()
+    gguf_utils, gguf_bar = None, None
+    try:
+        for logger in loggers:  # the Hub client logs one warning per retry; one error line says it all
+            logger.setLevel(logging.ERROR)
+        hf_logging.disable_progress_bar()  # its "Loading weights" bar, even for local files
+        if gguf:
+            from transformers import modeling_gguf_pytorch_utils
 
-    if not isinstance(gguf_utils.tqdm, partial):
-        gguf_utils.tqdm = partial(gguf_utils.tqdm, disable=True)
+            gguf_utils, gguf_bar = modeling_gguf_pytorch_utils, modeling_gguf_pytorch_utils.tqdm
+            gguf_utils.tqdm = partial(gguf_bar, disable=True)
+        yield
+    finally:
+        if gguf_utils is not None:
+            gguf_utils.tqdm = gguf_bar
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+        if bars:
+            hf_logging.enable_progress_bar()
+        else:
+            hf_logging.disable_progress_bar()
 
 
 def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False) -> LoadedModel:
@@ -355,35 +391,20 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False) 
     """
     import torch
     from transformers import AutoModel, AutoTokenizer
-    from transformers.utils import logging as hf_logging
 
     source = str(choice.path) if choice.path is not None else choice.name
     options = {"local_files_only": True} if choice.path is not None else hub_options(choice, offline)
     if choice.gguf_file is not None:  # dequantised on loading; float32, as the maps are
         options = {**options, "gguf_file": choice.gguf_file}
-    # The Hub client logs one warning per retry; the single error line below says it all.
-    hub_logger = logging.getLogger("huggingface_hub")
-    hub_level = hub_logger.level
-    hub_logger.setLevel(logging.ERROR)
-    hf_verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # its "Loading weights" bar, even for local files; downloads keep theirs
-    if choice.gguf_file is not None:
+    if choice.gguf_file is not None:  # before anything changes: a missing package is one line
         check_gguf_packages(choice)
     try:
-        if choice.gguf_file is not None:
-            _quiet_gguf_bar()
-        tokenizer = AutoTokenizer.from_pretrained(source, **options)
-        model = AutoModel.from_pretrained(source, attn_implementation="eager",
-                                          **({"dtype": torch.float32} if choice.gguf_file else {}), **options)
+        with quiet_loading(gguf=choice.gguf_file is not None):
+            tokenizer = AutoTokenizer.from_pretrained(source, **options)
+            model = AutoModel.from_pretrained(source, attn_implementation="eager",
+                                              **({"dtype": torch.float32} if choice.gguf_file else {}), **options)
     except (OSError, ValueError, KeyError) as error:
         raise ModelUnavailable(unavailable_message(choice, _first_line(error))) from None
-    finally:
-        hub_logger.setLevel(hub_level)
-        hf_logging.set_verbosity(hf_verbosity)
-        if bars:
-            hf_logging.enable_progress_bar()
     ordinary = set(tokenizer.get_vocab().values()) - set(tokenizer.all_special_ids)
     if len(ordinary) < MIN_VOCABULARY:  # transformers builds an empty tokenizer when the files are missing
         raise ModelUnavailable(

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import platform
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -51,26 +52,75 @@ def versions() -> dict[str, str]:
             "transformers": str(transformers.__version__)}
 
 
-def encode_checked(loaded, texts: list[str], *, units: str = DEFAULT_UNITS,
-                   required: list[tuple[str, ...]] | None = None) -> list:
-    """Every text's pieces and units (real_attention.engine.extract.encode), before any forward pass: UnitError
-    and SentenceTooLong name the first bad sentence, so a long run fails before it computes anything."""
-    from .extract import SentenceTooLong, encode
+def length_order(lengths: list[int], batch_size: int | None) -> list[list[int]]:
+    """The texts' indices cut into batches of at most batch_size (None: one batch). With more than one batch,
+    the indices are sorted by length first (a stable sort, as a corpus is), so a batch holds little padding;
+    one batch keeps the input order."""
+    indices = list(range(len(lengths)))
+    if batch_size is None or len(indices) <= batch_size:
+        return [indices]
+    ordered = sorted(indices, key=lambda i: lengths[i])
+    return [ordered[start:start + batch_size] for start in range(0, len(ordered), batch_size)]
 
-    encoded, too_long = encode(loaded.tokenizer, texts, loaded.max_tokens, units=units, required=required)
+
+def check_length(loaded, too_long) -> None:
+    """SentenceTooLong naming the first sentence of encode's too_long list, if any."""
+    from .extract import SentenceTooLong
+
     if too_long:
         index, count = too_long[0]
         raise SentenceTooLong(
             f"sentence {index + 1} has {count} tokens; {loaded.choice.short} takes at most {loaded.max_tokens}"
         )
-    return encoded
 
 
-def forward_words(loaded, encoded: list, *, measure: str = WEIGHTS
-                  ) -> tuple[list[WordAttention], HeadSums, list[np.ndarray]]:
-    """One batched forward pass over encoded sentences; each layer's maps of `measure` are merged into word maps,
-    and their statistics summed, by the kernel as the layer ends. -> (one WordAttention per sentence, pooled sums
-    over all of them, each sentence's (layers, n, n) rollout of the same maps; real_attention.engine.rollout)."""
+def attend_with_sums(loaded, texts: list[str] | None, *, units: str = DEFAULT_UNITS,
+                     required: list[tuple[str, ...]] | None = None, measure: str = WEIGHTS,
+                     batch_size: int | None = None, pieces: bool = False,
+                     words: list[tuple[str, ...]] | None = None
+                     ) -> tuple[list[WordAttention], HeadSums, list[np.ndarray]]:
+    """Batched forward passes over the texts; each layer's maps of `measure` are merged into word maps, and
+    their statistics summed, by the kernel as the layer ends. -> (one WordAttention per text, pooled sums over
+    all of them, each text's (layers, n, n) rollout of the same maps; real_attention.engine.rollout), in the
+    order of `texts`.
+    units: the unit rule; required[i]: the words that must be units of text i (real_attention.engine.extract.encode).
+    batch_size: at most this many texts per forward pass, sorted by length (length_order); None: one pass.
+    pieces: keep each text's piece labels and (layers, heads, t, t) piece maps (WordAttention.pieces,
+    .piece_weights).
+    words: instead of texts, each sentence as its given words (the given-words rule, extract.encode_words);
+    MissingWord names a word that gets no piece.
+
+    SentenceTooLong names the first text over the model's maximum length.
+    """
+    from .extract import encode, encode_words
+    from .units import MissingWord
+
+    if words is not None:
+        encoded, too_long, missing = encode_words(loaded.tokenizer, words, loaded.max_tokens)
+        if missing and (not too_long or missing[0][0] < too_long[0][0]):
+            raise MissingWord(f"sentence {missing[0][0] + 1}: {missing[0][1]}")
+    else:
+        assert texts is not None
+        encoded, too_long = encode(loaded.tokenizer, texts, loaded.max_tokens, units=units, required=required)
+    check_length(loaded, too_long)
+    attentions: list[WordAttention | None] = [None] * len(encoded)
+    rollouts: list[np.ndarray | None] = [None] * len(encoded)
+    totals = np.zeros((len(STATISTICS), loaded.layers, loaded.heads))  # float64
+    tokens = 0
+    for indices in length_order([len(s.ids) for s in encoded], batch_size):
+        batch_attentions, batch_totals, batch_rollouts, batch_tokens = _attend_batch(
+            loaded, [encoded[i] for i in indices], measure, pieces)
+        totals += batch_totals
+        tokens += batch_tokens
+        for i, attention, rolled in zip(indices, batch_attentions, batch_rollouts):
+            attentions[i], rollouts[i] = attention, rolled
+    counts = sentence_counts([len(s.words) for s in encoded], pieces=tokens, causal=loaded.causal)
+    return attentions, HeadSums(totals=totals, causal=loaded.causal, **counts), rollouts  # type: ignore[return-value]
+
+
+def _attend_batch(loaded, encoded, measure: str, pieces: bool):
+    """One forward pass over one padded batch -> (WordAttentions, (len(STATISTICS), L, H) float64 totals,
+    (L, n, n) rollouts, pieces run)."""
     import torch
 
     from .extract import pad_batch
@@ -81,7 +131,9 @@ def forward_words(loaded, encoded: list, *, measure: str = WEIGHTS
     piece_units = torch.from_numpy(batch.units).to(loaded.device)  # (B, t)
     kinds = torch.from_numpy(batch.kinds).to(loaded.device)
     sizes = [len(sentence.words) for sentence in encoded]
+    lengths = [len(sentence.ids) for sentence in encoded]
     weights = [np.empty((loaded.layers, loaded.heads, n, n), dtype=np.float32) for n in sizes]  # (L, H, n, n) each
+    piece_maps_kept = [np.empty((loaded.layers, loaded.heads, t, t), dtype=np.float32) for t in lengths] if pieces else []
     totals = np.zeros((len(STATISTICS), loaded.layers, loaded.heads))  # float64
     t = batch.input_ids.shape[1]
     layer_means = torch.zeros((len(sizes), loaded.layers, t, t), device=loaded.device)  # (B, L, t, t) for rollout
@@ -89,6 +141,10 @@ def forward_words(loaded, encoded: list, *, measure: str = WEIGHTS
     def on_layer(layer: int, piece_maps) -> None:
         piece_maps = piece_maps.float()
         layer_means[:, layer] = piece_maps.mean(dim=1)
+        if pieces:
+            kept = piece_maps.cpu().numpy()  # (B, H, t, t)
+            for row, length in enumerate(lengths):
+                piece_maps_kept[row][layer] = kept[row, :, :length, :length]
         maps, layer_totals = kernel(piece_maps, piece_units, kinds, keep_maps=True,
                                     causal=loaded.causal)  # (B, H, n, n), (len(STATISTICS), H)
         maps = maps.cpu().numpy()
@@ -97,28 +153,21 @@ def forward_words(loaded, encoded: list, *, measure: str = WEIGHTS
         totals[:, layer] = layer_totals.cpu().numpy()
 
     forward_measured(loaded, batch, on_layer, measure)
-    attentions = [WordAttention(s.text, s.words, tuple(s.kinds), w, s.joined) for s, w in zip(encoded, weights)]
-    counts = sentence_counts(sizes, pieces=int(batch.attention_mask.sum()), causal=loaded.causal)
+    labels = [tuple(loaded.tokenizer.convert_ids_to_tokens(s.ids.tolist())) for s in encoded] if pieces else []
+    attentions = [
+        WordAttention(s.text, s.words, tuple(s.kinds), w, s.joined,
+                      pieces=labels[row] if pieces else (), piece_weights=piece_maps_kept[row] if pieces else None)
+        for row, (s, w) in enumerate(zip(encoded, weights))
+    ]
     rolled = word_rollout(layer_means, piece_units, kinds.shape[1]).cpu().numpy()  # (B, L, n, n)
     rollouts = [np.ascontiguousarray(rolled[row, :, :n, :n]) for row, n in enumerate(sizes)]
-    return attentions, HeadSums(totals=totals, causal=loaded.causal, **counts), rollouts
-
-
-def attend_with_sums(loaded, texts: list[str], *, units: str = DEFAULT_UNITS,
-                     required: list[tuple[str, ...]] | None = None, measure: str = WEIGHTS
-                     ) -> tuple[list[WordAttention], HeadSums, list[np.ndarray]]:
-    """forward_words over the texts, in one batch: (one WordAttention per text, pooled sums, rollouts).
-    units: the unit rule; required[i]: the words that must be units of text i (real_attention.engine.extract.encode).
-
-    SentenceTooLong names the first text over the model's maximum length.
-    """
-    return forward_words(loaded, encode_checked(loaded, texts, units=units, required=required), measure=measure)
+    return attentions, totals, rollouts, int(batch.attention_mask.sum())
 
 
 def attend_words(loaded, texts: list[str], *, units: str = DEFAULT_UNITS,
-                 measure: str = WEIGHTS) -> list[WordAttention]:
+                 measure: str = WEIGHTS, batch_size: int | None = None) -> list[WordAttention]:
     """Word-level maps of `measure` of every head for each text: (layers, heads, n, n) float32, rows sum to 1."""
-    return attend_with_sums(loaded, texts, units=units, measure=measure)[0]
+    return attend_with_sums(loaded, texts, units=units, measure=measure, batch_size=batch_size)[0]
 
 
 def classify_words(attentions: list[WordAttention], sentence_set: SentenceSet, model: str = "", revision: str = "",
@@ -147,34 +196,50 @@ def classify_words(attentions: list[WordAttention], sentence_set: SentenceSet, m
     )
 
 
-RUN_BATCH = 32  # sentences per forward pass of a run: a run of many sentences never holds all their maps at once
+RUN_BATCH = 32  # sentences per forward pass of a streamed run: it never holds all their maps at once
 
 
 def analyse(loaded, sentence_set: SentenceSet, *, units: str = DEFAULT_UNITS, measure: str = WEIGHTS,
-            keep_maps: int | None = None, on_sentence=None, batch_size: int = RUN_BATCH) -> RunResult:
+            batch_size: int | None = None, pieces: bool = False, keep_maps: int | None = None,
+            on_sentence: Callable | None = None) -> RunResult:
     """Run the model on every sentence and classify every head by the maps of `measure`; the focus and sense
-    words are units.
+    words are units. batch_size and pieces: as in attend_with_sums.
 
-    The sentences go through the model `batch_size` at a time, in order. As each batch ends, on_sentence(number
-    from 1, FocusedSentence, its (layers, n, n) rollout) gets each of its sentences (to write their table rows),
-    the focus word's scores and the pooled sums are kept, and the maps are dropped unless the sentence is one of
-    the first `keep_maps` (None: every one). So memory holds one batch of maps and the kept ones, whatever the
-    number of sentences: the result's other sentences keep their words and positions, with weights None, and
-    result.rollout holds the kept sentences' rollouts.
+    Streamed (keep_maps or on_sentence given): the sentences go through the model batch_size (None: RUN_BATCH) at
+    a time, in order. As each batch ends, on_sentence(number from 1, FocusedSentence, its (layers, n, n)
+    rollout) gets each of its sentences (to write their table rows), the focus word's scores and the pooled
+    sums are kept, and the maps are dropped unless the sentence is one of the first `keep_maps` (None: every
+    one). Memory then holds one batch of maps and the kept ones, whatever the number of sentences: the result's
+    other sentences keep their words and positions, with weights None, and result.rollout holds the kept
+    sentences' rollouts.
     """
+    texts = [sentence.text for sentence in sentence_set.sentences]
+    required = [(sentence_set.focus, sentence.sense) for sentence in sentence_set.sentences]
+    if keep_maps is None and on_sentence is None:
+        attentions, sums, rollouts = attend_with_sums(loaded, texts, units=units, required=required,
+                                                      measure=measure, batch_size=batch_size, pieces=pieces)
+        return classify_words(attentions, sentence_set, model=loaded.choice.name, revision=loaded.revision,
+                              versions=versions(), sums=sums, units=units, measure=measure, rollout=tuple(rollouts),
+                              causal=loaded.causal, weights_note=loaded.choice.weights_note)
+    from .extract import encode
+
+    encoded, too_long = encode(loaded.tokenizer, texts, loaded.max_tokens, units=units, required=required)
+    check_length(loaded, too_long)  # every sentence is checked before the first forward pass
+    size = batch_size or RUN_BATCH
     configured = sentence_set.sentences
-    texts = [sentence.text for sentence in configured]
-    required = [(sentence_set.focus, sentence.sense) for sentence in configured]
-    encoded = encode_checked(loaded, texts, units=units, required=required)  # every sentence checked first
-    located, rollouts, scores, sums = [], [], [], None
-    for start in range(0, len(encoded), batch_size):
-        attentions, batch_sums, batch_rollouts = forward_words(loaded, encoded[start:start + batch_size],
-                                                               measure=measure)
-        part = SentenceSet(lang=sentence_set.lang, focus=sentence_set.focus,
-                           sentences=configured[start:start + batch_size])
+    located: list[FocusedSentence] = []
+    rollouts: list[np.ndarray] = []
+    scores: list[dict[str, np.ndarray]] = []
+    totals = np.zeros((len(STATISTICS), loaded.layers, loaded.heads))  # float64
+    tokens = 0
+    for start in range(0, len(encoded), size):
+        attentions, batch_totals, batch_rollouts, batch_tokens = _attend_batch(
+            loaded, encoded[start:start + size], measure, pieces)
+        totals += batch_totals
+        tokens += batch_tokens
+        part = SentenceSet(lang=sentence_set.lang, focus=sentence_set.focus, sentences=configured[start:start + size])
         focused = focus_sentences(attentions, part, loaded.causal, first=start + 1)
         scores.append(focus_scores(focused))
-        sums = batch_sums if sums is None else sums + batch_sums
         for index, (sentence, rolled) in enumerate(zip(focused, batch_rollouts), start=start):
             if on_sentence is not None:
                 on_sentence(index + 1, sentence, rolled)
@@ -183,6 +248,8 @@ def analyse(loaded, sentence_set: SentenceSet, *, units: str = DEFAULT_UNITS, me
                 rollouts.append(rolled)
             else:
                 located.append(replace(sentence, attention=sentence.attention.without_maps()))
+    counts = sentence_counts([len(s.words) for s in encoded], pieces=tokens, causal=loaded.causal)
+    sums = HeadSums(totals=totals, causal=loaded.causal, **counts)
     joined = {name: np.concatenate([part[name] for part in scores]) for name in scores[0]}
     report = report_from_scores(joined, np.array([s.sense for s in located]), sums, loaded.causal)
     return RunResult(sentence_set=sentence_set, sentences=tuple(located), report=report, model=loaded.choice.name,

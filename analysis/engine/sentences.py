@@ -32,7 +32,8 @@ class SentenceSet:
     sentences: tuple[Sentence, ...]
 
     def __post_init__(self) -> None:
-        assert len(self.sentences) >= 1
+        if not self.sentences:
+            raise InputError("a sentence set needs at least one sentence")
 
 
 def default_config_text() -> str:
@@ -59,6 +60,8 @@ def read_config(path: str | Path | None) -> tuple[dict, str]:
         tables = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"malformed TOML in {source}: {error}") from None
+    except RecursionError:  # tomllib parses nested arrays and tables by recursion
+        raise ConfigError(f"malformed TOML in {source}: nested too deeply (a config needs two levels)") from None
     return tables, source
 
 

@@ -24,6 +24,7 @@ from .errors import InputError
 
 UNIT_RULES = ("text", "tokenizer")  # --units: the text rule here, or the tokenizer's own words (word_ids)
 DEFAULT_UNITS = "text"
+GIVEN_WORDS = "words"  # the third rule: words the caller gives (ra.attend(words=...), a treebank); see given_assign
 
 # BERT's basic tokenizer's CJK ideograph blocks (the "CJK Unified Ideographs" and their extensions).
 CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
@@ -195,3 +196,47 @@ def assign(text: str, tokens: Sequence[str], special: np.ndarray, offsets: np.nd
         lo, hi = unit_spans[merged[k]]
         unit_spans[merged[k]] = (min(lo, s), max(hi, e))
     return group, unit_spans, tuple(joins.values())
+
+
+# --- the given-words rule ------------------------------------------------------------------------------------
+
+
+class MissingWord(InputError):
+    """A given word that no piece of the tokenizer starts in (the tokenizer dropped every character of it)."""
+
+
+def join_words(words: Sequence[str]) -> tuple[str, list[tuple[int, int]]]:
+    """Given words -> (their text, joined by single spaces; each word's (start, end) character span in it)."""
+    spans, start = [], 0
+    for word in words:
+        spans.append((start, start + len(word)))
+        start += len(word) + 1
+    return " ".join(words), spans
+
+
+def given_assign(text: str, spans: Sequence[tuple[int, int]], special: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Assign the non-special pieces to given words: each to the word whose span contains the piece's first
+    character (the space before a word, which byte-level BPE offsets include, does not count).
+
+    spans: (W,) the words' character spans in `text` (join_words); special (t,) bool; offsets (t, 2).
+    -> (t,) int64 word index of each piece, -1 for specials. A piece of only whitespace (SentencePiece's lone
+    "▁") takes the next piece's word, else the previous one's. MissingWord names a word no piece starts in.
+    """
+    char_word = np.full(len(text) + 1, -1, dtype=np.int64)  # (len + 1,) the word of each character
+    for index, (s, e) in enumerate(spans):
+        char_word[s:e] = index
+    stripped = _stripped(text, offsets)
+    first = char_word[np.clip(stripped[:, 0], 0, len(text))]
+    empty = special | (stripped[:, 0] >= stripped[:, 1]) | (first < 0)
+    t = len(special)
+    index = np.arange(t)
+    following = np.minimum.accumulate(np.where(empty, t, index)[::-1])[::-1]  # (t,) next non-empty piece, or t
+    preceding = np.maximum.accumulate(np.where(empty, -1, index))  # (t,) last non-empty piece so far, or -1
+    source = np.where(following < t, following, preceding)
+    word = np.where(source < 0, -1, first[np.clip(source, 0, t - 1)])
+    word = np.where(special, -1, word).astype(np.int64)
+    missing = np.setdiff1d(np.arange(len(spans)), word)
+    if missing.size:
+        k = int(missing[0])
+        raise MissingWord(f"word {k + 1} ({text[spans[k][0]:spans[k][1]]!r}) gets no piece from the tokenizer")
+    return word

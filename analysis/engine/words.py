@@ -14,7 +14,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .units import DEFAULT_UNITS, Joined, assign
+from .errors import InputError
+from .units import DEFAULT_UNITS, GIVEN_WORDS, Joined, assign, given_assign
 
 
 class Kind(IntEnum):
@@ -53,18 +54,33 @@ class WordAttention:
     # (real_attention.engine.pipeline.analyse, keep_maps); the words, kinds and labels are all there.
     weights: np.ndarray | None
     joined: tuple[Joined, ...] = ()  # units of the text rule that one piece straddles, joined into one
+    # On request (ra.attend(..., pieces=True)): the model's own pieces, to compare with bertviz or TransformerLens.
+    pieces: tuple[str, ...] = ()  # (t,) the tokenizer's pieces, specials included; () when not kept
+    piece_weights: np.ndarray | None = None  # (layers, heads, t, t) float32 piece-level maps of the same measure
 
     def __post_init__(self) -> None:
         n = len(self.words)
         object.__setattr__(self, "kinds", tuple(Kind(int(kind)) for kind in self.kinds))
-        assert len(self.kinds) == n and PAD not in self.kinds, self.kinds
-        if self.weights is not None:
-            assert self.weights.ndim == 4 and self.weights.shape[2:] == (n, n), self.weights.shape
-            assert self.weights.dtype == np.float32
+        # a public class: checked with InputError, which python -O keeps
+        if len(self.kinds) != n or PAD in self.kinds:
+            raise InputError(f"WordAttention: {len(self.kinds)} kinds (no PAD) for {n} words")
+        if self.weights is None:  # a streamed run's sentence past the kept ones: no maps at all
+            if self.piece_weights is not None:
+                raise InputError("WordAttention: piece_weights without weights")
+            return
+        shape: tuple = getattr(self.weights, "shape", ())
+        if getattr(self.weights, "dtype", None) != np.float32 or len(shape) != 4 or shape[2:] != (n, n):
+            raise InputError(f"WordAttention: weights must be float32 (layers, heads, {n}, {n}), not "
+                             f"{getattr(self.weights, 'dtype', type(self.weights).__name__)} {shape}")
+        if self.piece_weights is not None:
+            t = len(self.pieces)
+            if getattr(self.piece_weights, "shape", None) != (*shape[:2], t, t):
+                raise InputError(f"WordAttention: piece_weights must be (layers, heads, {t}, {t}) for {t} pieces")
 
     def without_maps(self) -> WordAttention:
-        """The same sentence without its maps (weights None): what a streamed run keeps of most sentences."""
-        return WordAttention(self.text, self.words, self.kinds, None, self.joined)
+        """The same sentence without its maps (weights and piece maps None): what a streamed run keeps of most
+        sentences."""
+        return WordAttention(self.text, self.words, self.kinds, None, self.joined, self.pieces)
 
     @property
     def markers(self) -> np.ndarray:
@@ -102,16 +118,22 @@ class Grouping(NamedTuple):
 
 
 def group(text: str, tokens: list[str], word_ids: np.ndarray, special: np.ndarray, offsets: np.ndarray,
-          rule: str = DEFAULT_UNITS, required: Sequence[str] = ()) -> Grouping:
+          rule: str = DEFAULT_UNITS, required: Sequence[str] = (),
+          given: Sequence[tuple[int, int]] = ()) -> Grouping:
     """Assign pieces to units, and give each unit its Kind and its label as written.
 
     tokens (t,), word_ids (t,) int (-1 where the tokenizer has none), special (t,) bool (the tokenizer's
     special_tokens_mask), offsets (t, 2) character spans in `text`. rule "text": the units of real_attention.engine.units,
     with each `required` word (the focus and sense words) one unit; "tokenizer": the tokenizer's own words
-    (its word_ids), as Clark et al.'s code does. Specials are units of their own, told apart by position,
-    never by name: the first unit is FIRST_SPECIAL and the last LAST_SPECIAL when the tokenizer added them.
+    (its word_ids), as Clark et al.'s code does; "words": the given words, whose character spans in `text`
+    are `given` (units.join_words; units.given_assign places the pieces). Specials are units of their own, told
+    apart by position, never by name: the first unit is FIRST_SPECIAL and the last LAST_SPECIAL when the
+    tokenizer added them.
     """
-    if rule == "text":
+    if rule == GIVEN_WORDS:
+        spans, joined = list(given), tuple[Joined, ...]()
+        key = np.where(special, -1 - np.arange(len(special)), given_assign(text, spans, special, offsets))
+    elif rule == "text":
         pieces, spans, joined = assign(text, tokens, special, offsets, required)
         key = np.where(special, -1 - np.arange(len(special)), pieces)  # a special: a key of its own
     else:
@@ -120,7 +142,8 @@ def group(text: str, tokens: list[str], word_ids: np.ndarray, special: np.ndarra
     units = unit_ids(key)
     n = int(units[-1]) + 1
     first = np.searchsorted(units, np.arange(n))  # (n,) first piece of each unit
-    if rule != "text":  # a tokenizer word spans its pieces' offsets
+    by_key = rule in ("text", GIVEN_WORDS)  # a unit's span is that of its key; else of its pieces' offsets
+    if not by_key:  # a tokenizer word spans its pieces' offsets
         starts = np.minimum.reduceat(offsets[:, 0], first)
         ends = np.maximum.reduceat(offsets[:, 1], first)
         spans = list(zip(starts.tolist(), ends.tolist()))
@@ -131,7 +154,7 @@ def group(text: str, tokens: list[str], word_ids: np.ndarray, special: np.ndarra
             words.append(tokens[piece])
             kinds[unit] = FIRST_SPECIAL if unit == 0 else LAST_SPECIAL if unit == n - 1 else SPECIAL
         else:
-            start, end = spans[key[piece]] if rule == "text" else spans[unit]
+            start, end = spans[key[piece]] if by_key else spans[unit]
             word = text[start:end].strip()  # byte-level BPE offsets may hold the space before a word
             words.append(word)
             kinds[unit] = PUNCT if is_punctuation(word) else WORD

@@ -5,6 +5,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..engine.errors import InputError
+
 # What the lesson prints, to the digits it prints. The report and the tests compare against these.
 LESSON = {
     "scene_weights_unscaled": (0.02, 0.2, 0.02, 0.02, 0.1, 0.02, 0.02, 0.6),
@@ -56,8 +58,10 @@ def attention(
     queries (m, d_k), keys (n, d_k), values (n, d_v) -> (outputs (m, d_v), weights (m, n)).
     With scale=True the scores are divided by sqrt(d_k).
     """
-    assert queries.shape[-1] == keys.shape[-1], "queries and keys need the same d_k"
-    assert keys.shape[0] == values.shape[0], "one value per key"
+    if queries.shape[-1] != keys.shape[-1]:
+        raise InputError(f"queries and keys need the same d_k, not {queries.shape[-1]} and {keys.shape[-1]}")
+    if keys.shape[0] != values.shape[0]:
+        raise InputError(f"one value per key: {keys.shape[0]} keys, {values.shape[0]} values")
     scores = queries @ keys.T  # (m, n)
     if scale:
         scores = scores / np.sqrt(keys.shape[-1])
@@ -236,7 +240,8 @@ def saturation(
 
     The lesson's own seed is unknown; no seed is searched for here.
     """
-    assert n_large % n_draws == 0, "n_large must be a whole number of batches of n_draws"
+    if n_draws < 1 or n_large % n_draws:
+        raise InputError(f"n_large ({n_large}) must be a whole number of batches of n_draws ({n_draws})")
     scores = draw_scores(np.random.default_rng(seed), d_k, n_keys, n_draws)  # (n_draws, n_keys)
     lu, ls = largest_weights(np.random.default_rng(large_seed), d_k, n_keys, n_large)
     return Saturation(
@@ -318,7 +323,8 @@ def sinusoidal_encoding(positions: np.ndarray, d: int, base: float = 10_000.0) -
 
     positions (T,) -> encoding (T, d); d must be even.
     """
-    assert d % 2 == 0, "d must be even"
+    if d % 2:
+        raise InputError(f"d must be even, not {d}")
     theta = np.asarray(positions, dtype=float)[:, None] / base ** (2 * np.arange(d // 2) / d)  # (T, d/2)
     enc = np.empty((theta.shape[0], d))
     enc[:, 0::2] = np.sin(theta)
@@ -331,7 +337,8 @@ def complex_encoding(positions: np.ndarray, d: int, base: float = 10_000.0) -> n
 
     Its real part is f(t)_2k+1 (cos) and its imaginary part f(t)_2k (sin).
     """
-    assert d % 2 == 0, "d must be even"
+    if d % 2:
+        raise InputError(f"d must be even, not {d}")
     theta = np.asarray(positions, dtype=float)[:, None] / base ** (2 * np.arange(d // 2) / d)  # (T, d/2)
     return np.exp(1j * theta)
 

@@ -35,12 +35,11 @@ def compare_frame(by_weight: RunResult, by_norm: RunResult) -> pd.DataFrame:
     """One row per head (layer and head from 1): its category, marker-head flag and marker share per measure."""
     _check_pair(by_weight, by_norm)
     layer, head = np.indices(by_weight.report.shape).reshape(2, -1)
-    flag = np.array(["false", "true"])
     frame = pd.DataFrame({"layer": layer + 1, "head": head + 1})
     for result in (by_weight, by_norm):
         suffix = result.measure
         frame[f"category_{suffix}"] = focus_categories(result.report, result.sentences).reshape(-1)
-        frame[f"marker_head_{suffix}"] = flag[result.report.marker_head.reshape(-1).astype(int)]
+        frame[f"marker_head_{suffix}"] = result.report.marker_head.reshape(-1).astype(bool)  # CSV: true/false
         frame[f"marker_share_{suffix}"] = marker_share(result).reshape(-1).astype(np.float64)
     return frame[COMPARE_COLUMNS]
 

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 from ..engine.measures import WEIGHTS
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from ..engine.pipeline import RunResult
     from .readback import StoredRun
 
@@ -26,20 +28,20 @@ FIGURE_SENTENCES = 10  # per-sentence figures are drawn for the first 10 sentenc
 PARALLEL_FROM = 6  # this many figures or more are drawn by forked worker processes (where fork exists)
 PROGRESS_FROM = 24  # this many figures or more show a progress bar on stderr (unless quiet)
 MAX_WORKERS = 8
-POLL_SECONDS = 0.5  # how often a wait checks that the drawing processes are alive
-
-
-def multiprocessing_timeout() -> type[Exception]:
-    import multiprocessing
-
-    return multiprocessing.TimeoutError
+PARENT_CHECK_SECONDS = 1.0  # where prctl is missing: how often a worker checks that its parent is alive
+START_SECONDS = 120.0  # DrawingPool.pids waits this long for the workers to start
+STOP_SECONDS = 10.0  # DrawingPool.terminate waits this long for a worker just forked to say its pid
+DIED = ("a drawing process died before it finished (killed, or out of memory?); nothing was written. "
+        "Run again, or with --no-figures")
 
 # The lesson's four heads: file prefix, the HeadReport property that picks it, and its name in titles.
 LESSON_HEADS = (
     ("sense", "best_sense_head", "best sense-word head"),
     ("prev", "prev_head", "previous-word head"),
     ("next", "next_head", "next-word head"),
-    ("marker", "marker_score_head", "marker head"),
+    # The head with the highest marker score: often not a marker head (whose top key is a marker in every
+    # sentence), so never named as one.
+    ("marker_weight", "marker_score_head", "top marker-weight head"),
 )
 # A decoder's heatmaps add the head that puts the most weight on the first token (its attention sink).
 CAUSAL_HEADS = (("first", "first_head", "first-token head"),)
@@ -53,20 +55,47 @@ def _draw_job(job: Job) -> list[Path]:
     return draw_and_save(*job)
 
 
-def _warm_up() -> None:
+def die_with_parent(parent: int) -> None:
+    """Make this process end when `parent` does: on Linux the kernel sends SIGKILL (prctl PR_SET_PDEATHSIG);
+    elsewhere a daemon thread checks every PARENT_CHECK_SECONDS that the parent is still the same process."""
+    import ctypes
+    import threading
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        installed = sys.platform.startswith("linux") and libc.prctl(1, 9, 0, 0, 0) == 0  # PR_SET_PDEATHSIG, SIGKILL
+    except (OSError, AttributeError):
+        installed = False
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+    if installed:
+        return
+
+    def watch() -> None:
+        while not threading.Event().wait(PARENT_CHECK_SECONDS):
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="parent-alive", daemon=True).start()
+
+
+def _start_worker(parent: int, started) -> None:  # started: the write end of DrawingPool's pid pipe
+    """Each drawing worker's initializer: die with the parent, leave Ctrl-C to it, say its pid, warm up."""
     import signal
 
+    die_with_parent(parent)
     # Ctrl-C reaches the whole process group: the main process stops the run and ends the workers; a worker
     # of its own would only print a KeyboardInterrupt traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    started.send(os.getpid())  # one small write: atomic on a pipe, done before any job runs
     try:
         from .plots import warm_up
         from .report import heatmap_colours
 
         warm_up()
         heatmap_colours()  # the report's colour map: its module, pandas and matplotlib's colour maps are loaded
-    except Exception:  # noqa: BLE001  the first job meets the same error and reports it; a worker that died
-        pass  # here would be replaced by the pool, fail again, and so on for ever
+    except Exception:  # noqa: BLE001  the first job meets the same error and reports it; an initializer that
+        pass  # raised would break the whole pool
 
 
 def _write_report(path: Path, result: RunResult, summary: dict, max_sentences: int | None = None) -> Path:
@@ -107,54 +136,58 @@ def worker_count(jobs: int, workers: int | None) -> int:
     return max(1, min(cpu_count(), MAX_WORKERS, jobs // 3))
 
 
-class DrawingPool:
-    """Forked drawing processes, each warmed up (matplotlib imported, one figure rendered) as it starts.
+def _outcome(future: Future):
+    """A future's value; a dead worker (BrokenProcessPool) is one OutputError, any other error its own."""
+    from concurrent.futures.process import BrokenProcessPool
 
-    A context manager: leaving it ends the processes, at once if an error or an interrupt is on its way.
+    from ..engine.errors import OutputError
+
+    try:
+        return future.result()
+    except BrokenProcessPool:
+        raise OutputError(DIED) from None
+
+
+class Pending:
+    """A task handed to the drawing workers: `get()` waits for its value (and raises its error)."""
+
+    def __init__(self, future: Future):
+        self.future = future
+
+    def get(self):
+        return _outcome(self.future)
+
+
+class DrawingPool:
+    """Forked drawing processes (a concurrent.futures.ProcessPoolExecutor), each warmed up (matplotlib imported,
+    one figure rendered) as it starts. They start at once, ignore Ctrl-C and die with this process.
+
+    A context manager: leaving it waits for the work handed over, or, if an error or an interrupt is on its
+    way, ends the processes at once. A worker that dies (killed, out of memory) is an OutputError in whatever
+    waits for the pool's work, never a wait for ever. Start it from the main thread: on Linux the workers die
+    with the thread that forked them.
     """
 
     def __init__(self, count: int):
         import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
 
+        context = multiprocessing.get_context("fork")
+        self.count = count
+        self._announced, started = context.Pipe(duplex=False)  # each worker sends its pid as it starts
+        self._pids: list[int] = []
         # A forked child would inherit the tokenizers' "parallelism already used" state and warn; it tokenizes
         # nothing. Set only while forking: the user's environment is left as it was.
         quiet_tokenizers = "TOKENIZERS_PARALLELISM" not in os.environ
         if quiet_tokenizers:
             os.environ["TOKENIZERS_PARALLELISM"] = "false"
         try:
-            self._pool = multiprocessing.get_context("fork").Pool(count, initializer=_warm_up)
+            self._executor = ProcessPoolExecutor(count, mp_context=context, initializer=_start_worker,
+                                                 initargs=(os.getpid(), started))
+            self._executor.submit(os.getpid)  # with fork, the first task starts every worker, now
         finally:
             if quiet_tokenizers:
                 del os.environ["TOKENIZERS_PARALLELISM"]
-        self.count = count
-        # Pool replaces a worker that dies and loses its task, which would leave the run waiting for ever; the
-        # first processes never end before the pool does, so one that has an exit code was killed.
-        self._workers = list(self._pool._pool)
-
-    def _check_alive(self) -> None:
-        from ..engine.errors import OutputError
-
-        if any(worker.exitcode is not None for worker in self._workers):
-            raise OutputError("a drawing process died before it finished (killed, or out of memory?); nothing "
-                              "was written. Run again, or with --no-figures")
-
-    def results(self, pending) -> Iterator:
-        """The items of a pool iterator, in order; OutputError if a worker dies meanwhile."""
-        while True:
-            try:
-                yield pending.next(timeout=POLL_SECONDS)
-            except StopIteration:
-                return
-            except multiprocessing_timeout():
-                self._check_alive()
-
-    def get(self, pending):
-        """An AsyncResult's value; OutputError if a worker dies meanwhile."""
-        while True:
-            try:
-                return pending.get(timeout=POLL_SECONDS)
-            except multiprocessing_timeout():
-                self._check_alive()
 
     @classmethod
     def start(cls, workers: int | None = None) -> DrawingPool | None:
@@ -163,29 +196,70 @@ class DrawingPool:
         count = workers if workers is not None else min(cpu_count(), MAX_WORKERS)
         return cls(count) if count > 1 and can_fork() else None
 
+    def pids(self, timeout: float = START_SECONDS) -> list[int]:
+        """The process ids of the workers, once each has started (OutputError if one has not within `timeout`
+        seconds). With timeout=0: those that have started so far."""
+        from ..engine.errors import OutputError
+
+        while len(self._pids) < self.count and self._announced.poll(timeout):
+            self._pids.append(self._announced.recv())
+        if len(self._pids) < self.count and timeout > 0:
+            raise OutputError(DIED)
+        return sorted(self._pids)
+
+    def submit(self, function, *arguments) -> Pending:
+        """function(*arguments) in a worker (both picklable); `.get()` the value."""
+        from concurrent.futures.process import BrokenProcessPool
+
+        from ..engine.errors import OutputError
+
+        try:
+            return Pending(self._executor.submit(function, *arguments))
+        except BrokenProcessPool:
+            raise OutputError(DIED) from None
+
     def imap(self, jobs: list[Job]) -> Iterator[list[Path]]:
         """Each job's saved paths, in job order, whoever finishes first; the jobs start at once."""
-        return self.results(self._pool.imap(_draw_job, jobs))
+        pending = [self.submit(_draw_job, job) for job in jobs]
+        return (task.get() for task in pending)
 
-    def font_note(self, texts: Sequence[str]):
+    def font_note(self, texts: Sequence[str]) -> Pending:
         """font_note(texts) in a worker, which has matplotlib's fonts loaded already; `.get()` the line."""
-        return self._pool.apply_async(font_note, (list(texts),))
+        return self.submit(font_note, list(texts))
 
-    def write_report(self, path: Path, result: RunResult, summary: dict, max_sentences: int | None = None):
-        """real_attention.outputs.report.write_report in a worker, which has matplotlib's colour maps loaded already, after
-        the figures handed over before it; `.get()` waits for it (and raises its error). max_sentences: as
-        write_report's (None: every sentence whose maps the result kept)."""
-        return self._pool.apply_async(_write_report, (path, result, summary, max_sentences))
+    def write_report(self, path: Path, result: RunResult, summary: dict, max_sentences: int | None = None) -> Pending:
+        """real_attention.outputs.report.write_report in a worker, which has matplotlib's colour maps loaded
+        already, after the figures handed over before it; `.get()` waits for it (and raises its error).
+        max_sentences: as write_report's (None: every sentence whose maps the result kept)."""
+        return self.submit(_write_report, path, result, summary, max_sentences)
+
+    def get(self, pending: Pending):
+        """A task's value (Pending.get): OutputError if a worker died meanwhile."""
+        return pending.get()
 
     def __enter__(self) -> DrawingPool:
         return self
 
     def __exit__(self, kind, error, traceback) -> None:
         if kind is None:
-            self._pool.close()
-        else:
-            self._pool.terminate()
-        self._pool.join()
+            self._executor.shutdown(wait=True)
+            return
+        self.terminate()
+
+    def terminate(self) -> None:
+        """End the workers now (SIGTERM), drop the work not started, and wait until they are gone."""
+        import signal
+
+        from ..engine.errors import OutputError
+
+        try:  # each says its pid first thing after the fork
+            pids = self.pids(timeout=STOP_SECONDS)
+        except OutputError:  # one died before: the executor ends the others itself
+            pids = self.pids(timeout=0)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        self._executor.shutdown(wait=True, cancel_futures=True)
 
 
 class Drawing:
@@ -231,11 +305,15 @@ def draw_all(jobs: list[Job], *, workers: int | None = None, quiet: bool = False
 
 
 def check_formats(formats: Sequence[str]) -> tuple[str, ...]:
-    """The formats once each, in the order given (a repeated --format draws once); ValueError for unknown ones."""
+    """The formats once each, in the order given (a repeated --format draws once); InputError for unknown ones."""
+    from ..engine.errors import InputError
+
+    if isinstance(formats, str):
+        formats = (formats,)
     formats = tuple(dict.fromkeys(formats))
     unknown = set(formats) - set(FORMATS)
     if unknown:
-        raise ValueError(f"unknown figure format(s) {', '.join(sorted(unknown))}; use {', '.join(FORMATS)}")
+        raise InputError(f"unknown figure format(s) {', '.join(sorted(unknown))}; use {', '.join(FORMATS)}")
     return formats
 
 
@@ -253,7 +331,9 @@ def run_jobs(folder: Path, result: RunResult, formats: Sequence[str],
     folder = Path(folder)
     formats = check_formats(formats)
     if max_sentences is not None and max_sentences < 0:
-        raise ValueError(f"max_sentences must be at least 0 or None, not {max_sentences}")
+        from ..engine.errors import InputError
+
+        raise InputError(f"max_sentences must be at least 0 or None, not {max_sentences}")
     report, sentences = result.report, result.sentences
     drawn = sentences[:figure_sentences(result, max_sentences)]
     common = {"model": result.model, "revision": result.revision, "measure": result.measure}
@@ -328,3 +408,24 @@ def write_head_figures(folder: Path, run: StoredRun, layer: int, head: int, sent
                          measure=run.summary.get("measure", WEIGHTS))
         jobs.append(("heatmap", arguments, Path(folder), f"head_L{layer}H{head}_s{item.sentence + 1}", formats))
     return draw_all(jobs, workers=workers, quiet=quiet)
+
+
+def show_head(out_dir: Path, lang: str, layer: int, head: int, sentence: int | None, measure: str,
+              formats: Sequence[str], *, quiet: bool = False) -> tuple[list[Path], str | None]:
+    """`show`: draw one head of a finished run into OUT/figures/show/<lang>[-norm]/ (its own folder: `run`
+    replaces figures/<lang>/ whole). -> (the paths written, a note about missing glyphs or None)."""
+    from ..engine.measures import folder_suffix
+    from .folders import run_folder_name
+    from .readback import load_run
+    from .staging import WRITE_ERRNOS, write_failure
+
+    folder = run_folder_name(lang) + folder_suffix(measure)
+    run = load_run(Path(out_dir), run_folder_name(lang), measure)
+    target = Path(out_dir) / "figures" / "show" / folder
+    try:
+        paths = write_head_figures(target, run, layer, head, sentence, formats, quiet=quiet)
+    except OSError as error:  # the figures folder exists but cannot be written
+        if error.errno in WRITE_ERRNOS:
+            raise write_failure(error, target) from None
+        raise
+    return paths, font_note([str(word) for word in run.attention["query"].unique()])

@@ -3,6 +3,12 @@
 Latin-only text keeps matplotlib's default font untouched (the same bytes as ever); text with characters the
 default font lacks gets the default family followed by an installed font that has them (matplotlib >= 3.6 falls
 back glyph by glyph). When none is installed, `missing_glyphs_note` gives one line naming the package to install.
+
+The one global change this tool makes (documented in the README's Python API section): the first time a text
+needs a fallback, fonts installed after matplotlib built its font cache are added to matplotlib's shared
+`font_manager.fontManager` (`_load_new_system_fonts`, once per process). Adding a font changes no rcParams and no
+default family, so every figure that does not ask for those fonts draws as before; matplotlib has no way to
+register a font for one figure only, and removing it again would make the next figure rescan the system.
 """
 from __future__ import annotations
 
@@ -20,7 +26,7 @@ CJK_PACKAGE = "fonts-noto-cjk"  # Debian/Ubuntu
 OTHER_PACKAGE = "fonts-noto-core"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _charmap(path: str, index: int = 0) -> frozenset[int]:
     from matplotlib.ft2font import FT2Font
 

@@ -351,8 +351,9 @@ def draw_overview(
 ) -> Figure:
     """Layers x heads grid coloured by real_attention.engine.categories; each cell shows the focus word's mean top weight.
 
-    categories: (layers, heads) names from categories_for(causal), a decoder's or an encoder's; top_weight: (layers, heads) mean over sentences of the
-    focus row's largest weight; best: the best sense head (from 0), framed.
+    categories: (layers, heads) names from categories_for(causal), a decoder's or an encoder's;
+    top_weight: (layers, heads) mean over sentences of the focus row's largest weight; best: the best sense head
+    (from 0), framed.
     """
     layers, heads = categories.shape
     assert top_weight.shape == categories.shape, (top_weight.shape, categories.shape)

@@ -58,6 +58,7 @@ def load_run(out_dir: Path, lang: str, measure: str = "weights") -> StoredRun:
     summary_path = folder / "summary.json"
     if not (summary_path.is_file() and table_path(folder, "attention") is not None):
         option = "" if measure == WEIGHTS else f" --measure {measure}"
+        option = _model_option(Path(out_dir), lang) + option
         raise ResultsError(
             f"no results in {folder}; run `real-attention run --lang {lang}{option} --out {out_dir}` first"
         )
@@ -113,6 +114,25 @@ def read_attention(path) -> pd.DataFrame:
     return pd.read_csv(path, dtype={"query": str, "key": str}, keep_default_na=False, na_filter=False)
 
 
+def _model_option(out_dir: Path, lang: str) -> str:
+    """` --model M` when another measure's run of this language used a model other than the language's pinned one,
+    so the hint to run first repeats the model the user chose (and never downloads another)."""
+    from ..engine.measures import MEASURES, folder_suffix
+    from ..engine import models
+
+    aliases = {models.MINILM_NAME: models.MINILM_ALIAS, models.SMOLLM2_NAME: models.SMOLLM2_ALIAS}
+    for other in MEASURES:
+        path = out_dir / "results" / (lang + folder_suffix(other)) / "summary.json"
+        try:
+            model = json.loads(path.read_text(encoding="utf-8")).get("model")
+        except (OSError, ValueError, AttributeError):
+            continue
+        pinned = models.PINNED_MODELS.get(lang, ("",))[0]
+        if isinstance(model, str) and model and model != pinned:
+            return f" --model {aliases.get(model, model)}"
+    return ""
+
+
 def _check_range(name: str, value: int, count: int, owner: str) -> None:
     if not 1 <= value <= count:
         raise ResultsError(f"--{name} {value} is out of range: {owner} {name}s 1 to {count}")
@@ -161,7 +181,7 @@ def head_role(summary: dict, layer: int, head: int) -> str:
     if best and (best["layer"], best["head"]) == (layer + 1, head + 1):
         roles.append("best sense-word head")
     keys = [("prev_head", "previous-word head"), ("next_head", "next-word head"),
-            ("strongest_markers_head", "marker head")]
+            ("strongest_markers_head", "top marker-weight head")]
     if summary.get("causal"):  # as `run` names them: a first-token head only in a decoder
         keys.append(("first_head", "first-token head"))
     for key, name in keys:

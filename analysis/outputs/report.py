@@ -23,7 +23,7 @@ from ..engine.heads import NEXT_OFFSET, PREVIOUS_OFFSET
 from ..engine.measures import MEASURE_TEXT
 from ..engine.pipeline import RunResult
 from .jsonio import json_text
-from .tables import describe
+from .tables import describe_run
 from ..engine.words import MARKERS_TEXT, WordAttention
 
 REPORT_NAME = "report.html"
@@ -220,7 +220,7 @@ def report_data(result: RunResult, summary: dict, max_sentences: int | None = RE
             for i, sentence in enumerate(sentences)
         ],
         "summary": summary,
-        "summary_lines": describe(summary).splitlines(),
+        "summary_lines": describe_run(summary).splitlines(),
     }
 
 

@@ -1,25 +1,41 @@
-"""Write output folders all at once: stage them beside their targets, then swap them in by renaming."""
+"""Write output folders all at once: stage them beside their targets, then swap them in by renaming.
+
+Each target folder (results/es, figures/es, ...) has a lock file beside it (`.es.lock`), held from the moment
+its staging folder is made until the swap. So two runs writing the same folder take turns: the second waits
+(with a message) or, with `wait=False`, stops with one error line. While a target's lock is held, any other
+`.es.staging-*` or `.es.old-*` folder beside it belongs to a run that died (`kill -9`, a power cut), and is
+removed.
+
+What a reader may see: each folder is swapped in by one rename, so a reader of results/es sees the old folder
+or the new one, never a mix inside it. The folders of one run are swapped one after another (results first,
+then figures), so for a moment results/es can be new while figures/es is still old.
+"""
 from __future__ import annotations
 
+import errno
 import os
 import shutil
+import sys
 import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
-from ..engine.errors import InputError, OutputError
+from ..engine.errors import InputError, OutputError, RealAttentionError
+from .folders import plain_folder_name
+
+__all__ = ["OutputError", "Staging", "plain_folder_name", "staged_outputs", "write_failure"]
+
+# Errors of the disk, not of the input or the code: a full disk, a file too large, a read-only or forbidden folder.
+WRITE_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.ENAMETOOLONG}
 
 
-def plain_folder_name(name: str, what: str) -> str:
-    """`name` if it is one plain folder name (no separator, not `.` or `..`, not absolute), else InputError.
-
-    Names that become folders under --out (a language, a corpus) must never lead out of it.
-    """
-    if not name or name.strip() != name or name in (".", "..") or any(char in name for char in "/\\\0:"):
-        raise InputError(f"{what} {name!r} cannot be a folder name: use one plain name without slashes, "
-                         "like es or my-corpus")
-    return name
+def write_failure(error: OSError, where: Path | str | None = None) -> OutputError:
+    """One OutputError naming the path and the cause of a failed write."""
+    path = error.filename or where
+    cause = error.strerror or str(error)
+    space = " (or free some space)" if error.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT) else ""
+    return OutputError(f"cannot write to {path}: {cause}. Choose a writable folder with --out{space}.")
 
 
 class Staging:
@@ -30,17 +46,41 @@ class Staging:
     (each named with the reason), for the caller to report: nothing is left behind silently.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, wait: bool = True, on_wait: Callable[[str], None] | None = None) -> None:
         self._staged: list[tuple[Path | None, Path]] = []  # (staging folder or None to remove, target)
+        self._locks: dict[Path, FolderLock] = {}  # target -> its held FileLock
+        self._wait = wait
+        self._on_wait = on_wait
         self.leftovers: list[str] = []
+
+    def _lock(self, target: Path) -> None:
+        """Hold target's lock until commit or discard; then remove what dead runs left beside it."""
+        if target in self._locks:
+            return
+        lock = FolderLock(target.with_name(f".{target.name}.lock"))
+        if not lock.acquire(block=False):
+            if not self._wait:
+                raise OutputError(f"another real-attention run is writing {target}; wait for it to finish, or run "
+                                  "again without --no-wait to wait for it")
+            if self._on_wait is not None:
+                self._on_wait(f"waiting for another real-attention run that is writing {target} ...")
+            lock.acquire(block=True)
+        self._locks[target] = lock
+        for stale in [*target.parent.glob(f".{target.name}.staging-*"), *target.parent.glob(f".{target.name}.old-*")]:
+            if not any(stale == staged for staged, _ in self._staged):
+                remove_tree(stale, ignore_errors=True)
 
     def folder(self, target: str | Path) -> Path:
         """A fresh, empty staging folder that will become `target` on commit."""
         target = Path(target)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
+            check_replaceable(target)
+            self._lock(target)
             staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.staging-", dir=target.parent))
             staging.chmod(0o755)
+        except RealAttentionError:
+            raise
         except OSError as error:
             raise OutputError(
                 f"cannot write to {target.parent}: {error.strerror or error}. Choose a writable folder with --out."
@@ -48,9 +88,28 @@ class Staging:
         self._staged.append((staging, target))
         return staging
 
+    def where(self) -> Path | None:
+        """The folder that holds every target (the --out folder, or below it), to name in an error."""
+        targets = [str(target) for _, target in self._staged]
+        return Path(os.path.commonpath(targets)) if targets else None
+
+    def staged(self, target: str | Path) -> Path:
+        """The staging folder already made for `target`."""
+        target = Path(target)
+        for staging, staged_target in self._staged:
+            if staged_target == target and staging is not None:
+                return staging
+        raise KeyError(target)
+
     def remove(self, target: str | Path) -> None:
         """Delete `target` on commit, if it exists."""
-        self._staged.append((None, Path(target)))
+        target = Path(target)
+        check_replaceable(target)
+        try:
+            self._lock(target)
+        except OSError:  # a folder that cannot even hold a lock file has nothing of ours to remove
+            pass
+        self._staged.append((None, target))
 
     def commit(self) -> None:
         for staging, target in self._staged:
@@ -65,26 +124,107 @@ class Staging:
                 os.rename(staging, target)
             if backup is not None:
                 problems: list[str] = []
-                shutil.rmtree(backup, onerror=lambda _f, path, info: problems.append(f"{path}: {info[1]}"))
+                remove_tree(backup, problems=problems)
                 if backup.exists():
                     reason = problems[0] if problems else "unknown reason"
                     self.leftovers.append(f"could not delete the old {target} (moved to {backup}; {reason}); "
                                           "delete it by hand")
         self._staged.clear()
+        self._release()
 
     def discard(self) -> None:
         for staging, _ in self._staged:
             if staging is not None:
-                shutil.rmtree(staging, ignore_errors=True)
+                remove_tree(staging, ignore_errors=True)
         self._staged.clear()
+        self._release()
+
+    def _release(self) -> None:
+        for lock in self._locks.values():
+            lock.release()
+        self._locks.clear()
+
+
+class FolderLock:
+    """An exclusive lock on a file (`.es.lock`) that exists only while someone holds it.
+
+    flock(2) on the file; the holder removes the file before unlocking. A waiter that wakes up holding the lock
+    of a file that is no longer at the path (removed by the last holder) lets go and tries again, so the lock
+    file never outlives the runs and no two runs ever hold the lock of one path at once.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def acquire(self, *, block: bool) -> bool:
+        import fcntl
+
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if block else fcntl.LOCK_NB))
+            except BlockingIOError:
+                os.close(fd)
+                return False
+            except BaseException:
+                os.close(fd)
+                raise
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                self._fd = fd
+                return True
+            os.close(fd)  # the last holder removed this file: lock the one at the path now
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+        os.close(self._fd)  # closing unlocks
+        self._fd = None
+
+
+def check_replaceable(target: Path) -> None:
+    """A target that is a symbolic link is refused: the swap would replace the link, not the folder it names."""
+    if target.is_symlink():
+        raise InputError(f"{target} is a symbolic link; real-attention replaces its output folders whole and will "
+                         "not replace a link. Remove the link, or pass the folder it points to as --out")
+
+
+def remove_tree(path: Path, *, ignore_errors: bool = False, problems: list[str] | None = None) -> None:
+    """shutil.rmtree that collects its problems instead of raising (unless asked to ignore them)."""
+    if ignore_errors:
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    sink = problems if problems is not None else []
+    if sys.version_info >= (3, 12):  # onerror is deprecated there; onexc does not exist before
+        shutil.rmtree(path, onexc=lambda _function, failed, error: sink.append(f"{failed}: {error}"))
+    else:
+        shutil.rmtree(path, onerror=lambda _function, failed, info: sink.append(f"{failed}: {info[1]}"))
 
 
 @contextmanager
-def staged_outputs() -> Iterator[Staging]:
-    """Everything written into the staged folders lands only if the block finishes; else nothing does."""
-    staging = Staging()
+def staged_outputs(*, wait: bool = True, on_wait: Callable[[str], None] | None = None) -> Iterator[Staging]:
+    """Everything written into the staged folders lands only if the block finishes; else nothing does.
+
+    A disk error while writing (no space, a file too large, a read-only or forbidden folder) becomes one
+    OutputError naming the path and the cause. `wait`/`on_wait`: see Staging.
+    """
+    staging = Staging(wait=wait, on_wait=on_wait)
     try:
         yield staging
+    except OSError as error:
+        where = staging.where()
+        staging.discard()
+        if error.errno in WRITE_ERRNOS and not isinstance(error, RealAttentionError):
+            raise write_failure(error, where) from None
+        raise
     except BaseException:  # Ctrl-C included: leave no partial files
         staging.discard()
         raise

@@ -20,8 +20,17 @@ HEADS_COLUMNS = ["layer", "head", "sense_head", "marker_head", *STATISTICS]
 ROLLOUT_COLUMNS = ["sentence", "layer", "query_index", "query", "key_index", "key", "weight"]
 
 
+def csv_flags(frame: pd.DataFrame) -> pd.DataFrame:
+    """The CSV edge: bool columns (sense_head, marker_head, ...) as true/false, as every CSV of this tool has
+    them; the DataFrames the API returns keep them bool."""
+    flags = [name for name in frame.columns if frame[name].dtype == bool]
+    if not flags:
+        return frame
+    return frame.assign(**{name: np.where(frame[name], "true", "false") for name in flags})
+
+
 def write_csv(frame: pd.DataFrame, path: Path) -> None:
-    frame.to_csv(path, index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+    csv_flags(frame).to_csv(path, index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
 
 
 def write_csv_chunks(frames, path: Path) -> None:
@@ -29,7 +38,8 @@ def write_csv_chunks(frames, path: Path) -> None:
     the bytes are those of write_csv on their concatenation."""
     with open(path, "w", encoding="utf-8", newline="") as handle:
         for number, frame in enumerate(frames):
-            frame.to_csv(handle, header=number == 0, index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+            csv_flags(frame).to_csv(handle, header=number == 0, index=False, float_format=FLOAT_FORMAT,
+                                    lineterminator="\n")
 
 
 TABLE_FORMATS = ("csv", "parquet")  # run --table-format: how attention and rollout are stored
@@ -220,13 +230,12 @@ def focus_frame(sentences: list[FocusedSentence], report: HeadReport) -> pd.Data
 def heads_frame(report: HeadReport) -> pd.DataFrame:
     """One row per head: its two focus-word labels and the pooled statistics (those of `heads --corpus`)."""
     layer, head = np.indices(report.shape).reshape(2, -1)
-    flag = np.array(["false", "true"])
     frame = pd.DataFrame(
         {
             "layer": layer + 1,
             "head": head + 1,
-            "sense_head": flag[report.sense_head.reshape(-1).astype(int)],
-            "marker_head": flag[report.marker_head.reshape(-1).astype(int)],
+            "sense_head": report.sense_head.reshape(-1).astype(bool),  # bool; write_csv writes true/false
+            "marker_head": report.marker_head.reshape(-1).astype(bool),
         }
     )
     for name in STATISTICS:
@@ -318,7 +327,7 @@ def _percentages(weights: list[float]) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
-def describe(data: dict) -> str:
+def describe_run(data: dict) -> str:
     """The human summary line, e.g. 'sense-word heads: 4 of 144 (best: layer 1, head 4: 44 % and 65 %); ...'."""
     total = data["heads_total"]
     best = data["best_sense_head"]
@@ -330,9 +339,10 @@ def describe(data: dict) -> str:
     lines += [
         f"sense-word heads: {data['sense_head_count']} of {total}{best_text}; "
         f"marker heads: {data['marker_head_count']} of {total}",
-        "marker heads per sentence: " + ", ".join(str(c) for c in data["marker_head_count_per_sentence"]),
+        "marker heads per sentence: " + _counts(data["marker_head_count_per_sentence"]),
     ]
-    heads = [("prev_head", "previous-word"), ("next_head", "next-word"), ("strongest_markers_head", "marker")]
+    heads = [("prev_head", "previous-word"), ("next_head", "next-word"),
+             ("strongest_markers_head", "top marker-weight")]
     if data.get("causal"):
         heads.append(("first_head", "first-token"))
     for key, name in heads:
@@ -341,6 +351,16 @@ def describe(data: dict) -> str:
             continue
         lines.append(f"{name} head: layer {head['layer']}, head {head['head']} (mean weight {head['score']:.2f})")
     return "\n".join(lines)
+
+
+def _counts(counts: list[int]) -> str:
+    """Up to 20 counts as a list; more as their range and median, so 2,000 sentences take one short line."""
+    if len(counts) <= 20:
+        return ", ".join(str(c) for c in counts)
+    ordered = sorted(counts)
+    middle = len(ordered) // 2
+    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+    return f"{ordered[0]} to {ordered[-1]}, median {median:g}, over {len(counts):,} sentences"
 
 
 def sense_head_note(result: RunResult) -> str | None:

@@ -1,24 +1,24 @@
 """Where `heads --corpus` runs: this process, or a Dask cluster; partitions of sentences out, exact sums back.
 
 Every run cuts the corpus into partitions of `partition_size` sentences and runs each through
-real_attention.corpus.sums.corpus_sums on its own; the partitions' HeadSums are added in partition order, whatever order
+real_attention.pooling.sums.corpus_sums on its own; the partitions' HeadSums are added in partition order, whatever order
 they finish in. The single process and a cluster therefore compute the same batches and add the same float64
 sums in the same order: with the same number of torch threads per process the results are equal bit for bit.
 (MKL's float32 matrix products may split their work differently for another thread count, which moves the
 means in the 7th significant digit; MKL_CBWR=AVX2,STRICT in every process's environment removes that, at a
 cost in speed; see README "On a cluster".)
 
-Dask is an optional extra: real_attention.corpus.dask_engine imports it, and only a run that asks for a cluster imports
+Dask is an optional extra: real_attention.pooling.dask_engine imports it, and only a run that asks for a cluster imports
 that module.
 """
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 
-from .sums import CorpusError, CorpusReader, HeadSums, corpus_sums
+from .partitions import OrderedSum, Partition, partition_sums, partitions  # noqa: F401  (re-exported)
+from .sums import CorpusError, HeadSums
 from ..engine.units import DEFAULT_UNITS
 from ..engine.errors import RealAttentionError
 
@@ -71,59 +71,6 @@ class Engine:
     @property
     def worker_threads(self) -> int | None:
         return self.threads if self.threads is not None or self.kind == SINGLE_PROCESS else 1
-
-
-@dataclass(frozen=True)
-class Partition:
-    """A run of consecutive sentences of the corpus: the unit of work a worker gets."""
-
-    index: int  # from 0, in corpus order: the order the sums are added in
-    texts: tuple[str, ...]  # the sentences, stripped, blank lines left out
-    lines: int  # lines of the corpus read for it, blank ones included (for the progress bar)
-
-
-def partitions(sentences: Iterable[str], size: int, lines_read: Callable[[], int]) -> Iterator[Partition]:
-    """Cut a stream of sentences into partitions of `size`; at least one, maybe empty, so the sums have a shape.
-
-    lines_read() is the count of lines read so far (the reader's `lines`): it attributes blank lines to a
-    partition. Only one partition is held at a time.
-    """
-    sentences = iter(sentences)
-    before = 0
-    for index in itertools.count():
-        texts = tuple(itertools.islice(sentences, size))
-        if not texts and index > 0:
-            return
-        now = lines_read()
-        yield Partition(index, texts, now - before)
-        before = now
-        if len(texts) < size:
-            return
-
-
-def partition_sums(loaded, texts: tuple[str, ...], batch_size: int, truncate: bool, progress=None,
-                   units: str = DEFAULT_UNITS, measure: str = "weights") -> HeadSums:
-    """One partition's exact sums: corpus_sums over its sentences (its `lines` count them, blank ones aside)."""
-    reader = CorpusReader((text.encode("utf-8") + b"\n" for text in texts), "text", source="a partition")
-    return corpus_sums(loaded, reader, batch_size=batch_size, truncate=truncate, progress=progress, units=units,
-                       measure=measure)
-
-
-class OrderedSum:
-    """Add partition sums in partition order, whatever order they arrive in; holds only the early arrivals."""
-
-    def __init__(self) -> None:
-        self.total: HeadSums | None = None
-        self.added = 0  # partitions added so far: 0 .. added - 1
-        self._waiting: dict[int, HeadSums] = {}
-
-    def add(self, index: int, sums: HeadSums) -> None:
-        assert index >= self.added and index not in self._waiting, index
-        self._waiting[index] = sums
-        while self.added in self._waiting:
-            part = self._waiting.pop(self.added)
-            self.total = part if self.total is None else self.total + part
-            self.added += 1
 
 
 def single_process_sums(loaded, parts: Iterable[Partition], batch_size: int, truncate: bool,

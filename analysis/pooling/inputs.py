@@ -20,7 +20,8 @@ import lzma
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
+from collections.abc import Iterator
 
 from .sums import CorpusError, CorpusReader, Shard, corpus_format, count_lines
 
@@ -134,8 +135,9 @@ class CorpusText:
     included) and `blank`.
     """
 
-    def __init__(self, inputs: list[Input], shard: Shard = Shard()):
-        assert inputs
+    def __init__(self, inputs: list[Input], shard: Shard = Shard()):  # noqa: B008  (a frozen dataclass)
+        if not inputs:
+            raise CorpusError("no corpus input: give at least one --corpus FILE")
         self.inputs, self.shard = inputs, shard
         self._digest = hashlib.sha256()
         self._readers: list[CorpusReader] = []

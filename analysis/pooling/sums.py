@@ -14,11 +14,11 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import math
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Iterable, Iterator
+from typing import Any, BinaryIO
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -29,7 +29,7 @@ from ..engine.heads import COUNT_FIELDS, STATISTICS, HeadSums, kernel, sentence_
 from ..outputs.tables import write_csv, write_json
 from ..engine.units import DEFAULT_UNITS
 
-HEADS_COLUMNS = ["layer", "head", "label", *STATISTICS, "n_sentences", "n_words"]
+CORPUS_HEADS_COLUMNS = ["layer", "head", "label", *STATISTICS, "n_sentences", "n_words"]
 
 DEFAULT_BATCH_SIZE = 32
 BUCKET_BATCHES = 32  # sentences read ahead and sorted by length: this many batches
@@ -168,8 +168,9 @@ class CorpusReader:
     empty texts) are skipped and counted. After the iteration, `sha256` is the digest of the whole stream.
     """
 
-    def __init__(self, stream: BinaryIO, fmt: str = "text", shard: Shard = Shard(), source: str = "the corpus"):
-        assert fmt in ("text", "jsonl"), fmt
+    def __init__(self, stream: BinaryIO | Iterable[bytes], fmt: str = "text", shard: Shard = Shard(), source: str = "the corpus"):
+        if fmt not in ("text", "jsonl"):
+            raise CorpusError(f"unknown corpus format {fmt!r}: use text or jsonl")
         self.stream, self.fmt, self.shard, self.source = stream, fmt, shard, source
         self._digest = hashlib.sha256()
         self.lines = 0  # lines of this shard read so far
@@ -268,7 +269,7 @@ def corpus_sums(
         raise CorpusError(f"--batch-size must be at least 1, not {batch_size}")
     device = torch.device(loaded.device)
     totals = torch.zeros((len(STATISTICS), loaded.layers, loaded.heads), dtype=torch.float64, device=device)
-    counts = dict.fromkeys(("sentences", "units", "pairs", "tokens", "skipped", "truncated"), 0)
+    counts: dict[str, Any] = dict.fromkeys(("sentences", "units", "pairs", "tokens", "skipped", "truncated"), 0)
     counts["uniform"] = 0.0
     pad_id = loaded.tokenizer.pad_token_id or 0
     sentences = iter(reader)
@@ -288,7 +289,8 @@ def corpus_sums(
 
             def on_layer(layer: int, weights) -> None:  # as each layer ends: its maps die with it
                 # float32, as `run`: a model loaded in bf16 or fp16 gives its maps in that precision
-                totals[:, layer] += kernel(weights.float(), piece_units, kinds, causal=loaded.causal)[1]
+                # called within this iteration's forward pass: this batch's piece_units and kinds
+                totals[:, layer] += kernel(weights.float(), piece_units, kinds, causal=loaded.causal)[1]  # noqa: B023
 
             forward_measured(loaded, batch, on_layer, measure)
             sizes = [len(s.kinds) for s in batch_sentences]
@@ -316,7 +318,7 @@ class CorpusRun:
     versions: dict[str, str]  # python, torch, transformers
     shard: Shard | None = None  # None for a whole corpus
     thresholds: Thresholds = field(default_factory=Thresholds)
-    engine: dict | None = None  # how it was computed (real_attention.corpus.cluster.engine_record, or merge_shards)
+    engine: dict | None = None  # how it was computed (real_attention.pooling.cluster.engine_record, or merge_shards)
     units: str = DEFAULT_UNITS  # the unit rule: "text" or "tokenizer"
     measure: str = "weights"  # the maps the statistics pool (real_attention.engine.measures)
 
@@ -328,7 +330,7 @@ class CorpusRun:
 def folder_name(name: str, shard: Shard | None, measure: str = "weights") -> str:
     """results/corpus/<folder_name>: the corpus name, plus '-norm' for the norm measure and '-shard-i-of-N' for a
     shard, so measures and shards can share --out."""
-    from ..outputs.staging import plain_folder_name
+    from ..outputs.folders import plain_folder_name
     from ..engine.measures import check_own_folder, folder_suffix
 
     check_own_folder(plain_folder_name(name, "corpus name (--name)"), "corpus name (--name)")
@@ -339,7 +341,7 @@ def folder_name(name: str, shard: Shard | None, measure: str = "weights") -> str
     return name if shard is None else f"{name}-shard-{shard.index}-of-{shard.count}"
 
 
-def heads_frame(sums: HeadSums, labels: np.ndarray) -> pd.DataFrame:
+def corpus_heads_frame(sums: HeadSums, labels: np.ndarray) -> pd.DataFrame:
     """One row per head, layer and head counted from 1: label, pooled means and counts."""
     layers, heads = sums.shape
     layer, head = np.indices((layers, heads)).reshape(2, -1)
@@ -349,7 +351,7 @@ def heads_frame(sums: HeadSums, labels: np.ndarray) -> pd.DataFrame:
         frame[name] = means[name].reshape(-1)
     frame["n_sentences"] = sums.sentences
     frame["n_words"] = sums.units
-    return frame[HEADS_COLUMNS]
+    return frame[CORPUS_HEADS_COLUMNS]
 
 
 def _strongest(score: np.ndarray) -> dict | None:
@@ -360,7 +362,7 @@ def _strongest(score: np.ndarray) -> dict | None:
     return {"layer": int(layer) + 1, "head": int(head) + 1, "score": round(float(score[layer, head]), 6)}
 
 
-def summary(run: CorpusRun, sums: HeadSums, labels: np.ndarray) -> dict:
+def corpus_summary(run: CorpusRun, sums: HeadSums, labels: np.ndarray) -> dict:
     """The run's headline numbers; layers and heads counted from 1."""
     layers, heads = sums.shape
     means = sums.means()
@@ -423,8 +425,8 @@ def write_corpus(results_folder: Path, figures_folder: Path, run: CorpusRun, sum
     if run.shard is None:  # an empty shard is fine: the merge may still have sentences
         check_analysable(sums, f"the corpus {run.name!r}")
     labels = label_heads(sums.means(), sums.uniform_entropy, run.thresholds)
-    write_csv(heads_frame(sums, labels), results_folder / "heads.csv")
-    data = summary(run, sums, labels)
+    write_csv(corpus_heads_frame(sums, labels), results_folder / "heads.csv")
+    data = corpus_summary(run, sums, labels)
     write_json(data, results_folder / "summary.json")
     write_json(sums.to_json(), results_folder / "sums.json")
     from ..engine.measures import MEASURE_TITLE, WEIGHTS
@@ -547,7 +549,7 @@ def merge_shards(folders: Iterable[Path]) -> tuple[CorpusRun, HeadSums]:
     return run, total
 
 
-def describe(data: dict) -> str:
+def describe_corpus(data: dict) -> str:
     """The human summary: counts, labels and the strongest heads."""
     counts = data["counts"]
     measure = data.get("measure", "weights")

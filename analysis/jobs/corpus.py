@@ -1,0 +1,119 @@
+"""`ra.corpus` and `ra.merge`: every file of `real-attention heads --corpus` and `merge`, staged and swapped in.
+
+    inputs -> sentences (streamed, length-sorted batches) -> pooled per-head sums (here or on Dask) -> labels
+           -> results/corpus/<name>/ (heads.csv, summary.json, sums.json) and figures/corpus/<name>/
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..engine.errors import InputError
+
+if TYPE_CHECKING:
+    from ..pooling.cluster import CorpusResult
+    from ..pooling.sums import CorpusRun
+
+
+@dataclass(frozen=True)
+class CorpusOutput:
+    """What `ra.corpus` or `ra.merge` wrote: the run's facts, its summary and the two folders."""
+
+    run: CorpusRun  # model, revision, corpus name and sha256, shard, thresholds, engine, units, measure
+    summary: dict  # summary.json's content
+    results_dir: Path  # OUT/results/corpus/<folder>
+    figures_dir: Path  # OUT/figures/corpus/<folder>
+    engine: dict  # where the sums were computed: kind, workers, partitions
+    shards: int = 0  # shards merged (ra.merge), else 0
+    leftovers: tuple[str, ...] = ()  # old folders that could not be deleted, each with its reason
+
+    @property
+    def heads(self):
+        """heads.csv as a DataFrame, labels as written; sense/marker-free (a corpus has no focus word)."""
+        import pandas as pd
+
+        return pd.read_csv(self.results_dir / "heads.csv")
+
+
+def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None, model: str | None = None,
+           lang: str | None = None, revision: str | None = None, out: str | Path = ".", units: str = "text",
+           measure: str = "weights", input_format: str = "auto", batch_size: int = 32, truncate: bool = False,
+           shard: str | None = None, thresholds: dict[str, float] | Sequence[str] | None = None,
+           workers: int | None = None, scheduler: str | None = None, threads: int | None = None,
+           partition_size: int = 1024, formats: str | Sequence[str] = ("png",), offline: bool = False,
+           device: str = "cpu", progress: Callable | None = None, wait: bool = True) -> CorpusOutput:
+    """Pool every head's statistics over a corpus and write the files of `heads --corpus`.
+
+    inputs: files, globs or fsspec URLs ('-' for stdin), read in order as one corpus. shard: "i/N" for lines
+    i, i+N, ... (see `merge`). thresholds: {"position": 0.5, ...} or ["position=0.5", ...]. `progress`: a
+    factory `progress(total=, desc=)` of a tqdm-like bar (None: no bar). Returns a CorpusOutput.
+    """
+    from ..engine.pipeline import versions
+    from ..engine.units import check_rule
+    from ..engine.measures import check_measure
+    from ..outputs.staging import staged_outputs
+    from ..pooling.cluster import Engine, run_corpus
+    from ..pooling.inputs import CorpusText, expand
+    from ..pooling.sums import CorpusRun, Shard, Thresholds, folder_name, write_corpus
+    from .run import check_formats
+
+    check_measure(measure)
+    check_rule(units)
+    formats = check_formats(formats)
+    if model is None and lang is None:
+        raise InputError("heads needs a model: pass --model ID_OR_PATH (e.g. --model minilm) or --lang es|en "
+                         "for that language's pinned model")
+    shard_range = Shard.parse(shard) if shard is not None else None
+    settings = [f"{k}={v}" for k, v in thresholds.items()] if isinstance(thresholds, dict) else list(thresholds or ())
+    chosen_thresholds = Thresholds.parse(tuple(settings))
+    engine = Engine(workers=workers, scheduler=scheduler, threads=threads, partition_size=partition_size)
+    engine.check()
+    specs = (inputs,) if isinstance(inputs, (str, Path)) else tuple(inputs)
+    found = expand(tuple(str(spec) for spec in specs), input_format)
+    name = name or found[0].stem
+    folder = folder_name(name, shard_range, measure)
+    out = Path(out)
+    with staged_outputs(wait=wait) as staging:
+        results_folder = staging.folder(out / "results" / "corpus" / folder)
+        figures_folder = staging.folder(out / "figures" / "corpus" / folder)
+        text = CorpusText(found, shard_range or Shard())
+        bar = progress(total=text.total_lines(), desc=folder) if progress is not None else None
+        try:
+            result: CorpusResult = run_corpus(
+                engine, text, lang=lang, model=model, revision=revision, device=device, offline=offline,
+                batch_size=batch_size, truncate=truncate, progress=bar, units=units, measure=measure)
+        finally:
+            if bar is not None:
+                bar.close()
+        run = CorpusRun(model=result.model, revision=result.revision, name=name, sha256=text.sha256,
+                        format=found[0].format, truncate=truncate, versions=versions(), shard=shard_range,
+                        thresholds=chosen_thresholds, engine=result.engine, units=units, measure=measure)
+        summary = write_corpus(results_folder, figures_folder, run, result.sums, formats)
+    return CorpusOutput(run=run, summary=summary, results_dir=out / "results" / "corpus" / folder,
+                        figures_dir=out / "figures" / "corpus" / folder, engine=dict(result.engine),
+                        leftovers=tuple(staging.leftovers))
+
+
+def merge(shard_dirs: Sequence[str | Path], *, out: str | Path = ".", formats: str | Sequence[str] = ("png",),
+          wait: bool = True) -> CorpusOutput:
+    """Add up the shards of one `heads --shard i/N` run (all N results/corpus/NAME-shard-i-of-N/ folders) into
+    the files of the unsharded run. Returns a CorpusOutput."""
+    from ..outputs.staging import staged_outputs
+    from ..pooling.sums import merge_shards, write_corpus
+    from .run import check_formats
+
+    formats = check_formats(formats)
+    folders = [Path(d) for d in ([shard_dirs] if isinstance(shard_dirs, (str, Path)) else shard_dirs)]
+    if not folders:
+        raise InputError("merge needs the shard folders (results/corpus/NAME-shard-i-of-N/)")
+    run, sums = merge_shards(folders)
+    out = Path(out)
+    with staged_outputs(wait=wait) as staging:
+        results_folder = staging.folder(out / "results" / "corpus" / run.folder_name)
+        figures_folder = staging.folder(out / "figures" / "corpus" / run.folder_name)
+        summary = write_corpus(results_folder, figures_folder, run, sums, formats)
+    return CorpusOutput(run=run, summary=summary, results_dir=out / "results" / "corpus" / run.folder_name,
+                        figures_dir=out / "figures" / "corpus" / run.folder_name, engine=dict(run.engine or {}),
+                        shards=len(folders), leftovers=tuple(staging.leftovers))

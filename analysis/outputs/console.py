@@ -1,0 +1,56 @@
+"""What the commands print after a job: a few lines per result, built from the job's output, no files read."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..engine.naming import short_revision
+
+if TYPE_CHECKING:
+    from ..jobs.corpus import CorpusOutput
+    from ..jobs.run import RunOutput
+
+
+def run_lines(output: RunOutput) -> list[str]:
+    """The lines `real-attention run` prints: per measure the model, the summary and the paths written."""
+    from ..engine.measures import MEASURES
+    from ..outputs.tables import describe_run, sense_head_note
+
+    lines: list[str] = []
+    sentences = len(output.sentence_set.sentences)
+    for run in output.runs:
+        measured = "" if len(output.runs) == 1 and run.measure == MEASURES[0] else f", measure {run.measure}"
+        lines.append(f"{run.result.model} @ {short_revision(run.result.revision)}, {sentences} sentence(s), "
+                     f"focus {output.sentence_set.focus!r}{measured}")
+        lines.append(describe_run(run.summary))
+        lines.append(f"wrote {run.results_dir}")
+        if run.figures_dir is not None and run.figures:
+            lines.append(f"wrote {len(run.figures)} figure(s) to {run.figures_dir}")
+            note = sense_head_note(run.result)
+            if note:
+                lines.append(note)
+        if run.report is not None:
+            lines.append(f"wrote {run.report}")
+    if output.compare:
+        from .compare import compare_line
+
+        lines.append(compare_line(output.runs[0].result, output.runs[1].result))
+        lines.append("wrote " + " and ".join(str(path) for path in output.compare))
+    return lines
+
+
+def corpus_lines(output: CorpusOutput) -> list[str]:
+    """The lines `heads --corpus` and `merge` print: the model and corpus, the summary, the folders."""
+    from ..pooling.sums import describe_corpus
+
+    run = output.run
+    if output.shards:
+        where = f", {output.shards} shard(s) merged"
+    elif output.engine.get("name", "single-process") == "single-process":
+        where = ""
+    else:
+        where = f", {output.engine['workers']} Dask worker(s), {output.engine['partitions']} partition(s)"
+    shard = "" if run.shard is None else f", shard {run.shard.index}/{run.shard.count}"
+    return [f"{run.model} @ {short_revision(run.revision)}, corpus {run.name!r} (sha256 {run.sha256[:12]})"
+            f"{shard}{where}",
+            describe_corpus(output.summary),
+            f"wrote {output.results_dir} and {output.figures_dir}"]

@@ -1,0 +1,301 @@
+"""The syntax probe's data flow: treebank -> given-words encoding -> length-sorted batches -> one forward pass ->
+word maps of each layer as it ends -> predictions -> exact counts -> tables, examples and files.
+
+    read_treebank (checked TreeSentences) -> extract.encode_words (units: the treebank's words + specials)
+    -> pooling.sums.length_batches -> extract.pad_batch -> measures.forward_measured -> words.merge_maps
+    (word maps without the specials) -> scoring.predict -> SyntaxCounts -> heads.csv, best.csv, baselines.csv,
+    summary.json and the figures.
+
+Memory holds one bucket of sentences and one layer's maps of one batch, whatever the treebank's size.
+"""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..engine.errors import InputError
+from ..engine.measures import WEIGHTS, check_measure
+from .scoring import (
+    DEFAULT_MIN_COUNT,
+    DIRECTIONS,
+    GoldBatch,
+    SyntaxCounts,
+    baselines_frame,
+    best_frame,
+    heads_frame,
+)
+from .treebank import TreeSentence, check_treebank, file_sha256, read_treebank
+
+DEFAULT_BATCH_SIZE = 32
+EXAMPLE_RELATIONS = ("det", "nsubj", "obj")  # each gets a figure of EXAMPLES sentences for its best head
+EXAMPLES = 2
+EXAMPLE_WORDS = (6, 14)  # an example sentence has this many words at least and at most (readable arcs)
+
+
+@dataclass(frozen=True)
+class Treebank:
+    """A checked treebank file: every sentence read once (up to the limit), before any model work."""
+
+    path: Path
+    sha256: str  # of the whole file, every byte
+    sentences: int  # sentences the run will read (the first `limit`, if given)
+    limit: int | None
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+def scan_treebank(path: str | Path, limit: int | None = None) -> Treebank:
+    """Check the treebank (every sentence up to `limit`) and count its sentences; TreebankError names the file
+    and line of a problem, InputError a bad limit."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise InputError(f"--limit must be a whole number of sentences, at least 1, not {limit!r}")
+    path = check_treebank(path)
+    count = sum(1 for _ in read_treebank(path, limit))
+    return Treebank(path=path, sha256=file_sha256(path), sentences=count, limit=limit)
+
+
+def check_options(batch_size: int, min_count: int) -> None:
+    for name, value in (("--batch-size", batch_size), ("--min-count", min_count)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(f"{name} must be a whole number, at least 1, not {value!r}")
+
+
+@dataclass(frozen=True)
+class Example:
+    """One sentence with the predictions of one relation's best head, for examples_<relation>.png."""
+
+    relation: str
+    layer: int  # counted from 1
+    head: int  # counted from 1
+    direction: str  # one of scoring.DIRECTIONS
+    words: tuple[str, ...]  # (W,)
+    gold: tuple[int, ...]  # (W,) 0-based gold head, -1 for the root
+    predicted: tuple[int, ...]  # (W,) 0-based predicted head
+    relations: tuple[str, ...]  # (W,)
+
+
+@dataclass(frozen=True)
+class SyntaxResult:
+    """What `ra.syntax` computed: the tables as DataFrames, the summary and the example sentences."""
+
+    heads: pd.DataFrame  # heads.csv: relation, direction, layer, head, correct, total, accuracy
+    best: pd.DataFrame  # best.csv: relation, total, layer, head, direction, accuracy, baseline_offset, baseline_accuracy
+    baselines: pd.DataFrame  # baselines.csv: relation, offset, correct, total, accuracy
+    summary: dict  # summary.json
+    examples: tuple[Example, ...]  # up to EXAMPLES sentences for each of EXAMPLE_RELATIONS that best.csv reports
+
+    def __repr__(self) -> str:
+        counts = self.summary["counts"]
+        return (f"<SyntaxResult: {self.summary['model']} on {self.summary['treebank']['name']}, "
+                f"{counts['sentences']} sentences, {counts['words']} words, {len(self.best)} relations reported>")
+
+
+def word_units(batch) -> np.ndarray:
+    """(B, t) each piece's word among the sentence's words (0-based), -1 for special tokens and pads."""
+    from ..engine.words import PUNCT, WORD
+
+    is_word = np.isin(batch.kinds, (WORD, PUNCT))  # (B, n)
+    word_of_unit = np.where(is_word, np.cumsum(is_word, axis=1) - 1, -1)  # (B, n)
+    pieces = np.take_along_axis(word_of_unit, np.maximum(batch.units, 0), axis=1)  # (B, t)
+    return np.where(batch.units >= 0, pieces, -1)
+
+
+def _is_example(sentence: TreeSentence, relation: str) -> bool:
+    low, high = EXAMPLE_WORDS
+    return low <= len(sentence.words) <= high and relation in sentence.relations
+
+
+def syntax_counts(loaded, sentences: Iterable[TreeSentence], batch_size: int = DEFAULT_BATCH_SIZE,
+                  measure: str = WEIGHTS, progress=None) -> tuple[SyntaxCounts, dict[str, list[TreeSentence]]]:
+    """Stream the sentences through the model in length-sorted batches and count every head's correct
+    predictions. -> (the counts, the first EXAMPLES candidate sentences of each EXAMPLE_RELATIONS, in file
+    order). `progress`: tqdm's update(n), one per sentence."""
+    import torch
+
+    from ..pooling.sums import BUCKET_BATCHES, length_batches
+    from ..engine.extract import encode_words, pad_batch
+    from ..engine.measures import forward_measured
+    from ..engine.words import merge_maps
+
+    counts = SyntaxCounts(loaded.layers, loaded.heads)
+    candidates: dict[str, list[TreeSentence]] = {relation: [] for relation in EXAMPLE_RELATIONS}
+    pad_id = loaded.tokenizer.pad_token_id or 0
+    device = torch.device(loaded.device)
+    stream = iter(sentences)
+    while bucket := list(itertools.islice(stream, batch_size * BUCKET_BATCHES)):
+        encoded, too_long, missing = encode_words(loaded.tokenizer, [s.words for s in bucket], loaded.max_tokens)
+        counts.skipped += len(too_long)
+        counts.no_piece += len(missing)
+        if progress is not None and (too_long or missing):
+            progress.update(len(too_long) + len(missing))
+        left_out = {i for i, _ in too_long} | {i for i, _ in missing}
+        kept = [s for i, s in enumerate(bucket) if i not in left_out]
+        tree_of = {id(e): s for e, s in zip(encoded, kept)}
+        for relation, found in candidates.items():
+            found += [s for s in kept if _is_example(s, relation)][:EXAMPLES - len(found)]
+        for batch_sentences in length_batches(encoded, batch_size):
+            trees = [tree_of[id(e)] for e in batch_sentences]
+            gold = GoldBatch.of(trees, counts.relation_ids)
+            counts.add_gold(gold)
+            batch = pad_batch(batch_sentences, pad_id)
+            pieces = torch.from_numpy(word_units(batch)).to(device)  # (B, t)
+            lengths = torch.from_numpy(gold.lengths).to(device)
+            words = int(gold.lengths.max())
+
+            def on_layer(layer: int, maps, pieces=pieces, words=words, gold=gold, lengths=lengths) -> None:
+                # as each layer ends: its maps die with it
+                word_maps = merge_maps(maps.float(), pieces, words)  # (B, H, W, W) without the specials
+                counts.add_layer(layer, gold, predict_cpu(word_maps, lengths))
+
+            forward_measured(loaded, batch, on_layer, measure)
+            if progress is not None:
+                progress.update(len(batch_sentences))
+    return counts, candidates
+
+
+def predict_cpu(word_maps, lengths) -> np.ndarray:
+    from .scoring import predict
+
+    return predict(word_maps, lengths).cpu().numpy()
+
+
+def examples(loaded, best: pd.DataFrame, candidates: dict[str, list[TreeSentence]], measure: str) -> tuple[Example, ...]:
+    """The predictions of each example relation's best head on its candidate sentences (one small forward pass)."""
+    import torch
+
+    from ..engine.pipeline import attend_with_sums
+    from ..engine.words import SPECIAL_KINDS
+
+    chosen = [(relation, s) for relation, found in candidates.items() if relation in set(best["relation"])
+              for s in found]
+    if not chosen:
+        return ()
+    attentions = attend_with_sums(loaded, None, words=[s.words for _, s in chosen], measure=measure)[0]
+    rows = best.set_index("relation")
+    result = []
+    for (relation, sentence), attention in zip(chosen, attentions):
+        row = rows.loc[relation]
+        keep = ~np.isin(np.array(attention.kinds), SPECIAL_KINDS)
+        head_map = attention.weights[row["layer"] - 1, row["head"] - 1][np.ix_(keep, keep)]  # (W, W)
+        maps = torch.from_numpy(np.ascontiguousarray(head_map))[None, None]  # (1, 1, W, W)
+        predicted = predict_cpu(maps, torch.tensor([len(sentence.words)]))[DIRECTIONS.index(row["direction"]), 0, 0]
+        result.append(Example(relation, int(row["layer"]), int(row["head"]), row["direction"], sentence.words,
+                              tuple(sentence.heads.tolist()), tuple(predicted.tolist()), sentence.relations))
+    return tuple(result)
+
+
+def syntax(model, treebank: str | Path | Treebank, *, measure: str = WEIGHTS, min_count: int = DEFAULT_MIN_COUNT,
+           limit: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE, progress=None) -> SyntaxResult:
+    """Which head best predicts each dependency relation of a CoNLL-U treebank, against fixed-offset baselines.
+
+    model: a LoadedModel (ra.load). treebank: a .conllu file (or scan_treebank's record of one). Each sentence's
+    units are its words plus the special tokens (the given-words rule); sentences longer than the model takes are
+    skipped and counted, never cut. measure: "weights" or "norm". min_count: the fewest words of a relation that
+    best.csv reports. limit: the first N sentences only. progress: tqdm's update(n), one per sentence.
+    Returns a SyntaxResult; raises TreebankError (naming the file and line) or InputError.
+    """
+    from ..engine.pipeline import versions
+
+    check_measure(measure)
+    check_options(batch_size, min_count)
+    if not isinstance(treebank, Treebank):
+        treebank = scan_treebank(treebank, limit)
+    elif limit is not None and limit != treebank.limit:
+        raise InputError(f"the treebank was scanned with limit {treebank.limit}, not {limit}")
+    if measure != WEIGHTS:
+        from ..engine.measures import check_supported
+
+        check_supported(model, measure)
+    counts, candidates = syntax_counts(model, read_treebank(treebank.path, treebank.limit), batch_size, measure,
+                                       progress)
+    if counts.sentences == 0:
+        raise InputError(f"{treebank.path}: no sentence to score: {counts.skipped} too long for "
+                         f"{model.choice.short} (at most {model.max_tokens} tokens), {counts.no_piece} with a word "
+                         "the tokenizer gives no piece")
+    best = best_frame(counts, min_count)
+    summary = {
+        "model": model.choice.name,
+        "revision": model.revision,
+        "treebank": {"name": treebank.name, "sha256": treebank.sha256},
+        "limit": treebank.limit,
+        "counts": {"sentences": counts.sentences, "words": counts.words, "skipped": counts.skipped,
+                   "no_piece": counts.no_piece},
+        "skipped": counts.skipped + counts.no_piece,
+        "min_count": min_count,
+        "measure": measure,
+        "layers": model.layers,
+        "heads_per_layer": model.heads,
+        "causal": model.causal,
+        "versions": versions(),
+    }
+    return SyntaxResult(heads=heads_frame(counts), best=best, baselines=baselines_frame(counts), summary=summary,
+                        examples=examples(model, best, candidates, measure))
+
+
+# --- files ---------------------------------------------------------------------------------------------------
+
+BEST_FIGURE, RELATIONS_FIGURE = "best", "relations"
+
+
+def folder_name(name: str, measure: str = WEIGHTS) -> str:
+    """results/syntax/<folder_name>: one plain folder name, plus '-norm' for the norm measure."""
+    from ..engine.measures import check_own_folder, folder_suffix
+    from ..outputs.staging import plain_folder_name
+
+    return check_own_folder(plain_folder_name(name, "--name"), "--name") + folder_suffix(measure)
+
+
+def default_name(treebank: str | Path | Treebank) -> str:
+    """The treebank file's stem: en_ewt-ud-dev for en_ewt-ud-dev.conllu."""
+    return (treebank.path if isinstance(treebank, Treebank) else Path(treebank)).stem
+
+
+def write_syntax(result: SyntaxResult, out: str | Path = ".", name: str | None = None,
+                 formats: tuple[str, ...] = ("png",)) -> tuple[Path, Path]:
+    """Write OUT/results/syntax/NAME/ (heads.csv, best.csv, baselines.csv, summary.json) and
+    OUT/figures/syntax/NAME/ (best, relations and examples_<relation> figures in each format), all at once
+    (staged). NAME: the treebank's stem by default ('-norm' added for the norm measure). -> the two folders."""
+    from ..outputs.figio import save_figure
+    from ..outputs.staging import staged_outputs
+    from ..outputs.tables import write_csv, write_json
+    from .figures import best_figure, example_figure, relations_figure
+
+    for fmt in formats:
+        if fmt not in ("png", "svg", "pdf"):
+            raise InputError(f"unknown figure format {fmt!r}: use png, svg or pdf")
+    folder = folder_name(name or Path(result.summary["treebank"]["name"]).stem, result.summary["measure"])
+    out = Path(out)
+    title = f"{Path(result.summary['model']).name} on {result.summary['treebank']['name']}"
+    with staged_outputs() as staging:
+        results = staging.folder(out / "results" / "syntax" / folder)
+        figures = staging.folder(out / "figures" / "syntax" / folder)
+        write_csv(result.heads, results / "heads.csv")
+        write_csv(result.best, results / "best.csv")
+        write_csv(result.baselines, results / "baselines.csv")
+        write_json(result.summary, results / "summary.json")
+        for fmt in formats:
+            save_figure(best_figure(result.best, title, result.summary["measure"]), figures / f"{BEST_FIGURE}.{fmt}")
+            save_figure(relations_figure(result.heads, result.best, title), figures / f"{RELATIONS_FIGURE}.{fmt}")
+            for relation in EXAMPLE_RELATIONS:
+                chosen = [e for e in result.examples if e.relation == relation]
+                if chosen:
+                    save_figure(example_figure(chosen, title), figures / f"examples_{relation}.{fmt}")
+    return out / "results" / "syntax" / folder, out / "figures" / "syntax" / folder
+
+
+def describe(result: SyntaxResult) -> str:
+    """The human summary: counts and the best table."""
+    counts = result.summary["counts"]
+    lines = [f"{counts['sentences']} sentence(s), {counts['words']} words; {counts['skipped']} too long skipped"
+             + (f", {counts['no_piece']} with a word without pieces skipped" if counts["no_piece"] else "")]
+    for row in result.best.itertuples(index=False):
+        lines.append(f"{row.relation:<10} {row.total:>6}  L{row.layer}H{row.head} {row.direction:<9} "
+                     f"{100 * row.accuracy:5.1f}%   baseline {row.baseline_offset:+d}: {100 * row.baseline_accuracy:5.1f}%")
+    return "\n".join(lines)

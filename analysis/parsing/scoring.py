@@ -1,0 +1,221 @@
+"""Heads as dependency parsers (Clark et al. 2019, Sec. 4, on Universal Dependencies): predictions, counts, best heads.
+
+For every layer, head and direction, each word's predicted head is the word the head's word map points to most:
+  - `dep->head`: the map as it is, row i (what word i attends to most);
+  - `head<-dep`: its transpose, row i of the transpose = column i (the word that attends most to word i);
+after the diagonal is set to 0 and the special tokens' rows and columns are dropped. The root is never
+predicted (a prediction is always a word). Possessives (Clark's special case): when a word's relation is
+`poss` and the next word is 's, s', ’s or s’, the next word's prediction is scored instead.
+Baselines: the word at a fixed offset i + k, k = -3..+2, clamped to the sentence (Clark's offset_predictor).
+Counts are exact integers accumulated per relation, direction, layer and head; no map is kept.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .treebank import POSS, TreeSentence
+
+DIRECTIONS = ("dep->head", "head<-dep")  # the word map as it is; its transpose
+OFFSETS = (-3, -2, -1, 0, 1, 2)  # the fixed-offset baselines
+POSS_MARKERS = ("'s", "s'", "\u2019s", "s\u2019")  # the possessive words after a poss word (compared lower-cased)
+ALL = "all"  # the relation of every word
+UNREPORTED = ("root", "punct")  # never in best.csv: no head predicts the root; punctuation is no relation of words
+DEFAULT_MIN_COUNT = 100
+
+HEADS_COLUMNS = ["relation", "direction", "layer", "head", "correct", "total", "accuracy"]
+BEST_COLUMNS = ["relation", "total", "layer", "head", "direction", "accuracy", "baseline_offset", "baseline_accuracy"]
+BASELINE_COLUMNS = ["relation", "offset", "correct", "total", "accuracy"]
+
+
+def predict(maps, lengths):
+    """Every head's predictions in both directions, in torch on the maps' device.
+
+    maps: (B, H, W, W) word maps (query rows x key columns) without the special tokens, zero-padded after each
+    sentence's words; lengths: (B,) words per sentence. Returns (2, B, H, W) int64: in DIRECTIONS order, the
+    predicted head of each word (pads: anything). The diagonal counts as 0 and pads are never predicted; ties
+    go to the first word.
+    """
+    import torch
+
+    _, _, words, _ = maps.shape
+    valid = torch.arange(words, device=maps.device)[None, :] < lengths[:, None]  # (B, W)
+    scores = maps.float().clone()  # (B, H, W, W)
+    scores.diagonal(dim1=2, dim2=3).zero_()
+    scores.masked_fill_(~valid[:, None, None, :], -1.0)  # pad keys: never a prediction of dep->head
+    scores.masked_fill_(~valid[:, None, :, None], -1.0)  # pad queries: never a prediction of head<-dep
+    return torch.stack([scores.argmax(dim=3), scores.argmax(dim=2)])  # (2, B, H, W)
+
+
+def scored_index(words: Sequence[str], relations: Sequence[str]) -> np.ndarray:
+    """(W,) the word whose prediction is scored for each word: itself, or the next word for a poss word followed
+    by a possessive 's (Clark's special case)."""
+    index = np.arange(len(words))
+    for i in range(len(words) - 1):  # a sentence-final poss word has no next word: scored as itself
+        if relations[i] == POSS and words[i + 1].lower() in POSS_MARKERS:
+            index[i] = i + 1
+    return index
+
+
+@dataclass(frozen=True)
+class GoldBatch:
+    """The gold trees of a batch of B sentences, padded to W words."""
+
+    heads: np.ndarray  # (B, W) int64 gold head index, -1 for the root, -2 for pads (never equal to a prediction)
+    scored: np.ndarray  # (B, W) int64 the word whose prediction is scored (scored_index), 0 for pads
+    relations: np.ndarray  # (B, W) int64 relation id, -1 for pads
+    lengths: np.ndarray  # (B,) int64 words per sentence
+
+    @classmethod
+    def of(cls, sentences: Sequence[TreeSentence], relation_id) -> GoldBatch:
+        """relation_id: name -> int id (SyntaxCounts.relation_ids)."""
+        lengths = np.array([len(s.words) for s in sentences], dtype=np.int64)
+        size, words = len(sentences), int(lengths.max())
+        heads = np.full((size, words), -2, dtype=np.int64)
+        scored = np.zeros((size, words), dtype=np.int64)
+        relations = np.full((size, words), -1, dtype=np.int64)
+        for row, sentence in enumerate(sentences):
+            n = len(sentence.words)
+            heads[row, :n] = sentence.heads
+            scored[row, :n] = scored_index(sentence.words, sentence.relations)
+            relations[row, :n] = relation_id(sentence.relations)
+        return cls(heads, scored, relations, lengths)
+
+    def counts(self, predictions: np.ndarray, relations: int) -> np.ndarray:
+        """(..., B, W) predictions -> (..., relations) int64 correct predictions per relation."""
+        lead = predictions.shape[:-2]
+        scored = np.broadcast_to(self.scored, predictions.shape)
+        picked = np.take_along_axis(predictions, scored, axis=-1)  # (..., B, W)
+        hit = (picked == self.heads) & (self.relations >= 0)  # pads: gold -2 never hit; the root (-1) never either
+        onehot = np.zeros((self.relations.size, relations))  # (B * W, R) float64: exact counts through BLAS
+        real = self.relations.reshape(-1) >= 0
+        onehot[np.flatnonzero(real), self.relations.reshape(-1)[real]] = 1.0
+        counts = hit.reshape(-1, self.relations.size).astype(np.float64) @ onehot  # (prod(lead), R)
+        return np.rint(counts).astype(np.int64).reshape(*lead, relations)
+
+    def baseline_predictions(self) -> np.ndarray:
+        """(len(OFFSETS), B, W) int64: the word at i + offset, clamped to each sentence's words."""
+        index = np.arange(self.heads.shape[1])
+        last = np.maximum(self.lengths - 1, 0)[None, :, None]
+        shifted = index[None, None, :] + np.array(OFFSETS)[:, None, None]  # (O, 1, W)
+        return np.clip(shifted, 0, last)
+
+
+@dataclass
+class SyntaxCounts:
+    """Exact running counts over the sentences seen so far; relations get ids as they first appear."""
+
+    layers: int
+    heads: int
+    relations: list[str] = field(default_factory=list)  # (R,) names, in order of first appearance
+    correct: np.ndarray = None  # (2, layers, heads, R) int64 correct predictions per direction and head
+    baseline: np.ndarray = None  # (len(OFFSETS), R) int64 correct predictions per offset
+    totals: np.ndarray = None  # (R,) int64 words per relation
+    sentences: int = 0  # sentences scored
+    skipped: int = 0  # sentences over the model's maximum length, skipped (never cut)
+    no_piece: int = 0  # sentences with a word the tokenizer gives no piece, skipped
+
+    def __post_init__(self) -> None:
+        if self.correct is None:
+            self.correct = np.zeros((len(DIRECTIONS), self.layers, self.heads, 0), dtype=np.int64)
+            self.baseline = np.zeros((len(OFFSETS), 0), dtype=np.int64)
+            self.totals = np.zeros(0, dtype=np.int64)
+
+    def relation_ids(self, names: Sequence[str]) -> np.ndarray:
+        """(W,) int64 ids of the relations named, registering new ones (the count arrays grow by a column)."""
+        known = {name: i for i, name in enumerate(self.relations)}
+        new = [name for name in dict.fromkeys(names) if name not in known]
+        if new:
+            for name in new:
+                known[name] = len(self.relations)
+                self.relations.append(name)
+            grow = len(new)
+            self.correct = np.concatenate([self.correct, np.zeros((*self.correct.shape[:3], grow), np.int64)], axis=3)
+            self.baseline = np.concatenate([self.baseline, np.zeros((len(OFFSETS), grow), np.int64)], axis=1)
+            self.totals = np.concatenate([self.totals, np.zeros(grow, np.int64)])
+        return np.array([known[name] for name in names], dtype=np.int64)
+
+    def add_gold(self, gold: GoldBatch) -> None:
+        """Count the batch's words per relation and score the baselines on them."""
+        real = gold.relations[gold.relations >= 0]
+        self.totals += np.bincount(real, minlength=len(self.relations))
+        self.baseline += gold.counts(gold.baseline_predictions(), len(self.relations))
+        self.sentences += len(gold.lengths)
+
+    def add_layer(self, layer: int, gold: GoldBatch, predictions: np.ndarray) -> None:
+        """predictions: (2, B, H, W) of one layer (predict) -> added to the correct counts of that layer."""
+        per_head = np.moveaxis(predictions, 2, 1)  # (2, H, B, W)
+        self.correct[:, layer] += gold.counts(per_head, len(self.relations))
+
+    @property
+    def words(self) -> int:
+        return int(self.totals.sum())
+
+
+def ordered_relations(counts: SyntaxCounts) -> list[str]:
+    """`all` first, then every relation seen, by name."""
+    return [ALL, *sorted(counts.relations)]
+
+
+def _with_all(counts: SyntaxCounts) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """-> (relation names, correct (2, L, H, R+1), baseline (O, R+1), totals (R+1,)) in ordered_relations order."""
+    names = ordered_relations(counts)
+    order = [counts.relations.index(name) for name in names[1:]]
+    correct = np.concatenate([counts.correct.sum(axis=3, keepdims=True), counts.correct[..., order]], axis=3)
+    baseline = np.concatenate([counts.baseline.sum(axis=1, keepdims=True), counts.baseline[:, order]], axis=1)
+    totals = np.concatenate([[counts.totals.sum()], counts.totals[order]])
+    return names, correct, baseline, totals
+
+
+def heads_frame(counts: SyntaxCounts) -> pd.DataFrame:
+    """heads.csv: one row per relation (all first, then by name), direction, layer and head (from 1)."""
+    names, correct, _, totals = _with_all(counts)
+    relation, direction, layer, head = np.indices((len(names), *correct.shape[:3])).reshape(4, -1)  # C order
+    hits = np.moveaxis(correct, 3, 0).reshape(-1)  # (R, 2, L, H) flattened, as the indices
+    total = totals[relation]
+    return pd.DataFrame({
+        "relation": np.array(names, dtype=object)[relation],
+        "direction": np.array(DIRECTIONS, dtype=object)[direction],
+        "layer": layer + 1,
+        "head": head + 1,
+        "correct": hits,
+        "total": total,
+        "accuracy": hits / total,
+    })[HEADS_COLUMNS]
+
+
+def baselines_frame(counts: SyntaxCounts) -> pd.DataFrame:
+    """baselines.csv: one row per relation (all first, then by name) and offset."""
+    names, _, baseline, totals = _with_all(counts)
+    relation, offset = np.indices((len(names), len(OFFSETS))).reshape(2, -1)
+    hits = baseline.T.reshape(-1)
+    return pd.DataFrame({
+        "relation": np.array(names, dtype=object)[relation],
+        "offset": np.array(OFFSETS)[offset],
+        "correct": hits,
+        "total": totals[relation],
+        "accuracy": hits / totals[relation],
+    })[BASELINE_COLUMNS]
+
+
+def best_frame(counts: SyntaxCounts, min_count: int = DEFAULT_MIN_COUNT) -> pd.DataFrame:
+    """best.csv: for `all` and each relation with at least min_count words (not root, not punct), the best
+    (layer, head, direction) against the best offset. Ties: the lowest (layer, head), then dep->head; the
+    lowest offset."""
+    names, correct, baseline, totals = _with_all(counts)
+    rows = []
+    for r, name in enumerate(names):
+        if name != ALL and (name in UNREPORTED or totals[r] < min_count):
+            continue
+        by_head = np.moveaxis(correct[..., r], 0, 2)  # (L, H, 2): C order is (layer, head, direction)
+        layer, head, direction = np.unravel_index(int(np.argmax(by_head)), by_head.shape)  # first maximum
+        offset = int(np.argmax(baseline[:, r]))
+        rows.append({
+            "relation": name, "total": int(totals[r]), "layer": int(layer) + 1, "head": int(head) + 1,
+            "direction": DIRECTIONS[direction], "accuracy": by_head[layer, head, direction] / totals[r],
+            "baseline_offset": OFFSETS[offset], "baseline_accuracy": baseline[offset, r] / totals[r],
+        })
+    return pd.DataFrame(rows, columns=BEST_COLUMNS)

@@ -1,0 +1,184 @@
+"""Read a CoNLL-U treebank with the `conllu` library: each sentence's words, gold heads and relations, checked.
+
+A sentence's words are its syntactic word lines (integer IDs); multiword-token ranges (`1-2`) and empty nodes
+(`8.1`) are skipped. A word's gold head is its HEAD (0: the root) and its relation the universal part of its
+DEPREL, before any `:` (`obl:tmod` is `obl`), except `nmod:poss`, which is Clark et al.'s `poss`.
+Every problem is one TreebankError that names the file and the line.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..engine.errors import InputError
+
+POSS = "poss"
+RELATION_RENAMES = {"nmod:poss": POSS}  # subtypes reported as a relation of their own (Clark's Stanford name)
+COLUMNS = 10  # ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC
+
+
+class TreebankError(InputError):
+    """The treebank cannot be read as CoNLL-U; the message names the file and the line."""
+
+
+@dataclass(frozen=True)
+class TreeSentence:
+    """One sentence of the treebank: its words and their gold dependency tree."""
+
+    words: tuple[str, ...]  # (W,) FORM of each syntactic word, in order
+    heads: np.ndarray  # (W,) int64: 0-based index of each word's head among the words, -1 for the root
+    relations: tuple[str, ...]  # (W,) each word's relation (relation_of its DEPREL)
+    line: int  # the line of the file the sentence starts on (comments included), counted from 1
+
+    def __post_init__(self) -> None:
+        assert len(self.words) == len(self.relations) == self.heads.shape[0] > 0
+
+
+def relation_of(deprel: str) -> str:
+    """A DEPREL -> its universal relation: the part before ':', with `nmod:poss` as `poss`."""
+    return RELATION_RENAMES.get(deprel, deprel.split(":", 1)[0])
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_treebank(path: str | Path) -> Path:
+    """The path of a readable file, else TreebankError."""
+    path = Path(path)
+    if not path.is_file():
+        raise TreebankError(f"{path}: no such file; pass a CoNLL-U treebank (.conllu), e.g. UD English-EWT's "
+                            "en_ewt-ud-dev.conllu")
+    return path
+
+
+def _blocks(path: Path) -> Iterator[list[tuple[int, str]]]:
+    """The file's sentence blocks (lines between blank lines), each as (line number, text) pairs."""
+    block: list[tuple[int, str]] = []
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise TreebankError(f"{path}, line {number}: not UTF-8 ({error.reason} at byte {error.start}); "
+                                    "CoNLL-U files are UTF-8 text") from None
+            line = line.removeprefix("\ufeff") if number == 1 else line
+            line = line.rstrip("\r\n")
+            if line.strip():
+                block.append((number, line))
+            elif block:
+                yield block
+                block = []
+    if block:
+        yield block
+
+
+def _not_conllu(path: Path, number: int, what: str) -> TreebankError:
+    return TreebankError(f"{path}, line {number}: not CoNLL-U: {what}")
+
+
+def _parse(path: Path, lines: list[tuple[int, str]]) -> list:
+    """The word lines of one block -> conllu's tokens, one per line; TreebankError names a bad line."""
+    import conllu
+    from conllu.exceptions import ParseException
+
+    for number, line in lines:
+        if line.count("\t") != COLUMNS - 1:
+            raise _not_conllu(path, number, f"a word line has {COLUMNS} tab-separated columns (ID FORM LEMMA UPOS "
+                                            f"XPOS FEATS HEAD DEPREL DEPS MISC), this one {line.count(chr(9)) + 1}")
+    try:
+        sentences = conllu.parse("\n".join(line for _, line in lines) + "\n")
+    except ParseException:
+        for number, line in lines:  # find the line conllu cannot read
+            try:
+                conllu.parse(line + "\n")
+            except ParseException as error:
+                raise _not_conllu(path, number, str(error)) from None
+        raise  # every line alone parses: a bug, not bad input
+    tokens = [token for sentence in sentences for token in sentence]
+    assert len(tokens) == len(lines), (len(tokens), len(lines))
+    return tokens
+
+
+def _sentence(path: Path, block: list[tuple[int, str]]) -> TreeSentence | None:
+    """One block -> its sentence, or None for a block of comments only."""
+    lines = [(number, line) for number, line in block if not line.startswith("#")]
+    if not lines:
+        return None
+    words, heads, relations, numbers = [], [], [], []
+    for (number, _), token in zip(lines, _parse(path, lines)):
+        identifier = token["id"]
+        if isinstance(identifier, tuple):  # a multiword token's range (1-2) or an empty node (8.1)
+            continue
+        if not isinstance(identifier, int) or identifier != len(words) + 1:
+            raise _not_conllu(path, number, f"word IDs run 1, 2, 3, ... in each sentence; expected "
+                                            f"{len(words) + 1}, found {identifier!r}")
+        head, deprel = token["head"], token["deprel"]
+        if not isinstance(head, int):
+            raise _not_conllu(path, number, f"word {identifier} has no HEAD number ({head!r})")
+        if not isinstance(deprel, str) or deprel in ("", "_"):
+            raise _not_conllu(path, number, f"word {identifier} has no DEPREL")
+        words.append(token["form"])
+        heads.append(head)
+        relations.append(relation_of(deprel))
+        numbers.append(number)
+    if not words:
+        raise _not_conllu(path, lines[0][0], "a sentence has no word line with an integer ID")
+    count = len(words)
+    for number, head in zip(numbers, heads):
+        if not 0 <= head <= count:
+            raise TreebankError(f"{path}, line {number}: HEAD {head} points outside the sentence (its words are "
+                                f"1 to {count}, and 0 is the root)")
+    _check_tree(path, np.array(heads, dtype=np.int64), numbers)
+    return TreeSentence(tuple(words), np.array(heads, dtype=np.int64) - 1, tuple(relations), block[0][0])
+
+
+def _check_tree(path: Path, heads: np.ndarray, numbers: list[int]) -> None:
+    """TreebankError if some word's chain of heads never reaches the root: heads (W,) 1-based, 0 the root."""
+    up = np.concatenate([[0], heads])  # (W + 1,) up[k]: the head of word k; the root is its own head
+    reach = up.copy()
+    for _ in range(math.ceil(math.log2(len(up))) + 1):  # pointer doubling: reach[k] = the 2^i-th ancestor
+        reach = reach[reach]
+    stuck = np.flatnonzero(reach[1:] != 0)  # 0-based words that never reach the root
+    if stuck.size == 0:
+        return
+    word = int(stuck[0]) + 1
+    for _ in range(len(up)):  # walk until inside the cycle
+        word = int(up[word])
+    cycle = [word]
+    while int(up[cycle[-1]]) != word:
+        cycle.append(int(up[cycle[-1]]))
+    cycle = sorted(cycle)
+    raise TreebankError(f"{path}, line {numbers[cycle[0] - 1]}: the HEADs of words {', '.join(map(str, cycle))} "
+                        "form a cycle; a dependency tree reaches the root (0) from every word")
+
+
+def read_treebank(path: str | Path, limit: int | None = None) -> Iterator[TreeSentence]:
+    """Stream the sentences of a CoNLL-U file, checked as they are read; the first `limit` only, if given.
+
+    TreebankError (file and line) for a file that is not CoNLL-U, a HEAD outside its sentence, a cycle, or a
+    file without a sentence.
+    """
+    path = check_treebank(path)
+    count, last = 0, 0
+    for block in _blocks(path):
+        last = block[-1][0]
+        if limit is not None and count >= limit:
+            return
+        sentence = _sentence(path, block)
+        if sentence is not None:
+            count += 1
+            yield sentence
+    if count == 0:
+        what = "the file is empty" if last == 0 else "it has comments but no word line"
+        raise TreebankError(f"{path}, line {max(last, 1)}: no sentence: {what}; a CoNLL-U treebank has one word "
+                            "per line (ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC)")

@@ -1,0 +1,163 @@
+"""The API's surface: bool label columns, batching, heatmaps titled by the Attention, piece maps, and every
+public input checked with InputError (also under python -O, where an assert would vanish)."""
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import real_attention as ra
+
+ROOT = Path(__file__).resolve().parent.parent
+SENTENCES = ["Me senté en el banco de mi jardín.", "Fui al banco a sacar dinero."]
+SENSES = ["jardín", "dinero"]
+# lengths differ, so a batch of 2 sorts them and pads
+MANY = ["Fui al banco.", "Me senté en el banco de mi jardín.", "el banco.", "Fui al banco a sacar dinero.",
+        "mi jardín.", "I sat on the bank of my garden.", "I went to the bank to get some money."]
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_model_dir):
+    return ra.load(str(tiny_model_dir))
+
+
+@pytest.fixture(scope="module")
+def tiny_att(tiny):
+    return ra.attend(tiny, SENTENCES, focus="banco", sense=SENSES, lang="es")
+
+
+def test_label_columns_are_bool_and_heads_csv_keeps_true_false(tiny_att, tmp_path):
+    from real_attention.outputs.tables import write_csv
+
+    heads = ra.classify(tiny_att)
+    assert heads["sense_head"].dtype == bool and heads["marker_head"].dtype == bool
+    assert len(heads[heads.sense_head]) == int(tiny_att.result.report.sense_head.sum())
+    write_csv(heads, tmp_path / "heads.csv")
+    lines = (tmp_path / "heads.csv").read_text().splitlines()
+    flags = {line.split(",")[2] for line in lines[1:]} | {line.split(",")[3] for line in lines[1:]}
+    assert flags <= {"true", "false"} and "True" not in (tmp_path / "heads.csv").read_text()
+
+
+def test_batches_sorted_by_length_give_the_numbers_of_one_batch_in_input_order(tiny):
+    one = ra.attend(tiny, MANY, batch_size=len(MANY))
+    batched = ra.attend(tiny, MANY, batch_size=2)
+    assert [s.text for s in batched] == [s.text for s in one] == MANY
+    for a, b, ra_, rb in zip(one, batched, one.rollout, batched.rollout):
+        assert a.words == b.words
+        np.testing.assert_allclose(a.weights, b.weights, atol=1e-6)
+        np.testing.assert_allclose(ra_, rb, atol=1e-6)
+
+
+def test_batched_sums_equal_one_batch(tiny_loaded):
+    from real_attention.engine.pipeline import attend_with_sums
+
+    _, whole, _ = attend_with_sums(tiny_loaded, MANY)
+    _, parts, _ = attend_with_sums(tiny_loaded, MANY, batch_size=3)
+    np.testing.assert_allclose(parts.totals, whole.totals, atol=1e-6)
+    assert (parts.sentences, parts.units, parts.pairs, parts.tokens) == \
+        (whole.sentences, whole.units, whole.pairs, whole.tokens)
+
+
+def test_the_heatmap_takes_its_title_from_the_attention(tiny_att):
+    figure = tiny_att.heatmap(1, layer=2, head=3)
+    title = figure.axes[0].get_title()
+    assert tiny_att.model.rstrip("/").split("/")[-1] in title and "sentence 2" in title
+    assert ra.heatmap(tiny_att[1], 2, 3).axes[0].get_title() != title  # a bare sentence knows no model
+    same = ra.heatmap(tiny_att, 2, 3, index=1)
+    assert np.array_equal(figure.axes[0].images[0].get_array(), same.axes[0].images[0].get_array())
+    expected = tiny_att[1].weights[1, 2]
+    assert np.allclose(np.asarray(figure.axes[0].images[0].get_array()), expected)
+
+
+def test_piece_maps_on_request(tiny):
+    plain = ra.attend(tiny, SENTENCES)
+    assert plain[0].pieces == () and plain[0].piece_weights is None
+    att = ra.attend(tiny, SENTENCES, pieces=True)
+    first = att[0]
+    t = len(first.pieces)
+    assert first.pieces[0] == "[CLS]" and first.pieces[-1] == "[SEP]" and "##é" in first.pieces
+    assert first.piece_weights.shape == (att.layers, att.heads, t, t) and first.piece_weights.dtype == np.float32
+    np.testing.assert_allclose(first.piece_weights.sum(axis=-1), 1.0, atol=1e-5)
+    assert len(tiny.tokenizer(first.text)["input_ids"]) == t
+    second = att[1]
+    assert len(second.pieces) != t  # each sentence its own length, no padding
+    assert np.allclose(second.piece_weights.sum(axis=-1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(att[0].weights, plain[0].weights, atol=1e-6)  # the word maps are unchanged
+
+
+def test_piece_maps_are_the_models_own_attentions(tiny):
+    import torch
+
+    att = ra.attend(tiny, SENTENCES[:1], pieces=True)
+    ids = tiny.tokenizer(SENTENCES[0], return_tensors="pt")
+    with torch.inference_mode():
+        maps = tiny.model(**ids, output_attentions=True).attentions
+    expected = torch.stack(maps)[:, 0].numpy()  # (layers, heads, t, t)
+    np.testing.assert_allclose(att[0].piece_weights, expected, atol=1e-6)
+
+
+def test_layer_and_head_from_the_tables_own_numbers(tiny_att):
+    heads = ra.classify(tiny_att)
+    row = heads.iloc[5]
+    assert isinstance(row["layer"], np.integer)
+    ra.heatmap(tiny_att[0], layer=row["layer"], head=row["head"])
+    ra.heatmap(tiny_att[0], layer=np.int64(1), head=np.int32(2))
+    with pytest.raises(ra.InputError, match=r"^layer 9 is out of range: 1 to 3$"):
+        ra.heatmap(tiny_att[0], layer=np.int64(9), head=1)
+    with pytest.raises(ra.InputError, match="head must be a whole number"):
+        ra.heatmap(tiny_att[0], layer=1, head=1.0)
+
+
+@pytest.mark.parametrize(("call", "argument"), [
+    (lambda m, a: ra.attend(m, 3), "texts"),
+    (lambda m, a: ra.attend(m, b"Fui al banco."), "texts"),
+    (lambda m, a: ra.attend(m, ["Fui al banco.", None]), "texts"),
+    (lambda m, a: ra.attend(m, ["Fui al banco."], focus=3, sense="banco"), "focus"),
+    (lambda m, a: ra.attend(m, ["Fui al banco."], focus="banco", sense=[3]), "sense"),
+    (lambda m, a: ra.attend(m, ["Fui al banco."], batch_size=0), "batch_size"),
+    (lambda m, a: ra.attend(m, ["Fui al banco."], batch_size="2"), "batch_size"),
+    (lambda m, a: ra.attend("minilm", ["Fui al banco."]), "model"),
+    (lambda m, a: ra.load(3), "model"),
+    (lambda m, a: ra.load("minilm", revision=7), "revision"),
+    (lambda m, a: ra.classify("att"), "classify"),
+    (lambda m, a: ra.heatmap("att", 1, 1), "heatmap"),
+    (lambda m, a: ra.heatmap(a, 1, 1, index=5), "index"),
+    (lambda m, a: ra.corpus_stats(m, [None, 3]), "lines"),
+    (lambda m, a: ra.corpus_stats(m, b"el banco."), "lines"),
+    (lambda m, a: ra.corpus_stats(m, 3), "lines"),
+    (lambda m, a: ra.corpus_stats(m, ["el banco."], batch_size=-1), "batch_size"),
+])
+def test_wrong_types_are_one_input_error_naming_the_argument(tiny, tiny_att, call, argument):
+    with pytest.raises(ra.InputError, match=argument):
+        call(tiny, tiny_att)
+
+
+def test_a_single_string_is_one_sentence_for_corpus_stats(tiny):
+    one = ra.corpus_stats(tiny, "Fui al banco a sacar dinero.")
+    assert set(one["n_sentences"]) == {1}
+    listed = ra.corpus_stats(tiny, ["Fui al banco a sacar dinero."])
+    assert one.equals(listed)
+
+
+def test_bad_inputs_are_input_errors_under_python_O(tiny_model_dir):
+    """asserts vanish under -O; the checks must not."""
+    code = (
+        "import numpy as np, real_attention as ra\n"
+        f"m = ra.load({str(tiny_model_dir)!r})\n"
+        "att = ra.attend(m, ['Fui al banco.'])\n"
+        "calls = [lambda: ra.attend(m, 3), lambda: ra.attend(m, ['x'], focus=3, sense='x'), lambda: ra.load(3),\n"
+        "         lambda: ra.classify('att'), lambda: ra.attend(m, b'abc'), lambda: ra.corpus_stats(m, [None, 3]),\n"
+        "         lambda: ra.heatmap(att[0], layer=np.int64(99), head=1), lambda: ra.attend(m, ['x'], batch_size=0),\n"
+        "         lambda: ra.WordAttention('x', ('x',), (0,), np.zeros((1, 1, 2, 2), np.float32)),\n"
+        "         lambda: ra.WordAttention('x', ('x',), (0,), np.zeros((1, 1, 1, 1)))]\n"
+        "for call in calls:\n"
+        "    try:\n"
+        "        call()\n"
+        "    except ra.InputError:\n"
+        "        continue\n"
+        "    raise SystemExit('no InputError')\n"
+        "print('ok', __debug__)\n"
+    )
+    done = subprocess.run([sys.executable, "-O", "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.stdout.strip() == "ok False", done.stderr[-3000:]

@@ -1,0 +1,317 @@
+"""Second hardening pass: each command keeps to its own folders, runs on one --out take turns, what a dead run
+left is cleaned, links are refused, disk errors are one line, and ra.run writes what `run` writes."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import SPANISH
+from real_attention import cli
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def error_line(result) -> str:
+    lines = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(lines) == 1, result.output
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder` (relative path -> bytes)."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def corpus_file(folder: Path) -> Path:
+    path = folder / "wiki.txt"
+    path.write_text("I sat on the bank.\nI went to the bank to get some money.\n", encoding="utf-8")
+    return path
+
+
+# --- every pair of commands ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["corpus", "lesson", "syntax", "show", "Corpus", "LESSON"])
+def test_run_refuses_every_folder_another_command_owns(name, tiny_model_dir, tmp_path):
+    from real_attention.outputs.folders import OWNED
+
+    assert name.casefold() in OWNED
+    owned = tmp_path / "results" / name.casefold() / "keep"
+    owned.mkdir(parents=True)
+    (owned / "file.txt").write_text("mine", encoding="utf-8")
+    result = invoke("run", "--model", tiny_model_dir, "--lang", name, "--out", tmp_path, "--no-figures", "--no-report")
+    assert result.exit_code == 2
+    assert f"--lang {name!r} names the folder that" in error_line(result)
+    assert (owned / "file.txt").read_text(encoding="utf-8") == "mine"
+
+
+def test_every_command_leaves_the_others_results_alone(tiny_model_dir, tmp_path):
+    """run, lesson, heads --corpus (two shards), merge and show in one --out: after each, every folder an
+    earlier command wrote is byte for byte as it was."""
+    config = tmp_path / "c.toml"
+    config.write_text(SPANISH.replace("[es]", "[corpus2]").replace("es.sentences", "corpus2.sentences"),
+                      encoding="utf-8")
+    text = corpus_file(tmp_path)
+    out = tmp_path / "out"
+    steps = [
+        ("run", "--model", tiny_model_dir, "--out", out, "--quiet"),
+        ("run", "--model", tiny_model_dir, "--lang", "corpus2", "--config", config, "--out", out, "--no-figures",
+         "--quiet"),
+        ("lesson", "--out", out, "--quiet"),
+        ("heads", "--corpus", text, "--model", tiny_model_dir, "--out", out, "--quiet"),
+        ("heads", "--corpus", text, "--model", tiny_model_dir, "--out", out, "--shard", "1/2", "--quiet"),
+        ("heads", "--corpus", text, "--model", tiny_model_dir, "--out", out, "--shard", "2/2", "--quiet"),
+        ("merge", out / "results/corpus/wiki-shard-1-of-2", out / "results/corpus/wiki-shard-2-of-2",
+         "--out", tmp_path / "merged", "--quiet"),
+        ("show", "--out", out, "--layer", 1, "--head", 2, "--quiet"),
+    ]
+    written: dict[str, dict[str, bytes]] = {}
+    for step in steps:
+        result = invoke(*step)
+        assert result.exit_code == 0, (step, result.output)
+        for folder, before in written.items():
+            assert tree(out / folder) == before, (step, folder)
+        for top in ("results", "figures"):
+            for folder in sorted((out / top).glob("*")):
+                for sub in ([folder] if folder.name not in ("corpus", "show", "syntax") else folder.glob("*")):
+                    written.setdefault(str(sub.relative_to(out)), tree(sub))
+    assert {"results/es", "results/corpus2", "results/lesson", "results/corpus/wiki", "figures/show/es",
+            "results/corpus/wiki-shard-1-of-2"} <= set(written)
+
+
+@pytest.mark.parametrize("name", ["../lesson", "..", ".hidden", "a/b", "x\x01"])
+def test_a_corpus_name_never_leaves_its_folder(name, tiny_model_dir, tmp_path):
+    result = invoke("heads", "--corpus", corpus_file(tmp_path), "--model", tiny_model_dir, "--name", name,
+                    "--out", tmp_path / "out")
+    assert result.exit_code == 2
+    assert "cannot be a folder name" in error_line(result)
+    assert not (tmp_path / "out").exists()
+
+
+# --- two runs on one --out ---------------------------------------------------------------------------------
+
+def test_a_second_run_waits_or_with_no_wait_stops(tiny_model_dir, tmp_path):
+    import real_attention as ra
+    from real_attention.outputs.staging import FolderLock
+
+    (tmp_path / "results").mkdir()
+    lock = FolderLock(tmp_path / "results" / ".es.lock")
+    assert lock.acquire(block=False)
+    refused = invoke("run", "--model", tiny_model_dir, "--out", tmp_path, "--no-figures", "--no-report", "--no-wait")
+    assert refused.exit_code == 1
+    assert error_line(refused) == (f"Error: another real-attention run is writing {tmp_path / 'results' / 'es'}; "
+                                   "wait for it to finish, or run again without --no-wait to wait for it")
+    assert not (tmp_path / "results" / "es").exists()
+
+    messages: list[str] = []
+
+    def other_run_finishes(message: str) -> None:  # called once this run starts waiting
+        messages.append(message)
+        lock.release()
+
+    output = ra.run(model=str(tiny_model_dir), out=tmp_path, figures=False, report=False, progress=other_run_finishes)
+    assert messages == [f"waiting for another real-attention run that is writing {tmp_path / 'results' / 'es'} ..."]
+    assert (output.runs[0].results_dir / "heads.csv").is_file()
+    assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["es"]  # the lock file went with the lock
+
+
+def test_what_a_killed_run_left_is_removed_by_the_next(tiny_model_dir, tmp_path):
+    results = tmp_path / "results"
+    for stale in (".es.staging-k1llx", ".es.old-99999", ".es-norm.staging-other"):
+        (results / stale).mkdir(parents=True)
+        (results / stale / "attention.csv").write_text("x", encoding="utf-8")
+    result = invoke("run", "--model", tiny_model_dir, "--out", tmp_path, "--no-figures", "--no-report", "--quiet")
+    assert result.exit_code == 0, result.output
+    # es's debris is gone; es-norm's belongs to a folder this run did not lock, and stays until a norm run
+    assert sorted(p.name for p in results.iterdir()) == [".es-norm.staging-other", "es"]
+
+
+def test_a_symlinked_output_folder_is_refused_and_kept(tiny_model_dir, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "mine.txt").write_text("keep", encoding="utf-8")
+    (tmp_path / "out" / "results").mkdir(parents=True)
+    (tmp_path / "out" / "results" / "es").symlink_to(elsewhere, target_is_directory=True)
+    result = invoke("run", "--model", tiny_model_dir, "--out", tmp_path / "out", "--no-figures", "--no-report")
+    assert result.exit_code == 2
+    assert "is a symbolic link" in error_line(result)
+    assert (tmp_path / "out" / "results" / "es").is_symlink()
+    assert sorted(p.name for p in (tmp_path / "out" / "results").iterdir()) == ["es"]
+    assert (elsewhere / "mine.txt").read_text(encoding="utf-8") == "keep"
+
+
+# --- errors of the disk and the terminal are not bugs ---------------------------------------------------
+
+def _limit_file_size() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+
+
+def command(*args: object) -> list[str]:
+    return [sys.executable, "-m", "real_attention", *map(str, args)]
+
+
+@pytest.mark.parametrize("what", ["run", "lesson"])
+def test_a_file_too_large_is_one_error_line(what, tiny_model_dir, tmp_path):
+    args = ("run", "--model", tiny_model_dir) if what == "run" else ("lesson",)
+    done = subprocess.run(command(*args, "--out", tmp_path / "out", "--quiet"), capture_output=True, text=True,
+                          preexec_fn=_limit_file_size, cwd=tmp_path, timeout=300)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr and "hit a bug" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
+    assert len(lines) == 1 and "File too large" in lines[0] and str(tmp_path / "out") in lines[0], done.stderr
+    assert not (tmp_path / "out" / "results" / ("es" if what == "run" else "lesson")).exists()
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    process = subprocess.Popen(command("lesson", "--out", tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               cwd=tmp_path)
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.readline()  # like `| head -1`
+    process.stdout.close()
+    stderr = process.stderr.read().decode()
+    process.wait(timeout=120)
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
+
+
+def test_a_toml_nested_too_deeply_is_bad_input(tiny_model_dir, tmp_path):
+    config = tmp_path / "deep.toml"
+    config.write_text("x = " + "[" * 100_000 + "]" * 100_000 + "\n", encoding="utf-8")
+    result = invoke("run", "--model", tiny_model_dir, "--config", config, "--out", tmp_path / "out")
+    assert result.exit_code == 2
+    assert error_line(result) == f"Error: malformed TOML in {config}: nested too deeply (a config needs two levels)"
+
+
+# --- the library writes what the command writes ---------------------------------------------------------
+
+def test_ra_run_and_the_command_write_the_same_bytes(tiny_model_dir, tmp_path):
+    import real_attention as ra
+
+    config = tmp_path / "c.toml"
+    config.write_text(SPANISH, encoding="utf-8")
+    ran = invoke("run", "--model", tiny_model_dir, "--config", config, "--out", tmp_path / "cli",
+                 "--compare-measures", "--format", "png", "--format", "svg", "--quiet")
+    assert ran.exit_code == 0, ran.output
+    output = ra.run(model=str(tiny_model_dir), config=config, out=tmp_path / "api", compare_measures=True,
+                    formats=("png", "svg"))
+    cli_files, api_files = tree(tmp_path / "cli"), tree(tmp_path / "api")
+    assert cli_files.keys() == api_files.keys() and len(cli_files) > 20
+    assert [name for name in cli_files if cli_files[name] != api_files[name]] == []
+    assert [run.folder for run in output.runs] == ["es", "es-norm"]
+    assert output.attention.layers == 3 and output.summary["measure"] == "weights"
+    assert all(path.is_file() for run in output.runs for path in run.figures)
+    assert output.compare == (tmp_path / "api/results/es/measures.csv", tmp_path / "api/figures/es/measures.png")
+
+
+def test_ra_corpus_and_merge_write_what_heads_and_merge_write(tiny_model_dir, tmp_path):
+    import real_attention as ra
+
+    text = corpus_file(tmp_path)
+    assert invoke("heads", "--corpus", text, "--model", tiny_model_dir, "--out", tmp_path / "cli", "--quiet",
+                  "--threshold", "marker=0.4").exit_code == 0
+    output = ra.corpus(text, model=str(tiny_model_dir), out=tmp_path / "api", thresholds={"marker": 0.4})
+    assert tree(tmp_path / "cli") == tree(tmp_path / "api")
+    assert output.results_dir == tmp_path / "api" / "results" / "corpus" / "wiki"
+    assert list(output.heads["layer"][:2]) == [1, 1] and output.summary["counts"]["sentences"] == 2
+    shards = [ra.corpus(text, model=str(tiny_model_dir), out=tmp_path / "s", shard=f"{i}/2").results_dir
+              for i in (1, 2)]
+    merged = ra.merge(shards, out=tmp_path / "m")
+    assert merged.shards == 2
+    assert (merged.results_dir / "heads.csv").read_bytes() == (output.results_dir / "heads.csv").read_bytes()
+
+
+def test_the_command_functions_are_thin():
+    """Each command parses, calls the library and prints: no command body over 30 lines."""
+    import ast
+
+    source = (REPO / "real_attention.py").read_text(encoding="utf-8")
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef) and node.name.endswith("_command"):
+            body_start = node.body[1].lineno if ast.get_docstring(node) else node.body[0].lineno
+            assert node.end_lineno - body_start + 1 <= 30, node.name
+
+
+# --- one import name ------------------------------------------------------------------------------------
+
+SHADOW = "raise ImportError('the user\\'s own analysis module was imported')\n"
+
+
+@pytest.fixture()
+def shadowed(tmp_path) -> Path:
+    """A working folder with its own analysis.py and analysis/ package, as a research folder has."""
+    (tmp_path / "analysis.py").write_text(SHADOW, encoding="utf-8")
+    (tmp_path / "analysis").mkdir()
+    (tmp_path / "analysis" / "__init__.py").write_text(SHADOW, encoding="utf-8")
+    return tmp_path
+
+
+def test_a_users_analysis_module_does_not_shadow_the_engine(shadowed, tiny_model_dir):
+    script = (f"import real_attention as ra; m = ra.load({str(tiny_model_dir)!r}); "
+              "print(ra.attend(m, 'I sat on the bank.')[0].weights.shape)")
+    done = subprocess.run([sys.executable, "-c", script], cwd=shadowed, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "(3, 4, 8, 8)"
+    for runner in (command(), [str(Path(sys.executable).with_name("real-attention"))]):
+        done = subprocess.run([*runner, "run", "--model", tiny_model_dir, "--out", shadowed / "out", "--no-figures",
+                               "--no-report", "--quiet"], cwd=shadowed, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+    assert (shadowed / "out" / "results" / "es" / "heads.csv").is_file()
+
+
+@pytest.mark.slow
+def test_a_dask_worker_beside_a_users_analysis_module(shadowed, tiny_model_dir):
+    pytest.importorskip("distributed")
+    text = corpus_file(shadowed)
+    done = subprocess.run(command("heads", "--corpus", text, "--model", tiny_model_dir, "--workers", 1, "--out",
+                                  shadowed / "out", "--quiet"), cwd=shadowed, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert (shadowed / "out" / "results" / "corpus" / "wiki" / "heads.csv").is_file()
+
+
+@pytest.mark.slow
+def test_the_wheel_installs_one_import_name(tmp_path):
+    """The built wheel holds real_attention.py and real_attention/<stage>/ (no __init__.py beside the module),
+    and nothing else at the top."""
+    import zipfile
+
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(REPO)],
+                          capture_output=True, text=True, timeout=600)
+    if done.returncode != 0 and "hatchling" in done.stderr:
+        pytest.skip("no hatchling to build with (no index reachable)")
+    assert done.returncode == 0, done.stderr
+    (wheel,) = tmp_path.glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
+    assert tops == {"real_attention.py", "real_attention"}
+    assert "real_attention/__init__.py" not in names
+    assert {"real_attention/engine/models.py", "real_attention/outputs/report_template.js",
+            "real_attention/engine/sentences.toml"} <= set(names)
+    assert not [name for name in names if "__pycache__" in name or name.startswith("analysis")]
+    target = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(target)
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    probe = ("import real_attention as ra, real_attention.engine.models as m; "
+             f"print(ra.__file__.startswith({str(target)!r}), m.__file__.startswith({str(target)!r}))")
+    done = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(target)!r}); {probe}"],
+                          capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    assert done.stdout.split() == ["True", "True"], done.stderr
+
+
+def test_marker_counts_of_many_sentences_fit_one_short_line():
+    from real_attention.outputs.tables import _counts
+
+    assert _counts([3, 1, 2]) == "3, 1, 2"
+    line = _counts([i % 7 for i in range(2000)])
+    assert line == "0 to 6, median 3, over 2,000 sentences"

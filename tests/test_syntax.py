@@ -1,0 +1,333 @@
+"""Heads as dependency parsers: predictions and counts on hand-made maps, the possessive case, the baselines,
+reading CoNLL-U, the given-words unit rule on real tokenizers, the API against the CLI, the bad inputs, and
+MiniLM on UD English-EWT dev (slow)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from real_attention.engine.extract import encode_words
+from real_attention.engine.units import MissingWord
+from real_attention.parsing.probe import write_syntax
+from real_attention.parsing.scoring import (
+    OFFSETS,
+    GoldBatch,
+    SyntaxCounts,
+    baselines_frame,
+    best_frame,
+    heads_frame,
+    predict,
+    scored_index,
+)
+from real_attention.parsing.treebank import TreebankError, TreeSentence, read_treebank
+
+import real_attention as ra
+from real_attention import cli
+
+
+def ud_folder() -> Path | None:
+    """UD English-EWT: $REAL_ATTENTION_UD, else shared/data/ud beside the checkout, else /work/shared/data/ud."""
+    repo = Path(__file__).resolve().parents[1]
+    for folder in (os.environ.get("REAL_ATTENTION_UD"), repo.parent / "shared/data/ud", "/work/shared/data/ud"):
+        if folder and (Path(folder) / "en_ewt-ud-dev.conllu").is_file():
+            return Path(folder)
+    return None
+
+
+def tree(words, heads, relations) -> TreeSentence:
+    """heads counted from 1 as in CoNLL-U, 0 the root."""
+    return TreeSentence(tuple(words), np.array(heads, dtype=np.int64) - 1, tuple(relations), 1)
+
+
+# "The dog saw cats" (det, nsubj, root, obj) and "Dogs bark" (nsubj, root)
+SENTENCES = [tree(["The", "dog", "saw", "cats"], [2, 3, 0, 3], ["det", "nsubj", "root", "obj"]),
+             tree(["Dogs", "bark"], [2, 0], ["nsubj", "root"])]
+
+
+def maps_of(*heads_maps) -> torch.Tensor:
+    """Per head, a list of per-sentence (W, W) maps -> (B, H, W, W) zero-padded."""
+    width = max(m.shape[0] for maps in heads_maps for m in maps)
+    out = np.zeros((len(heads_maps[0]), len(heads_maps), width, width), dtype=np.float32)
+    for h, maps in enumerate(heads_maps):
+        for b, m in enumerate(maps):
+            out[b, h, :m.shape[0], :m.shape[0]] = m
+    return torch.from_numpy(out)
+
+
+def counted(sentences, maps) -> SyntaxCounts:
+    counts = SyntaxCounts(layers=1, heads=maps.shape[1])
+    gold = GoldBatch.of(sentences, counts.relation_ids)
+    counts.add_gold(gold)
+    counts.add_layer(0, gold, predict(maps, torch.from_numpy(gold.lengths)).numpy())
+    return counts
+
+
+def accuracy(frame, relation, direction, head=1, layer=1) -> float:
+    row = frame[(frame["relation"] == relation) & (frame["direction"] == direction) & (frame["layer"] == layer)
+                & (frame["head"] == head)]
+    assert len(row) == 1
+    return float(row.accuracy.iloc[0])
+
+
+def test_known_argmaxes_give_known_accuracies_in_both_directions():
+    previous = [np.eye(4, k=-1) + np.diag([1, 0, 0, 0]), np.eye(2, k=-1) + np.diag([1, 0])]  # row i -> i-1
+    # dep->head: The->The (row 0 is all 0 once the diagonal is), dog->The, saw->dog, cats->saw: only obj right.
+    # head<-dep (the transpose): The<-dog, dog<-saw, saw<-cats, cats<-nothing (0): det and one nsubj right;
+    # in "Dogs bark": Dogs<-bark right, bark (the root) never.
+    predictions = predict(maps_of(previous), torch.tensor([4, 2])).numpy()
+    assert predictions[0, 0, 0].tolist() == [0, 0, 1, 2] and predictions[1, 0, 0].tolist() == [1, 2, 3, 0]
+    assert predictions[:, 1, 0, :2].tolist() == [[0, 0], [1, 0]]  # pads are never predicted
+    frame = heads_frame(counted(SENTENCES, maps_of(previous)))
+    assert accuracy(frame, "obj", "dep->head") == 1 and accuracy(frame, "det", "dep->head") == 0
+    assert accuracy(frame, "nsubj", "dep->head") == 0 and accuracy(frame, "nsubj", "head<-dep") == 1
+    assert accuracy(frame, "det", "head<-dep") == 1 and accuracy(frame, "obj", "head<-dep") == 0
+    assert accuracy(frame, "root", "dep->head") == 0 and accuracy(frame, "root", "head<-dep") == 0
+    assert accuracy(frame, "all", "dep->head") == 1 / 6 and accuracy(frame, "all", "head<-dep") == 3 / 6
+    assert list(frame.relation.unique()) == ["all", "det", "nsubj", "obj", "root"]
+    assert frame.total[frame.relation == "nsubj"].unique().tolist() == [2]
+
+
+def test_ties_go_to_the_first_word_and_the_gold_head_is_found():
+    uniform = [np.full((4, 4), 0.25), np.full((2, 2), 0.5)]
+    gold_map = np.zeros((4, 4))
+    gold_map[[0, 1, 2, 3], [1, 2, 2, 2]] = 1  # every row on its gold head (saw: on itself, the root)
+    predictions = predict(maps_of(uniform, [gold_map, np.eye(2, k=1)]), torch.tensor([4, 2])).numpy()
+    assert predictions[0, 0, 0].tolist() == [1, 0, 0, 0]  # the diagonal is 0; ties: the first word
+    frame = heads_frame(counted(SENTENCES, maps_of(uniform, [gold_map, np.eye(2, k=1)])))
+    assert accuracy(frame, "all", "dep->head", head=2) == 4 / 6  # every word but the two roots
+
+
+def test_the_possessive_case_scores_the_next_word_and_survives_a_final_possessor():
+    assert scored_index(["John", "'s", "dog"], ["poss", "case", "nsubj"]).tolist() == [1, 1, 2]
+    assert scored_index(["JOHN", "\u2019S", "dog"], ["poss", "case", "nsubj"]).tolist() == [1, 1, 2]
+    assert scored_index(["the", "dog", "of", "John"], ["det", "root", "case", "poss"]).tolist() == [0, 1, 2, 3]
+    assert scored_index(["his", "dog"], ["poss", "root"]).tolist() == [0, 1]
+    sentence = tree(["John", "'s", "dog", "barked"], [3, 1, 4, 0], ["poss", "case", "nsubj", "root"])
+    # John -> 's, 's -> dog: John (poss) is scored by the prediction of 's, which is its gold head, dog
+    m = np.zeros((4, 4))
+    m[[0, 1, 2, 3], [1, 2, 3, 2]] = 1
+    frame = heads_frame(counted([sentence], maps_of([m])))
+    assert accuracy(frame, "poss", "dep->head") == 1 and accuracy(frame, "case", "dep->head") == 0
+    m[1] = np.eye(4)[0]  # 's -> John: now John's poss is wrong, though John itself still points at 's
+    assert accuracy(heads_frame(counted([sentence], maps_of([m]))), "poss", "dep->head") == 0
+
+
+def test_baselines_are_fixed_offsets_clamped_to_the_sentence():
+    gold = GoldBatch.of(SENTENCES, SyntaxCounts(1, 1).relation_ids)
+    predictions = gold.baseline_predictions()
+    assert predictions[:, 0].tolist() == [[0, 0, 0, 0], [0, 0, 0, 1], [0, 0, 1, 2], [0, 1, 2, 3], [1, 2, 3, 3],
+                                          [2, 3, 3, 3]]
+    assert predictions[OFFSETS.index(1), 1, :2].tolist() == [1, 1]
+    counts = counted(SENTENCES, maps_of([np.eye(4), np.eye(2)]))
+    frame = baselines_frame(counts)
+    everything = frame[frame.relation == "all"].set_index("offset")
+    # -1: cats; +1: The, dog, Dogs; +2: Dogs (clamped to bark); the rest nothing
+    assert everything.correct.to_dict() == {-3: 0, -2: 0, -1: 1, 0: 0, 1: 3, 2: 1}
+    best = best_frame(counts, min_count=1).set_index("relation")
+    assert best.loc["all", "baseline_offset"] == 1 and best.loc["all", "baseline_accuracy"] == 3 / 6
+    assert best.loc["obj", "baseline_offset"] == -1 and best.loc["nsubj", "baseline_accuracy"] == 1
+
+
+def test_the_best_head_breaks_ties_by_layer_head_then_direction_and_skips_rare_root_and_punct():
+    counts = SyntaxCounts(layers=2, heads=2)
+    counts.relation_ids(["det", "punct", "root", "amod"])
+    counts.totals[:] = [10, 10, 10, 3]
+    counts.correct[1, 0, 1, 0] = 7  # det: head<-dep of L1H2 ...
+    counts.correct[0, 1, 0, 0] = 7  # ... ties with dep->head of L2H1: the lower (layer, head) wins
+    counts.correct[:, 1, 1, 2] = 4  # root: both directions of L2H2; the root is never reported
+    counts.correct[:, 1, 1, 3] = 2  # amod: tied directions: dep->head
+    counts.baseline[[1, 4], 3] = 1  # amod: offsets -2 and +1 tie: the lowest
+    best = best_frame(counts, min_count=3).set_index("relation")
+    assert list(best.index) == ["all", "amod", "det"]
+    assert tuple(best.loc["det", ["layer", "head", "direction"]]) == (1, 2, "head<-dep")
+    assert tuple(best.loc["amod", ["layer", "head", "direction", "baseline_offset"]]) == (2, 2, "dep->head", -2)
+    assert list(best_frame(counts, min_count=4).relation) == ["all", "det"]
+
+
+SNIPPET = """# sent_id = 1
+# text = I don't see it.
+1\tI\tI\tPRON\t_\t_\t4\tnsubj\t_\t_
+2-3\tdon't\t_\t_\t_\t_\t_\t_\t_\t_
+2\tdo\tdo\tAUX\t_\t_\t4\taux\t_\t_
+3\tn't\tnot\tPART\t_\t_\t4\tadvmod\t_\t_
+4\tsee\tsee\tVERB\t_\t_\t0\troot\t_\t_
+4.1\tsaw\tsee\tVERB\t_\t_\t_\t_\t4:conj\t_
+5\tit\tit\tPRON\t_\t_\t4\tobj:x\t_\t_
+6\t.\t.\tPUNCT\t_\t_\t4\tpunct\t_\t_
+
+# text = Kim's dog slept yesterday
+1\tKim\tKim\tPROPN\t_\t_\t3\tnmod:poss\t_\t_
+2\t's\t's\tPART\t_\t_\t1\tcase\t_\t_
+3\tdog\tdog\tNOUN\t_\t_\t4\tnsubj\t_\t_
+4\tslept\tsleep\tVERB\t_\t_\t0\troot\t_\t_
+5\tyesterday\tyesterday\tNOUN\t_\t_\t4\tobl:tmod\t_\t_
+"""
+
+
+def test_conllu_words_skip_multiword_ranges_and_empty_nodes(tmp_path):
+    path = tmp_path / "snippet.conllu"
+    path.write_text(SNIPPET, encoding="utf-8")
+    first, second = read_treebank(path)
+    assert first.words == ("I", "do", "n't", "see", "it", ".")
+    assert first.heads.tolist() == [3, 3, 3, -1, 3, 3]
+    assert first.relations == ("nsubj", "aux", "advmod", "root", "obj", "punct") and first.line == 1
+    assert second.relations == ("poss", "case", "nsubj", "root", "obl") and second.line == 12
+    assert [s.words for s in read_treebank(path, limit=1)] == [first.words]
+
+
+BAD = {
+    "not CoNLL-U": ("The bank is closed.\n", "line 1: not CoNLL-U: a word line has 10 tab-separated columns"),
+    "HEAD outside": (SNIPPET.replace("5\tit\tit\tPRON\t_\t_\t4", "5\tit\tit\tPRON\t_\t_\t9"),
+                     "line 9: HEAD 9 points outside the sentence (its words are 1 to 6, and 0 is the root)"),
+    "cycle": (SNIPPET.replace("3\tdog\tdog\tNOUN\t_\t_\t4", "3\tdog\tdog\tNOUN\t_\t_\t1"),
+              "line 13: the HEADs of words 1, 3 form a cycle; a dependency tree reaches the root (0) from every word"),
+    "empty": ("", "line 1: no sentence: the file is empty"),
+    "bad HEAD": (SNIPPET.replace("6\t.\t.\tPUNCT\t_\t_\t4", "6\t.\t.\tPUNCT\t_\t_\tx"),
+                 "line 10: not CoNLL-U: Failed parsing field 'head'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_every_bad_treebank_is_one_error_line_naming_file_and_line(case, tmp_path):
+    text, expected = BAD[case]
+    path = tmp_path / "bad.conllu"
+    path.write_text(text, encoding="utf-8")
+    result = CliRunner().invoke(cli, ["syntax", "--treebank", str(path), "--model", str(tmp_path / "no-model"),
+                                      "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith(f"Error: {path}, {expected}"), line
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(TreebankError):
+        list(read_treebank(path))
+
+
+@pytest.mark.parametrize("options, expected", [
+    (["--limit", "0"], "Error: --limit must be a whole number of sentences, at least 1, not 0"),
+    (["--name", "../up"], "Error: --name '../up' cannot be a folder name"),
+    (["--name", "ewt-norm"], "Error: --name 'ewt-norm' ends in '-norm'"),
+    ([], "Error: syntax needs a model: pass --model ID_OR_PATH"),
+])
+def test_bad_options_are_one_error_line(options, expected, tmp_path):
+    path = tmp_path / "ok.conllu"
+    path.write_text(SNIPPET, encoding="utf-8")
+    model = [] if not options else ["--model", str(tmp_path / "no-model")]
+    result = CliRunner().invoke(cli, ["syntax", "--treebank", str(path), *model, *options])
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith(expected), line
+
+
+# --- the given-words rule on real tokenizers -----------------------------------------------------------------
+
+
+def pieces_by_word(tokenizer, words) -> list[list[str]]:
+    (encoded,), _, _ = encode_words(tokenizer, [tuple(words)], 512)
+    tokens = tokenizer.convert_ids_to_tokens(encoded.ids.tolist())
+    grouped: dict[int, list[str]] = {}
+    for token, unit in zip(tokens, encoded.units.tolist()):
+        grouped.setdefault(unit, []).append(token)
+    assert encoded.words[1:-1] == tuple(words) or encoded.words == tuple(words)
+    return list(grouped.values())
+
+
+def test_given_words_with_wordpiece(needs_minilm):
+    tokenizer = ra.load("minilm").tokenizer
+    words = ["I", "do", "n't", "know", "Smith", "'s", "e-mail", "."]
+    assert pieces_by_word(tokenizer, words) == [["[CLS]"], ["i"], ["do"], ["n", "'", "t"], ["know"], ["smith"],
+                                                ["'", "s"], ["e", "-", "mail"], ["."], ["[SEP]"]]
+    _, _, missing = encode_words(tokenizer, [("a", "\u200b", "b")], 512)  # BERT drops the zero-width space
+    assert [(i, str(e)) for i, e in missing] == [(0, "word 2 ('\\u200b') gets no piece from the tokenizer")]
+    with pytest.raises(MissingWord, match=r"sentence 1: word 2"):
+        ra.attend(ra.load("minilm"), words=[["a", "\u200b", "b"]])
+
+
+def test_given_words_with_byte_level_bpe_whose_offsets_hold_the_space(tmp_path):
+    from test_decoders import tiny_decoder
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_decoder(tmp_path, "gpt2"))  # untrimmed: " bank" has the space
+    words = ["the", "river", "flooded", "the", "bank", "."]
+    groups = pieces_by_word(tokenizer, words)
+    assert len(groups) == len(words)
+    assert ["".join(g).replace("\u0120", "") for g in groups] == words
+
+
+def test_attend_takes_texts_or_words_exactly_once(tiny_loaded):
+    att = ra.attend(tiny_loaded, words=[["me", "senté", "en", "el", "banco", "."]])
+    assert att[0].words == ("[CLS]", "me", "senté", "en", "el", "banco", ".", "[SEP]") and att.units == "words"
+    assert att[0].weights.shape == (3, 4, 8, 8)
+    for bad, message in [({}, "either texts or words="), ({"words": ["el banco"]}, "is a string"),
+                         ({"words": [["el", " "]]}, "word 2 is empty"),
+                         ({"words": [["el"]], "focus": "el"}, "takes no focus=")]:
+        with pytest.raises(ra.InputError, match=message):
+            ra.attend(tiny_loaded, **bad)
+    with pytest.raises(ra.InputError, match="exactly one"):
+        ra.attend(tiny_loaded, ["el banco"], words=[["el", "banco"]])
+
+
+def test_a_decoders_dep_to_head_points_only_left(tmp_path):
+    from test_decoders import load, tiny_decoder
+
+    loaded = load(tiny_decoder(tmp_path, "llama"))
+    att = ra.attend(loaded, words=[["the", "river", "flooded", "the", "bank", "."]])
+    keep = [i for i, w in enumerate(att[0].words) if w != "<s>"]
+    maps = torch.from_numpy(att[0].weights[:, :, keep][:, :, :, keep])  # (L, H, W, W) as a batch of L
+    predictions = predict(maps, torch.tensor([len(keep)] * maps.shape[0])).numpy()
+    words = np.arange(len(keep))
+    assert (predictions[0][:, :, 1:] < words[1:]).all()  # dep->head: an earlier word, always
+    assert (predictions[1][:, :, :-1] > words[:-1]).all()  # head<-dep: the word that attends most comes later
+
+
+# --- end to end ---------------------------------------------------------------------------------------------
+
+
+def test_the_api_equals_the_cli_and_reruns_are_byte_identical(tiny_model_dir, tiny_loaded, tmp_path):
+    path = tmp_path / "snippet.conllu"
+    long = "\n".join(f"{i}\tbanco\t_\t_\t_\t_\t{0 if i == 1 else 1}\t{'root' if i == 1 else 'dep'}\t_\t_"
+                     for i in range(1, 31))
+    path.write_text(SNIPPET + "\n" + long + "\n", encoding="utf-8")  # 30 words: over the tiny model's 24 tokens
+    command = ["syntax", "--treebank", str(path), "--model", str(tiny_model_dir), "--min-count", "1", "--quiet",
+               "--out", str(tmp_path / "cli")]
+    result = CliRunner().invoke(cli, command)
+    assert result.exit_code == 0, result.output
+    import real_attention.parsing.probe  # noqa: F401  (an imported stage folder must not shadow ra.syntax)
+
+    assert callable(ra.syntax) and callable(ra.write_syntax)
+    api = ra.syntax(tiny_loaded, path, min_count=1)
+    assert api.summary["counts"] == {"sentences": 2, "words": 11, "skipped": 1, "no_piece": 0}
+    folder = tmp_path / "cli" / "results" / "syntax" / "snippet"
+    write_syntax(api, tmp_path / "api")
+    for name in ("heads.csv", "best.csv", "baselines.csv", "summary.json"):
+        assert (folder / name).read_bytes() == (tmp_path / "api/results/syntax/snippet" / name).read_bytes()
+    figures = sorted(p.name for p in (tmp_path / "cli/figures/syntax/snippet").iterdir())
+    assert figures == ["best.png", "examples_nsubj.png", "examples_obj.png", "relations.png"]  # no det: no 6 words
+    before = {p.name: p.read_bytes() for p in [*folder.iterdir(), *(tmp_path / "cli/figures/syntax/snippet").iterdir()]}
+    assert CliRunner().invoke(cli, command).exit_code == 0
+    after = {p.name: p.read_bytes() for p in [*folder.iterdir(), *(tmp_path / "cli/figures/syntax/snippet").iterdir()]}
+    assert before == after
+    assert len(api.heads) == 2 * 3 * 4 * (1 + 9)  # directions x layers x heads x (all + 9 relations; not dep)
+
+
+def test_the_norm_measure_writes_its_own_folder(tiny_model_dir, tmp_path):
+    path = tmp_path / "ewt.conllu"
+    path.write_text(SNIPPET, encoding="utf-8")
+    result = CliRunner().invoke(cli, ["syntax", "--treebank", str(path), "--model", str(tiny_model_dir), "--quiet",
+                                      "--measure", "norm", "--name", "mine", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "results/syntax/mine-norm/summary.json").is_file()
+
+
+@pytest.mark.slow
+def test_minilm_on_ewt_dev_finds_a_determiner_head_above_the_baseline(needs_minilm, tmp_path):
+    folder = ud_folder()
+    if folder is None:
+        pytest.skip("UD English-EWT dev not found: set REAL_ATTENTION_UD or put shared/data/ud beside the checkout")
+    result = ra.syntax(ra.load("minilm"), folder / "en_ewt-ud-dev.conllu", limit=200)
+    det = result.best.set_index("relation").loc["det"]
+    assert result.summary["counts"]["sentences"] == 200 and det.total > 300
+    assert det.accuracy > det.baseline_accuracy + 0.1, det
