@@ -8,13 +8,7 @@ import warnings
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from real_attention.pooling.sums import (
-    CorpusError,
-    CorpusReader,
-    Shard,
-    merge_shards,
-    summary,
-)
+from real_attention.pooling.sums import CorpusError, CorpusReader, Shard, corpus_summary, merge_shards
 from real_attention.engine.errors import InputError
 from real_attention.engine.extract import encode
 from real_attention.engine.heads import HeadSums
@@ -124,7 +118,7 @@ def test_a_corpus_summary_with_no_unit_writes_null_not_nan():
     sums = HeadSums(totals=np.zeros((9, 2, 3)), sentences=4, units=0, pairs=0, lines=4, causal=True)
     run = CorpusRun(model="m", revision="r", name="c", sha256="0" * 64, format="text", truncate=False,
                     versions={}, shard=Shard(1, 2))
-    data = summary(run, sums, label_heads(sums.means(), sums.uniform_entropy, Thresholds()))
+    data = corpus_summary(run, sums, label_heads(sums.means(), sums.uniform_entropy, Thresholds()))
     text = json_text(data)  # raises on NaN
     assert data["uniform_entropy"] is None
     assert data["strongest"] is None or all(head is None for head in data["strongest"].values())

@@ -87,13 +87,21 @@ class WordAttention:
         """(n,) bool: which units are markers."""
         return np.isin(np.array(self.kinds), MARKER_KINDS)
 
+    def checked_weights(self) -> np.ndarray:
+        """The (layers, heads, n, n) maps; InputError if this sentence's were not kept (weights None)."""
+        if self.weights is None:
+            raise InputError("this sentence's maps were not kept: a run of many sentences keeps only those its "
+                             "report and figures show, and wrote all of them to its attention table "
+                             "(read it with ra.read_attention)")
+        return self.weights
+
     @property
     def layers(self) -> int:
-        return self.weights.shape[0]
+        return self.checked_weights().shape[0]
 
     @property
     def heads(self) -> int:
-        return self.weights.shape[1]
+        return self.checked_weights().shape[1]
 
 
 def is_punctuation(word: str) -> bool:

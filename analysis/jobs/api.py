@@ -389,7 +389,7 @@ def heatmap(sentence: Attention | WordAttention, layer: int, head: int, *, index
         focus_index = find_word(sentence, _text(focus, "focus", "a word of the sentence"), "focus")
     if sense is not None:
         sense_index = find_word(sentence, _text(sense, "sense", "a word of the sentence"), "sense")
-    return draw_heatmap(sentence.weights[layer - 1, head - 1], sentence.words, focus=focus_index,
+    return draw_heatmap(sentence.checked_weights()[layer - 1, head - 1], sentence.words, focus=focus_index,
                         sense=sense_index, model=model or "model", revision=revision or "", layer=layer - 1,
                         head=head - 1, sentence=number - 1, text=sentence.text, measure=measure or "weights")
 
