@@ -377,8 +377,8 @@ def write_run_figures(folder: Path, result: RunResult, formats: Sequence[str], *
     `max_sentences` sentences s (from 1; None: every sentence): {sense,prev,next,marker}_L{l}H{h}_s{s}; then
     overview (over every sentence); then focus_bars_s{s}; then rollout_s{s} (the focus word's rollout row,
     layer by layer; when the run computed it). Titles name the measure unless it is the weights. The sense
-    figures are skipped when there is no sense head. The HTML report holds every head and sentence whatever
-    `max_sentences` is. Many figures are drawn by `workers` forked processes (None: one per CPU, when there
+    figures are skipped when there is no sense head. The HTML report holds every head, and its own number of
+    sentences (report_sentences), whatever `max_sentences` is. Many figures are drawn by `workers` forked processes (None: one per CPU, when there
     are enough figures), or by `pool`, with a progress bar on stderr unless `quiet`; the bytes are the same
     either way.
     """
