@@ -157,3 +157,21 @@ def test_report_sentences_must_be_positive(tiny_model_dir, tmp_path):
     result = CliRunner().invoke(cli, ["run", "--model", str(tiny_model_dir), "--report-sentences", "0",
                                       "--out", str(tmp_path)])
     assert result.exit_code == 2 and "--report-sentences" in result.output
+
+
+def test_ra_run_takes_the_table_format_and_the_report_cap(tiny_model_dir, tmp_path):
+    from real_attention.engine.errors import InputError
+
+    config = tmp_path / "many.toml"
+    config.write_text(config_text(), encoding="utf-8")
+    output = ra.run(config=config, model=str(tiny_model_dir), out=tmp_path, figures=False, table_format="parquet",
+                    report_sentences=5)
+    (measure_run,) = output.runs
+    assert (measure_run.results_dir / "attention.parquet").is_file()
+    assert measure_run.result.maps_kept == 5
+    with pytest.raises(InputError, match="read them all with ra.read_attention"):
+        _ = measure_run.attention
+    assert len(ra.read_attention(measure_run.results_dir)["sentence"].unique()) == COUNT
+    for bad in ({"report_sentences": 0}, {"table_format": "xlsx"}):
+        with pytest.raises(InputError):
+            ra.run(config=config, model=str(tiny_model_dir), out=tmp_path / "bad", figures=False, **bad)

@@ -378,9 +378,9 @@ def write_run_figures(folder: Path, result: RunResult, formats: Sequence[str], *
     overview (over every sentence); then focus_bars_s{s}; then rollout_s{s} (the focus word's rollout row,
     layer by layer; when the run computed it). Titles name the measure unless it is the weights. The sense
     figures are skipped when there is no sense head. The HTML report holds every head, and its own number of
-    sentences (report_sentences), whatever `max_sentences` is. Many figures are drawn by `workers` forked processes (None: one per CPU, when there
-    are enough figures), or by `pool`, with a progress bar on stderr unless `quiet`; the bytes are the same
-    either way.
+    sentences (report_sentences), whatever `max_sentences` is. Many figures are drawn by `workers` forked
+    processes (None: one per CPU, when there are enough figures), or by `pool`, with a progress bar on stderr
+    unless `quiet`; the bytes are the same either way.
     """
     return draw_all(run_jobs(folder, result, formats, max_sentences), workers=workers, quiet=quiet, pool=pool)
 
