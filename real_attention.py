@@ -48,6 +48,7 @@ _API = {
     "load": "real_attention.jobs.api", "attend": "real_attention.jobs.api", "classify": "real_attention.jobs.api",
     "heatmap": "real_attention.jobs.api", "corpus_stats": "real_attention.jobs.api", "Attention": "real_attention.jobs.api",
     "mixing": "real_attention.jobs.api", "Mixing": "real_attention.engine.mixing",
+    "read_attention": "real_attention.outputs.readback",
     "run": "real_attention.jobs.run", "RunOutput": "real_attention.jobs.run", "MeasureRun": "real_attention.jobs.run",
     "corpus": "real_attention.jobs.corpus", "merge": "real_attention.jobs.corpus",
     "CorpusOutput": "real_attention.jobs.corpus",
@@ -229,7 +230,12 @@ def measure_option(function):
 @click.option("--no-figures", is_flag=True, help="Skip the figures.")
 @click.option("--all-figures", is_flag=True,
               help="Draw the per-sentence heatmaps and focus bars of every sentence, not only the first 10 "
-                   "(the report always holds every sentence).")
+                   "(keeps every sentence's maps in memory).")
+@click.option("--table-format", type=click.Choice(["csv", "parquet"]), default="csv", show_default=True,
+              help="How attention and rollout are stored: csv, or parquet (typed columns, about a tenth of the "
+                   "size; needs the parquet extra). ra.read_attention reads either.")
+@click.option("--report-sentences", type=click.IntRange(min=1), default=200, show_default=True, metavar="N",
+              help="The report holds the first N sentences (the tables hold all of them).")
 @format_option
 @wait_option
 @quiet_option
@@ -237,8 +243,9 @@ def run_command(no_report: bool, no_figures: bool, model_name: str | None, out_d
                 quiet: bool, **options) -> None:
     """Extract every head's word-level attention and classify all heads.
 
-    Writes OUT/results/LANG/ with attention.csv, focus.csv, heads.csv, rollout.csv and summary.json,
-    and OUT/figures/LANG/report.html, one self-contained page that opens offline.
+    Writes OUT/results/LANG/ with attention.csv, focus.csv, heads.csv, rollout.csv and summary.json
+    (attention.parquet and rollout.parquet with --table-format parquet), and OUT/figures/LANG/report.html,
+    one self-contained page that opens offline, of the first 200 sentences (--report-sentences).
     Figures in OUT/figures/LANG/: a heatmap per sentence of the best sense-word, previous-word,
     next-word and top marker-weight heads (e.g. sense_L1H4_s1.png), overview.png, focus_bars_s1.png, ... and
     rollout_s1.png, ..., for the first 10 sentences unless --all-figures.
@@ -251,7 +258,7 @@ def run_command(no_report: bool, no_figures: bool, model_name: str | None, out_d
     with friendly_errors():
         output = run(model=model_name, out=out_dir, figures=not no_figures, report=not no_report, quiet=quiet,
                      wait=not no_wait, progress=warn, **options)
-    for line in output.leftovers + ((output.font_note,) if output.font_note else ()):
+    for line in output.leftovers + tuple(note for note in (output.unknown_note, output.font_note) if note):
         warn(line)
     if not quiet:
         click.echo("\n".join(run_lines(output)))

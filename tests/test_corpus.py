@@ -140,8 +140,8 @@ def test_thresholds_must_be_fractions():
 
 def test_head_sums_add_and_round_trip_exactly():
     rng = np.random.default_rng(2)
-    a = HeadSums(totals=rng.random((len(STATISTICS), 2, 3)), sentences=2, units=9, pairs=7, uniform=0.1 + 0.2)
-    b = HeadSums(totals=rng.random((len(STATISTICS), 2, 3)), sentences=1, units=4, pairs=3, uniform=1 / 3, skipped=1)
+    a = HeadSums(totals=rng.random((len(STATISTICS), 2, 3)), sentences=2, units=9, pairs=7, uniform=3 + 0.1 + 0.2)
+    b = HeadSums(totals=rng.random((len(STATISTICS), 2, 3)), sentences=1, units=4, pairs=3, uniform=3 + 1 / 3, skipped=1)
     total = a + b
     np.testing.assert_array_equal(total.totals, a.totals + b.totals)
     assert (total.sentences, total.units, total.pairs, total.skipped) == (3, 13, 10, 1)

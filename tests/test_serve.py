@@ -198,12 +198,15 @@ def test_page_has_no_inline_script_or_style_and_no_network(client):
 
 
 def test_the_report_script_sets_every_word_as_text():
-    """Words reach the page through fill() (textContent); esc() is left for the category names decided in Python."""
+    """Words reach the page through fill() (textContent); esc() is left for the category and measure names decided
+    in Python."""
     from real_attention.outputs.report import _template
 
     script = _template("js")
     escaped = re.findall(r"esc\(([^()]*(?:\([^()]*\))?[^()]*)\)", script)
-    assert escaped and all(re.match(r"(c\.label|c\.note|headName\(l, h\) \+ \": \" \+ c\.label|text)$", arg)
+    # the mixing view's measure labels (pair[1], kept in data-label) come from Python too
+    assert escaped and all(re.match(r"(c\.label|c\.note|headName\(l, h\) \+ \": \" \+ c\.label|text|pair\[1\]|"
+                                    r"t\.dataset\.label)$", arg)
                            for arg in escaped), escaped
     assert "textContent = e.dataset.word" in script and "words[" in script
 

@@ -39,6 +39,37 @@ class TooLong(NamedTuple):
     tokens: int  # its piece count, specials included
 
 
+TEXT_SPECIALS = "_real_attention_specials_as_text"  # marks a tokenizer that specials_as_text has prepared
+
+
+def specials_as_text(tokenizer) -> None:
+    """Make the special tokens' strings unreachable from text: a user who types "</s>" means the characters.
+
+    split_special_tokens (below) stops the added-token matcher, but a SentencePiece (Unigram) vocabulary, such as
+    XLM-R's, also lists "<s>", "</s>", "<unk>" as ordinary pieces of score 0, the best score, so its Viterbi
+    would still pick them. Their scores are lowered below every other piece's; the tokenizer's own specials are
+    added by the post-processor by id and stay. Idempotent; rebuilding a 250k vocabulary takes about 2 s, once.
+    """
+    import json
+
+    from tokenizers import Tokenizer
+
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or getattr(tokenizer, TEXT_SPECIALS, False):
+        return
+    specials = set(tokenizer.all_special_tokens)
+    model = backend.model
+    if type(model).__name__ == "Unigram" and any(model.token_to_id(token) is not None for token in specials):
+        data = json.loads(backend.to_str())
+        vocab = data["model"]["vocab"]  # [[piece, log probability], ...]
+        floor = min(score for piece, score in vocab if piece not in specials) - 100.0
+        for entry in vocab:
+            if entry[0] in specials:
+                entry[1] = floor
+        tokenizer._tokenizer = Tokenizer.from_str(json.dumps(data))
+    setattr(tokenizer, TEXT_SPECIALS, True)
+
+
 def encode(tokenizer, texts: list[str], max_tokens: int, truncate: bool = False, units: str = DEFAULT_UNITS,
            required: list[tuple[str, ...]] | None = None) -> tuple[list[Encoded], list[TooLong]]:
     """Tokenize with the fast tokenizer and group the pieces into units by the `units` rule ("text" or
@@ -48,7 +79,11 @@ def encode(tokenizer, texts: list[str], max_tokens: int, truncate: bool = False,
     Texts over max_tokens pieces are cut to max_tokens (truncate) or left out; either way they are listed in
     the second result. UnitError (naming the sentence) if a piece straddles a required word and its neighbour.
     """
-    options = dict(return_offsets_mapping=True, return_special_tokens_mask=True, verbose=False)
+    # split_special_tokens: a user's "[SEP]" or "</s>" is text, encoded as the pieces of its characters; only the
+    # tokenizer's own special tokens (added around the text) get special ids.
+    specials_as_text(tokenizer)
+    options = dict(return_offsets_mapping=True, return_special_tokens_mask=True, verbose=False,
+                   split_special_tokens=True)
     encodings = tokenizer(texts, **options).encodings
     too_long = [TooLong(i, len(e.ids)) for i, e in enumerate(encodings) if len(e.ids) > max_tokens]
     if too_long and truncate:

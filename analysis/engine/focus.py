@@ -7,7 +7,7 @@ import numpy as np
 
 from .errors import InputError
 from .sentences import SentenceSet, same_word
-from .words import WordAttention
+from .words import SPECIAL_KINDS, WordAttention
 
 
 class SentenceError(InputError):
@@ -24,11 +24,13 @@ class FocusedSentence:
 
 
 def locate(attention: WordAttention, word: str, occurrence: int | None, role: str, number: int | None) -> int:
-    """The unit index of `word` in a sentence (case-insensitive); SentenceError if missing or ambiguous.
+    """The unit index of `word` among the words of a sentence (case-insensitive; never a special token the
+    tokenizer added, whose text may look like a word: [SEP], </s>); SentenceError if missing or ambiguous.
 
     number: the sentence's number (from 1) for the message, or None for a sentence on its own.
     """
-    matches = np.flatnonzero([same_word(w, word) for w in attention.words])
+    matches = np.flatnonzero([same_word(w, word) and kind not in SPECIAL_KINDS
+                              for w, kind in zip(attention.words, attention.kinds)])
     where = f"sentence {number} ({attention.text!r})" if number is not None else repr(attention.text)
     if len(matches) == 0:
         raise SentenceError(f"the {role} word {word!r} is not in {where}{_absent_hint(attention, word)}")
@@ -63,14 +65,14 @@ def find_word(attention: WordAttention, word: str, role: str) -> int:
 
 
 def focus_sentences(attentions: list[WordAttention], sentence_set: SentenceSet,
-                    causal: bool = False) -> list[FocusedSentence]:
+                    causal: bool = False, first: int = 1) -> list[FocusedSentence]:
     """Locate the focus and sense word of each configured sentence; SentenceError names the sentence.
 
     causal: a decoder's maps, in which a word sees only itself and the words before it; a sense word after the
     focus word is then a SentenceError.
     """
     located = []
-    for number, (attention, sentence) in enumerate(zip(attentions, sentence_set.sentences), start=1):
+    for number, (attention, sentence) in enumerate(zip(attentions, sentence_set.sentences), start=first):
         focus = locate(attention, sentence_set.focus, sentence.focus_occurrence, "focus", number)
         sense = locate(attention, sentence.sense, sentence.sense_occurrence, "sense", number)
         if causal and sense > focus:

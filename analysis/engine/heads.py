@@ -159,20 +159,78 @@ class HeadSums:
 
     @classmethod
     def from_json(cls, data: dict) -> HeadSums:
+        """The sums of to_json, checked (check_sums_json): ValueError names the first field that is wrong."""
+        check_sums_json(data)
         totals = np.array([data["totals"][name] for name in STATISTICS], dtype=np.float64)
-        if totals.shape != (len(STATISTICS), data["layers"], data["heads"]):
-            raise ValueError(f"totals of shape {totals.shape[1:]}, not ({data['layers']}, {data['heads']})")
         counts = {name: data[name] for name in COUNT_FIELDS}
-        for name, value in counts.items():
-            if isinstance(value, bool) or not isinstance(value, (float if name == "uniform" else int, int)) or value < 0:
-                raise ValueError(f"{name} is {value!r}, not a count")
-        causal = data.get("causal", False)  # sums written before decoders were supported: an encoder's
-        if not isinstance(causal, bool):
-            raise ValueError(f"causal is {causal!r}, not true or false")
-        return cls(totals=totals, causal=causal, **counts)
+        return cls(totals=totals, causal=data.get("causal", False), **counts)
 
 
 COUNT_FIELDS = ("sentences", "units", "pairs", "uniform", "tokens", "lines", "blank", "skipped", "truncated")
+# A sum of weights may exceed its count by the rounding of rows that sum to 1 (float32; a half-precision model's
+# rows are rounded to 8 bits), never by more than this fraction.
+SUM_SLACK = 1e-2
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_sums_json(data) -> None:
+    """ValueError naming the field of a sums.json (HeadSums.to_json) that no corpus run can have written.
+
+    Every number must be finite and >= 0, every count a whole number, a statistic's total at most its count
+    (each query unit's weights sum to 1) and the entropy's total at most that of uniform attention. Sums that
+    break one of these would give NaN, infinite or above-1 means.
+    """
+    if not isinstance(data, dict):
+        raise ValueError("it is not a JSON object")
+    for name in ("layers", "heads"):
+        if not _whole(data.get(name)) or data[name] < 1:
+            raise ValueError(f"field {name!r} is {data.get(name)!r}, not a whole number >= 1")
+    for name in COUNT_FIELDS:
+        value = data.get(name)
+        if name == "uniform":
+            if not _number(value) or not math.isfinite(value) or value < 0:
+                raise ValueError(f"field 'uniform' is {value!r}, not a finite number >= 0")
+        elif not _whole(value) or value < 0:
+            raise ValueError(f"field {name!r} is {value!r}, not a whole number >= 0")
+    causal = data.get("causal", False)  # sums written before decoders were supported: an encoder's
+    if not isinstance(causal, bool):
+        raise ValueError(f"field 'causal' is {causal!r}, not true or false")
+    if not causal and data["units"] < data["sentences"]:  # an encoder's sentence has at least one query unit
+        raise ValueError(f"field 'units' is {data['units']}, fewer than the {data['sentences']} sentences")
+    if data["pairs"] > data["units"]:
+        raise ValueError(f"field 'pairs' is {data['pairs']}, more than the {data['units']} units")
+    if data["truncated"] > data["sentences"]:
+        raise ValueError(f"field 'truncated' is {data['truncated']}, more than the {data['sentences']} sentences")
+    totals = data.get("totals")
+    if not isinstance(totals, dict):
+        raise ValueError("field 'totals' is not an object of the statistics")
+    shape = (data["layers"], data["heads"])
+    for name in STATISTICS:
+        field = f"totals.{name}"
+        rows = totals.get(name)
+        if (not isinstance(rows, list) or len(rows) != shape[0]
+                or any(not isinstance(row, list) or len(row) != shape[1] for row in rows)):
+            raise ValueError(f"field {field!r} is not {shape[0]} lists of {shape[1]} numbers (layers x heads)")
+        bad = [(l, h, v) for l, row in enumerate(rows) for h, v in enumerate(row)
+               if not _number(v) or not math.isfinite(v) or v < 0]
+        if bad:
+            layer, head, value = bad[0]
+            raise ValueError(f"field {field!r} is {value!r} at layer {layer + 1}, head {head + 1}, "
+                             "not a finite number >= 0")
+        count = data["uniform"] if name == "entropy" else data["pairs"] if name in PAIR_STATISTICS else data["units"]
+        most = max(max(row) for row in rows)
+        if most > count * (1 + SUM_SLACK) + SUM_SLACK:
+            what = "the entropy of uniform attention, 'uniform'" if name == "entropy" else (
+                f"its count, {'pairs' if name in PAIR_STATISTICS else 'units'}")
+            raise ValueError(f"field {field!r} reaches {most!r}, above {what} ({count!r}): a mean above "
+                             f"{'uniform' if name == 'entropy' else '1'}")
 
 
 def word_sums(attentions: list[WordAttention], causal: bool = False) -> HeadSums:
@@ -258,15 +316,15 @@ def _first_argmax(scores: np.ndarray) -> tuple[int, int]:
     return int(layer), int(head)
 
 
-def classify(sentences: list, sums: HeadSums | None = None, causal: bool = False) -> HeadReport:
-    """Score and label every head over FocusedSentences (real_attention.engine.focus).
+SCORES = ("top_key", "top_weight", "sense_weight", "marker_weight", "top_is_marker")  # HeadReport's per-sentence fields
 
-    sums: the pooled sums of the same sentences if already computed (real_attention.engine.pipeline gets them from the
-    forward pass); otherwise word_sums computes them from the word-level maps. causal: a decoder's maps.
+
+def focus_scores(sentences: list) -> dict[str, np.ndarray]:
+    """Where the focus word of each FocusedSentence looks, in every head: SCORES, each (S, layers, heads).
+
+    Needs the sentences' maps; a run of many sentences scores them batch by batch and joins the scores
+    (report_from_scores), so no more than a batch of maps is held at once.
     """
-    assert sentences, "at least one sentence"
-    shapes = {(s.attention.layers, s.attention.heads) for s in sentences}
-    assert len(shapes) == 1, shapes
     top_key, top_weight, sense_weight, marker_weight, top_is_marker = [], [], [], [], []
     for sentence in sentences:
         is_marker = sentence.attention.markers  # (n,)
@@ -277,19 +335,32 @@ def classify(sentences: list, sums: HeadSums | None = None, causal: bool = False
         sense_weight.append(focus_row[:, :, sentence.sense])
         marker_weight.append(focus_row[:, :, is_marker].sum(axis=-1))
         top_is_marker.append(is_marker[top])
-    top_key = np.stack(top_key)
-    senses = np.array([s.sense for s in sentences])[:, None, None]
-    top_is_marker = np.stack(top_is_marker)
-    if sums is None:
-        sums = word_sums([s.attention for s in sentences], causal)
+    return dict(zip(SCORES, map(np.stack, (top_key, top_weight, sense_weight, marker_weight, top_is_marker))))
+
+
+def report_from_scores(scores: dict[str, np.ndarray], senses: np.ndarray, sums: HeadSums,
+                       causal: bool = False) -> HeadReport:
+    """Label every head from focus_scores over S sentences, the (S,) unit index of each sense word and the pooled
+    sums of the same sentences."""
+    top_key = scores["top_key"]
     return HeadReport(
-        top_key=top_key,
-        top_weight=np.stack(top_weight),
-        sense_weight=np.stack(sense_weight),
-        marker_weight=np.stack(marker_weight),
-        top_is_marker=top_is_marker,
-        sense_head=(top_key == senses).all(axis=0),
-        marker_head=top_is_marker.all(axis=0),
+        **scores,
+        sense_head=(top_key == senses[:, None, None]).all(axis=0),
+        marker_head=scores["top_is_marker"].all(axis=0),
         **sums.means(),
         causal=causal,
     )
+
+
+def classify(sentences: list, sums: HeadSums | None = None, causal: bool = False) -> HeadReport:
+    """Score and label every head over FocusedSentences (real_attention.engine.focus).
+
+    sums: the pooled sums of the same sentences if already computed (real_attention.engine.pipeline gets them from the
+    forward pass); otherwise word_sums computes them from the word-level maps. causal: a decoder's maps.
+    """
+    assert sentences, "at least one sentence"
+    shapes = {(s.attention.layers, s.attention.heads) for s in sentences}
+    assert len(shapes) == 1, shapes
+    if sums is None:
+        sums = word_sums([s.attention for s in sentences], causal)
+    return report_from_scores(focus_scores(sentences), np.array([s.sense for s in sentences]), sums, causal)

@@ -4,7 +4,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -164,27 +163,48 @@ def choose_model(lang: str | None, model: str | None, revision: str | None) -> M
     return ModelChoice(name=model, revision=revision or "main", path=None)
 
 
-def check_encodes(loaded: LoadedModel, texts: list[str]) -> None:
-    """ModelUnavailable if the tokenizer turns every word piece of a sentence into the unknown token.
+UNKNOWN_SHOWN = 8  # words named in the warning; more are counted
 
-    Such a tokenizer (missing or foreign vocabulary files) would label garbage with the words as written.
-    """
+
+def unknown_words(loaded: LoadedModel, texts: list[str]) -> list[tuple[int, str]]:
+    """(sentence number from 1, word as written) for each word of the texts with a piece the tokenizer could only
+    encode as its unknown token; a word is a unit of the text rule (real_attention.engine.units) that the piece
+    overlaps. Each once per sentence, in order."""
+    from .units import text_spans
+
     unknown = loaded.tokenizer.unk_token_id
-    if unknown is None:
-        return
-    for number, text in enumerate(texts, start=1):
-        encoding = loaded.tokenizer(text, return_special_tokens_mask=True, return_offsets_mapping=True,
-                                    verbose=False)
-        pieces = [  # the pieces of words; punctuation is known to almost any vocabulary
-            piece for piece, special, (start, end) in
-            zip(encoding["input_ids"], encoding["special_tokens_mask"], encoding["offset_mapping"])
-            if not special and not all(unicodedata.category(char).startswith("P") for char in text[start:end])
-        ]
-        if pieces and all(piece == unknown for piece in pieces):
-            raise ModelUnavailable(
-                f"the tokenizer of {loaded.choice.name} turns every word of sentence {number} into "
-                f"{loaded.tokenizer.unk_token}: its tokenizer files are missing or belong to another model"
-            )
+    if unknown is None:  # byte-level vocabularies encode every character
+        return []
+    found: list[tuple[int, str]] = []
+    encodings = loaded.tokenizer(texts, return_special_tokens_mask=True, return_offsets_mapping=True, verbose=False,
+                                 split_special_tokens=True).encodings
+    for number, (text, encoding) in enumerate(zip(texts, encodings), start=1):
+        spans = text_spans(text)
+        for piece, special, (start, end) in zip(encoding.ids, encoding.special_tokens_mask, encoding.offsets):
+            if piece != unknown or special or end <= start:
+                continue
+            for word in (text[s:e] for s, e in spans if s < end and start < e):
+                if (number, word) not in found:
+                    found.append((number, word))
+    return found
+
+
+def check_encodes(loaded: LoadedModel, texts: list[str]) -> str | None:
+    """A warning naming the words the tokenizer's vocabulary has no pieces for (they became the unknown token,
+    e.g. Thai on an English model), or None. Such words still run: the model sees them as [UNK], and their
+    maps are its reading of [UNK], not of the word. A tokenizer with no vocabulary at all is refused by
+    load_model."""
+    words = unknown_words(loaded, texts)
+    if not words:
+        return None
+    by_sentence: dict[int, list[str]] = {}
+    for number, word in words[:UNKNOWN_SHOWN]:
+        by_sentence.setdefault(number, []).append(repr(word))
+    shown = "; ".join(f"sentence {number}: {', '.join(named)}" for number, named in by_sentence.items())
+    more = f"; and {len(words) - UNKNOWN_SHOWN} more" if len(words) > UNKNOWN_SHOWN else ""
+    return (f"the vocabulary of {loaded.choice.name} lacks characters of {len(words)} word(s), which became "
+            f"{loaded.tokenizer.unk_token} (their maps show how the model reads {loaded.tokenizer.unk_token}): "
+            f"{shown}{more}. A model for the language (e.g. a multilingual one) reads them")
 
 
 def weights_sha256(directory: Path, names: tuple[str, ...] = WEIGHT_FILES) -> str:
@@ -399,6 +419,9 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False) 
         )
     tokenizer.padding_side = "right"  # extract cuts pads off the end
     trim_byte_level_offsets(tokenizer)
+    from .extract import specials_as_text
+
+    specials_as_text(tokenizer)  # a typed "</s>" is text (real_attention.engine.extract.encode)
     try:
         model = model.to(torch.device(device)).eval()
     except (RuntimeError, AssertionError) as error:

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import platform
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from .focus import FocusedSentence, focus_sentences
-from .heads import STATISTICS, HeadReport, HeadSums, classify, kernel, sentence_counts
+from .heads import (STATISTICS, HeadReport, HeadSums, classify, focus_scores, kernel, report_from_scores,
+                    sentence_counts)
 from .measures import WEIGHTS
 from .sentences import SentenceSet
 from .units import DEFAULT_UNITS
@@ -19,17 +21,26 @@ class RunResult:
     """Everything `run` computed; tables, figures and the report are drawn from this."""
 
     sentence_set: SentenceSet
-    sentences: tuple[FocusedSentence, ...]  # (S,) word-level maps with focus and sense located
+    # (S,) word-level maps with focus and sense located; a streamed run keeps the maps of the first K only
+    # (the others' weights are None; maps_kept is K)
+    sentences: tuple[FocusedSentence, ...]
     report: HeadReport
     model: str  # the model as the user named it
     revision: str  # resolved commit, or sha256 of local weights
     versions: dict[str, str]  # python, torch, transformers
     units: str = DEFAULT_UNITS  # the unit rule: "text" or "tokenizer"
     measure: str = WEIGHTS  # what the maps measure: "weights" or "norm" (real_attention.engine.measures)
-    rollout: tuple[np.ndarray, ...] = ()  # (S,) each (layers, n, n) float32 word-level rollout; () if not computed
+    # (K,) each (layers, n, n) float32 word-level rollout of the first K sentences: those that kept their maps
+    # (all S but in a streamed run, analyse(keep_maps=K)); () if not computed
+    rollout: tuple[np.ndarray, ...] = ()
     causal: bool = False  # a decoder's maps: W[i, j] = 0 for j > i
     weights_note: str | None = None  # how the model's weights differ from the original (e.g. dequantised)
     mixing: object | None = None  # real_attention.engine.mixing.Mixing of the same sentences (run --mixing); None if not
+
+    @property
+    def maps_kept(self) -> int:
+        """How many of the first sentences carry their maps (every one unless analyse was given keep_maps)."""
+        return next((i for i, s in enumerate(self.sentences) if s.attention.weights is None), len(self.sentences))
 
 
 def versions() -> dict[str, str]:
@@ -53,6 +64,17 @@ def length_order(lengths: list[int], batch_size: int | None) -> list[list[int]]:
     return [ordered[start:start + batch_size] for start in range(0, len(ordered), batch_size)]
 
 
+def check_length(loaded, too_long) -> None:
+    """SentenceTooLong naming the first sentence of encode's too_long list, if any."""
+    from .extract import SentenceTooLong
+
+    if too_long:
+        index, count = too_long[0]
+        raise SentenceTooLong(
+            f"sentence {index + 1} has {count} tokens; {loaded.choice.short} takes at most {loaded.max_tokens}"
+        )
+
+
 def attend_with_sums(loaded, texts: list[str] | None, *, units: str = DEFAULT_UNITS,
                      required: list[tuple[str, ...]] | None = None, measure: str = WEIGHTS,
                      batch_size: int | None = None, pieces: bool = False,
@@ -71,7 +93,7 @@ def attend_with_sums(loaded, texts: list[str] | None, *, units: str = DEFAULT_UN
 
     SentenceTooLong names the first text over the model's maximum length.
     """
-    from .extract import SentenceTooLong, encode, encode_words
+    from .extract import encode, encode_words
     from .units import MissingWord
 
     if words is not None:
@@ -81,11 +103,7 @@ def attend_with_sums(loaded, texts: list[str] | None, *, units: str = DEFAULT_UN
     else:
         assert texts is not None
         encoded, too_long = encode(loaded.tokenizer, texts, loaded.max_tokens, units=units, required=required)
-    if too_long:
-        index, count = too_long[0]
-        raise SentenceTooLong(
-            f"sentence {index + 1} has {count} tokens; {loaded.choice.short} takes at most {loaded.max_tokens}"
-        )
+    check_length(loaded, too_long)
     attentions: list[WordAttention | None] = [None] * len(encoded)
     rollouts: list[np.ndarray | None] = [None] * len(encoded)
     totals = np.zeros((len(STATISTICS), loaded.layers, loaded.heads))  # float64
@@ -179,14 +197,62 @@ def classify_words(attentions: list[WordAttention], sentence_set: SentenceSet, m
     )
 
 
+RUN_BATCH = 32  # sentences per forward pass of a streamed run: it never holds all their maps at once
+
+
 def analyse(loaded, sentence_set: SentenceSet, *, units: str = DEFAULT_UNITS, measure: str = WEIGHTS,
-            batch_size: int | None = None, pieces: bool = False) -> RunResult:
+            batch_size: int | None = None, pieces: bool = False, keep_maps: int | None = None,
+            on_sentence: Callable | None = None) -> RunResult:
     """Run the model on every sentence and classify every head by the maps of `measure`; the focus and sense
-    words are units. batch_size and pieces: as in attend_with_sums."""
+    words are units. batch_size and pieces: as in attend_with_sums.
+
+    Streamed (keep_maps or on_sentence given): the sentences go through the model batch_size (None: RUN_BATCH) at
+    a time, in order. As each batch ends, on_sentence(number from 1, FocusedSentence, its (layers, n, n)
+    rollout) gets each of its sentences (to write their table rows), the focus word's scores and the pooled
+    sums are kept, and the maps are dropped unless the sentence is one of the first `keep_maps` (None: every
+    one). Memory then holds one batch of maps and the kept ones, whatever the number of sentences: the result's
+    other sentences keep their words and positions, with weights None, and result.rollout holds the kept
+    sentences' rollouts.
+    """
     texts = [sentence.text for sentence in sentence_set.sentences]
     required = [(sentence_set.focus, sentence.sense) for sentence in sentence_set.sentences]
-    attentions, sums, rollouts = attend_with_sums(loaded, texts, units=units, required=required, measure=measure,
-                                                  batch_size=batch_size, pieces=pieces)
-    return classify_words(attentions, sentence_set, model=loaded.choice.name, revision=loaded.revision,
-                          versions=versions(), sums=sums, units=units, measure=measure, rollout=tuple(rollouts),
-                          causal=loaded.causal, weights_note=loaded.choice.weights_note)
+    if keep_maps is None and on_sentence is None:
+        attentions, sums, rollouts = attend_with_sums(loaded, texts, units=units, required=required,
+                                                      measure=measure, batch_size=batch_size, pieces=pieces)
+        return classify_words(attentions, sentence_set, model=loaded.choice.name, revision=loaded.revision,
+                              versions=versions(), sums=sums, units=units, measure=measure, rollout=tuple(rollouts),
+                              causal=loaded.causal, weights_note=loaded.choice.weights_note)
+    from .extract import encode
+
+    encoded, too_long = encode(loaded.tokenizer, texts, loaded.max_tokens, units=units, required=required)
+    check_length(loaded, too_long)  # every sentence is checked before the first forward pass
+    size = batch_size or RUN_BATCH
+    configured = sentence_set.sentences
+    located: list[FocusedSentence] = []
+    rollouts: list[np.ndarray] = []
+    scores: list[dict[str, np.ndarray]] = []
+    totals = np.zeros((len(STATISTICS), loaded.layers, loaded.heads))  # float64
+    tokens = 0
+    for start in range(0, len(encoded), size):
+        attentions, batch_totals, batch_rollouts, batch_tokens = _attend_batch(
+            loaded, encoded[start:start + size], measure, pieces)
+        totals += batch_totals
+        tokens += batch_tokens
+        part = SentenceSet(lang=sentence_set.lang, focus=sentence_set.focus, sentences=configured[start:start + size])
+        focused = focus_sentences(attentions, part, loaded.causal, first=start + 1)
+        scores.append(focus_scores(focused))
+        for index, (sentence, rolled) in enumerate(zip(focused, batch_rollouts), start=start):
+            if on_sentence is not None:
+                on_sentence(index + 1, sentence, rolled)
+            if keep_maps is None or index < keep_maps:
+                located.append(sentence)
+                rollouts.append(rolled)
+            else:
+                located.append(replace(sentence, attention=sentence.attention.without_maps()))
+    counts = sentence_counts([len(s.words) for s in encoded], pieces=tokens, causal=loaded.causal)
+    sums = HeadSums(totals=totals, causal=loaded.causal, **counts)
+    joined = {name: np.concatenate([part[name] for part in scores]) for name in scores[0]}
+    report = report_from_scores(joined, np.array([s.sense for s in located]), sums, loaded.causal)
+    return RunResult(sentence_set=sentence_set, sentences=tuple(located), report=report, model=loaded.choice.name,
+                     revision=loaded.revision, versions=versions(), units=units, measure=measure,
+                     rollout=tuple(rollouts), causal=loaded.causal, weights_note=loaded.choice.weights_note)

@@ -49,7 +49,10 @@ class WordAttention:
     text: str
     words: tuple[str, ...]  # (n,) each word as written in the sentence; specials keep the tokenizer's text
     kinds: tuple[Kind, ...]  # (n,) the Kind of each unit
-    weights: np.ndarray  # (layers, heads, n, n) float32, query rows x key columns, each row sums to 1
+    # (layers, heads, n, n) float32, query rows x key columns, each row sums to 1. None only in the RunResult of a
+    # run that streamed its maps to the tables and kept those of the first sentences alone
+    # (real_attention.engine.pipeline.analyse, keep_maps); the words, kinds and labels are all there.
+    weights: np.ndarray | None
     joined: tuple[Joined, ...] = ()  # units of the text rule that one piece straddles, joined into one
     # On request (ra.attend(..., pieces=True)): the model's own pieces, to compare with bertviz or TransformerLens.
     pieces: tuple[str, ...] = ()  # (t,) the tokenizer's pieces, specials included; () when not kept
@@ -61,6 +64,10 @@ class WordAttention:
         # a public class: checked with InputError, which python -O keeps
         if len(self.kinds) != n or PAD in self.kinds:
             raise InputError(f"WordAttention: {len(self.kinds)} kinds (no PAD) for {n} words")
+        if self.weights is None:  # a streamed run's sentence past the kept ones: no maps at all
+            if self.piece_weights is not None:
+                raise InputError("WordAttention: piece_weights without weights")
+            return
         shape: tuple = getattr(self.weights, "shape", ())
         if getattr(self.weights, "dtype", None) != np.float32 or len(shape) != 4 or shape[2:] != (n, n):
             raise InputError(f"WordAttention: weights must be float32 (layers, heads, {n}, {n}), not "
@@ -70,18 +77,31 @@ class WordAttention:
             if getattr(self.piece_weights, "shape", None) != (*shape[:2], t, t):
                 raise InputError(f"WordAttention: piece_weights must be (layers, heads, {t}, {t}) for {t} pieces")
 
+    def without_maps(self) -> WordAttention:
+        """The same sentence without its maps (weights and piece maps None): what a streamed run keeps of most
+        sentences."""
+        return WordAttention(self.text, self.words, self.kinds, None, self.joined, self.pieces)
+
     @property
     def markers(self) -> np.ndarray:
         """(n,) bool: which units are markers."""
         return np.isin(np.array(self.kinds), MARKER_KINDS)
 
+    def checked_weights(self) -> np.ndarray:
+        """The (layers, heads, n, n) maps; InputError if this sentence's were not kept (weights None)."""
+        if self.weights is None:
+            raise InputError("this sentence's maps were not kept: a run of many sentences keeps only those its "
+                             "report and figures show, and wrote all of them to its attention table "
+                             "(read it with ra.read_attention)")
+        return self.weights
+
     @property
     def layers(self) -> int:
-        return self.weights.shape[0]
+        return self.checked_weights().shape[0]
 
     @property
     def heads(self) -> int:
-        return self.weights.shape[1]
+        return self.checked_weights().shape[1]
 
 
 def is_punctuation(word: str) -> bool:

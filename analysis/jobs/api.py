@@ -262,8 +262,8 @@ def attend(model: LoadedModel, texts: str | Iterable[str] | None = None, *,
     pieces: also keep each sentence's piece-level maps: `att[i].pieces` (the tokenizer's pieces, specials
     included) and `att[i].piece_weights`, float32 (layers, heads, t, t), as bertviz and TransformerLens show them.
     Raises UnitError (an InputError) if a piece straddles a focus or sense word and its neighbour.
-    Raises InputError (a sentence too long, a word not found, an unknown measure) or ModelUnavailable (a
-    tokenizer that knows none of the words).
+    Raises InputError (a sentence too long, a word not found, an unknown measure). Warns (UserWarning) naming
+    the words the model's vocabulary has no pieces for: they run as the unknown token.
     """
     from ..engine.measures import check_measure
     from ..engine.models import check_encodes
@@ -291,7 +291,11 @@ def attend(model: LoadedModel, texts: str | Iterable[str] | None = None, *,
     if not isinstance(lang, str):
         raise InputError(f"lang must be a string, not {_kind(lang)} {lang!r:.60}")
     chosen = None if focus is None and sense is None else sentence_set(items, focus, sense, lang)
-    check_encodes(model, items)
+    note = check_encodes(model, items)
+    if note:  # the words still run, as [UNK]
+        import warnings
+
+        warnings.warn(note, UserWarning, stacklevel=2)
     if chosen is None:
         attentions, _, rollouts = attend_with_sums(model, items, units=units, measure=measure, batch_size=size,
                                                    pieces=keep_pieces)
@@ -386,7 +390,7 @@ def heatmap(sentence: Attention | WordAttention, layer: int, head: int, *, index
         focus_index = find_word(sentence, _text(focus, "focus", "a word of the sentence"), "focus")
     if sense is not None:
         sense_index = find_word(sentence, _text(sense, "sense", "a word of the sentence"), "sense")
-    return draw_heatmap(sentence.weights[layer - 1, head - 1], sentence.words, focus=focus_index,
+    return draw_heatmap(sentence.checked_weights()[layer - 1, head - 1], sentence.words, focus=focus_index,
                         sense=sense_index, model=model or "model", revision=revision or "", layer=layer - 1,
                         head=head - 1, sentence=number - 1, text=sentence.text, measure=measure or "weights")
 

@@ -39,8 +39,14 @@ class MeasureRun:
 
     @property
     def attention(self) -> Attention:
+        """The maps, located words and head labels as an Attention. A run of more sentences than its report
+        holds kept only the maps it shows: InputError then, and ra.read_attention(results_dir) reads them all."""
         from .api import from_result
 
+        if self.result.maps_kept < len(self.result.sentences):
+            raise InputError(f"this run kept the maps of its first {self.result.maps_kept} of "
+                             f"{len(self.result.sentences)} sentences only (it streamed them to its tables); read "
+                             f"them all with ra.read_attention({str(self.results_dir)!r})")
         return from_result(self.result)
 
 
@@ -53,6 +59,7 @@ class RunOutput:
     out: Path
     compare: tuple[Path, ...] = ()  # measures.csv (and its figure) of compare_measures
     font_note: str | None = None  # a line about characters no installed font draws, or None
+    unknown_note: str | None = None  # a line naming the words the model's vocabulary lacks (they ran as [UNK])
     leftovers: tuple[str, ...] = ()  # old folders that could not be deleted, each with its reason
     paths: tuple[Path, ...] = field(default=())  # every folder written or replaced
     mixing: Mixing | None = None  # with mixing=True: attention, norm, ALTI and value zeroing (engine/mixing.py)
@@ -83,15 +90,19 @@ def run(lang: str = "es", config: str | Path | None = None, model: str | None = 
         figures: bool = True, report: bool = True, formats: str | Sequence[str] = ("png",),
         all_figures: bool = False, offline: bool = False, device: str = "cpu",
         progress: Callable[[str], None] | None = None, quiet: bool = True, wait: bool = True,
-        mixing: bool = False) -> RunOutput:
+        mixing: bool = False, table_format: str = "csv", report_sentences: int = 200) -> RunOutput:
     """Write exactly the files of `real-attention run`, staged and swapped in at once.
 
     Writes OUT/results/<lang>/ (attention.csv, focus.csv, heads.csv, rollout.csv, summary.json) and
     OUT/figures/<lang>/ (figures and report.html); `<lang>-norm` for measure="norm" (`<lang>-value-zeroing` for
     "value-zeroing"); both weights and norm with compare_measures. mixing=True adds mixing.csv and
     mixing_agreement.csv to each results folder, the mixing_s<k> figures and the report's mixing view
-    (real_attention.engine.mixing). `progress` receives a message when this run waits for another one writing
-    the same folders; `quiet=False` shows the figures' progress bar. Returns a RunOutput.
+    (real_attention.engine.mixing). table_format "parquet" writes attention.parquet and rollout.parquet instead
+    of the CSVs (read either back with ra.read_attention). The sentences' maps go to those tables as each batch
+    of RUN_BATCH sentences is done; the result keeps only the maps the report (its first `report_sentences`
+    sentences) and the figures show (every sentence's with all_figures), so memory stays flat in the number of
+    sentences. `progress` receives a message when this run waits for another one writing the same folders;
+    `quiet=False` shows the figures' progress bar. Returns a RunOutput.
     """
     from ..engine.measures import COMPARED, check_measure, check_supported, folder_suffix
     from ..engine.models import check_encodes, choose_model, load_model
@@ -102,11 +113,14 @@ def run(lang: str = "es", config: str | Path | None = None, model: str | None = 
     from ..outputs.folders import run_folder_name
     from ..outputs.report import REPORT_NAME, write_report
     from ..outputs.staging import staged_outputs
-    from ..outputs.tables import write_results
+    from ..outputs.tables import SentenceTables, check_table_format, write_results
 
     check_measure(measure)
     check_rule(units)
     formats = check_formats(formats)
+    check_table_format(table_format)
+    if isinstance(report_sentences, bool) or not isinstance(report_sentences, int) or report_sentences < 1:
+        raise InputError(f"report_sentences must be a whole number >= 1, not {report_sentences!r}")
     if compare_measures and measure != COMPARED[0]:
         raise InputError(f"--compare-measures runs both measures; leave out --measure {measure}")
     measures = COMPARED if compare_measures else (measure,)
@@ -124,7 +138,7 @@ def run(lang: str = "es", config: str | Path | None = None, model: str | None = 
         if pool is not None:
             drawing_processes.enter_context(pool)
         loaded = load_model(choice, device=device, offline=offline)
-        check_encodes(loaded, [sentence.text for sentence in sentence_set.sentences])
+        unknown_note = check_encodes(loaded, [sentence.text for sentence in sentence_set.sentences])
         for m in measures:  # before any measure is computed or drawn
             check_supported(loaded, m)
         mixed = None
@@ -139,7 +153,13 @@ def run(lang: str = "es", config: str | Path | None = None, model: str | None = 
             mixed = run_mixing(loaded, sentence_set, units=units)
         for m in measures:
             folder = lang + folder_suffix(m)
-            result = analyse(loaded, sentence_set, units=units, measure=m)
+            # The tables are written as each batch of sentences is done; only the maps that the report and the
+            # figures show stay in memory.
+            keep_maps = None if figures and all_figures else max(report_sentences if report else 0,
+                                                                 FIGURE_SENTENCES if figures else 0)
+            with SentenceTables(results_dirs[m], table_format) as tables:
+                result = analyse(loaded, sentence_set, units=units, measure=m, keep_maps=keep_maps,
+                                 on_sentence=tables.add)
             if mixed is not None:
                 result = replace(result, mixing=mixed)
             figures_dir = staging.folder(out / "figures" / folder) if figures or report else None
@@ -151,7 +171,7 @@ def run(lang: str = "es", config: str | Path | None = None, model: str | None = 
                                   pool=pool)
                 if pending_note is None and pool is not None:
                     pending_note = pool.font_note(run_texts(result))
-            summary = write_results(results_dirs[m], result)
+            summary = write_results(results_dirs[m], result, tables_written=True)
             mixing_figures: list[Path] = []
             if mixed is not None:  # before the report, which shows the summary
                 summary, mixing_figures = write_mixing(
@@ -161,9 +181,9 @@ def run(lang: str = "es", config: str | Path | None = None, model: str | None = 
             pending_report = None
             if report and figures_dir is not None:
                 if pool is not None:
-                    pending_report = pool.write_report(figures_dir / REPORT_NAME, result, summary)
+                    pending_report = pool.write_report(figures_dir / REPORT_NAME, result, summary, report_sentences)
                 else:
-                    write_report(figures_dir / REPORT_NAME, result, summary)
+                    write_report(figures_dir / REPORT_NAME, result, summary, report_sentences)
             drawn = (drawing.wait(quiet=quiet) if drawing is not None else []) + mixing_figures
             if pending_report is not None and pool is not None:
                 pool.get(pending_report)
@@ -185,7 +205,7 @@ def run(lang: str = "es", config: str | Path | None = None, model: str | None = 
         note = pending_note.get() if pending_note is not None else font_note(run_texts(runs[-1].result))
     paths = tuple(p for r in runs for p in (r.results_dir, r.figures_dir) if p is not None)
     return RunOutput(sentence_set=sentence_set, runs=tuple(runs), out=out, compare=compare, font_note=note or None,
-                     leftovers=tuple(staging.leftovers), paths=paths, mixing=mixed)
+                     unknown_note=unknown_note, leftovers=tuple(staging.leftovers), paths=paths, mixing=mixed)
 
 
 def staged_figures(staging, out: Path, folder: str) -> Path:

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
 import numpy as np
 
+from ..outputs.jsonio import write_json
 from ..outputs.staging import staged_outputs
 from .numbers import LessonResults, lesson_checks
 
@@ -80,9 +80,7 @@ def write_tables(r: LessonResults, folder: Path) -> None:
                [[row.n, row.d, row.attention_ops, row.recurrent_ops, _f(row.ratio), row.attention_steps,
                  row.recurrent_steps, row.attention_path, row.recurrent_path] for row in r.cost])
 
-    with (folder / "lesson.json").open("w", encoding="utf-8") as fh:
-        json.dump(lesson_summary(r), fh, indent=2, sort_keys=True, ensure_ascii=False)
-        fh.write("\n")
+    write_json(lesson_summary(r), folder / "lesson.json")
 
 
 def lesson_summary(r: LessonResults) -> dict:

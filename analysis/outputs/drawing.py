@@ -98,10 +98,10 @@ def _start_worker(parent: int, started) -> None:  # started: the write end of Dr
         pass  # raised would break the whole pool
 
 
-def _write_report(path: Path, result: RunResult, summary: dict) -> Path:
+def _write_report(path: Path, result: RunResult, summary: dict, max_sentences: int | None = None) -> Path:
     from .report import write_report
 
-    return write_report(path, result, summary)
+    return write_report(path, result, summary, max_sentences)
 
 
 def font_note(texts: Sequence[str]) -> str | None:
@@ -227,10 +227,11 @@ class DrawingPool:
         """font_note(texts) in a worker, which has matplotlib's fonts loaded already; `.get()` the line."""
         return self.submit(font_note, list(texts))
 
-    def write_report(self, path: Path, result: RunResult, summary: dict) -> Pending:
+    def write_report(self, path: Path, result: RunResult, summary: dict, max_sentences: int | None = None) -> Pending:
         """real_attention.outputs.report.write_report in a worker, which has matplotlib's colour maps loaded
-        already, after the figures handed over before it; `.get()` waits for it (and raises its error)."""
-        return self.submit(_write_report, path, result, summary)
+        already, after the figures handed over before it; `.get()` waits for it (and raises its error).
+        max_sentences: as write_report's (None: every sentence whose maps the result kept)."""
+        return self.submit(_write_report, path, result, summary, max_sentences)
 
     def get(self, pending: Pending):
         """A task's value (Pending.get): OutputError if a worker died meanwhile."""
@@ -376,10 +377,10 @@ def write_run_figures(folder: Path, result: RunResult, formats: Sequence[str], *
     `max_sentences` sentences s (from 1; None: every sentence): {sense,prev,next,marker}_L{l}H{h}_s{s}; then
     overview (over every sentence); then focus_bars_s{s}; then rollout_s{s} (the focus word's rollout row,
     layer by layer; when the run computed it). Titles name the measure unless it is the weights. The sense
-    figures are skipped when there is no sense head. The HTML report holds every head and sentence whatever
-    `max_sentences` is. Many figures are drawn by `workers` forked processes (None: one per CPU, when there
-    are enough figures), or by `pool`, with a progress bar on stderr unless `quiet`; the bytes are the same
-    either way.
+    figures are skipped when there is no sense head. The HTML report holds every head, and its own number of
+    sentences (report_sentences), whatever `max_sentences` is. Many figures are drawn by `workers` forked
+    processes (None: one per CPU, when there are enough figures), or by `pool`, with a progress bar on stderr
+    unless `quiet`; the bytes are the same either way.
     """
     return draw_all(run_jobs(folder, result, formats, max_sentences), workers=workers, quiet=quiet, pool=pool)
 

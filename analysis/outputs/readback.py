@@ -1,4 +1,4 @@
-"""Read a finished run back from results/<lang>/ (attention.csv, summary.json): no model, no torch."""
+"""Read a finished run back from results/<lang>/ (attention.csv or .parquet, summary.json): no model, no torch."""
 from __future__ import annotations
 
 import json
@@ -55,19 +55,63 @@ def load_run(out_dir: Path, lang: str, measure: str = "weights") -> StoredRun:
     from ..engine.measures import WEIGHTS, folder_suffix
 
     folder = Path(out_dir) / "results" / (lang + folder_suffix(measure))
-    summary_path, attention_path = folder / "summary.json", folder / "attention.csv"
-    if not (summary_path.is_file() and attention_path.is_file()):
+    summary_path = folder / "summary.json"
+    if not (summary_path.is_file() and table_path(folder, "attention") is not None):
         option = "" if measure == WEIGHTS else f" --measure {measure}"
         option = _model_option(Path(out_dir), lang) + option
         raise ResultsError(
             f"no results in {folder}; run `real-attention run --lang {lang}{option} --out {out_dir}` first"
         )
     summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    return StoredRun(summary=summary, attention=read_attention(folder))
+
+
+TABLE_SUFFIXES = (".parquet", ".csv")  # run --table-format: a run writes one of them
+
+
+def table_path(folder: Path, name: str) -> Path | None:
+    """FOLDER/NAME.parquet or FOLDER/NAME.csv, whichever the run wrote; None if neither is there."""
+    return next((path for path in (Path(folder) / f"{name}{suffix}" for suffix in TABLE_SUFFIXES)
+                 if path.is_file()), None)
+
+
+# The table's types as read back, whatever the format: the CSV's (int64, str, float64).
+_INTEGER_COLUMNS = ("sentence", "layer", "head", "query_index", "key_index")
+
+
+def read_attention(path) -> pd.DataFrame:
+    """attention.csv or attention.parquet (`run --table-format`) read back as one DataFrame, the same for both:
+    the columns of attention.csv (rollout.csv's, for a rollout table) in order, integers as int64, words as
+    str, weights as float64 (the CSV holds 6 decimals, Parquet float32's 7 digits).
+
+    path: the table file, or a results folder (results/LANG/), which holds one of the two. Also reads rollout
+    tables. ResultsError if there is no such table.
+    """
+    path = Path(path)
+    if path.is_dir():
+        found = table_path(path, "attention")
+        if found is None:
+            raise ResultsError(f"no attention.csv or attention.parquet in {path}; run `real-attention run` first")
+        path = found
+    if not path.is_file():
+        raise ResultsError(f"no attention table at {path}")
+    if path.suffix == ".parquet":
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise ResultsError(f"{path} is a Parquet file, read with pyarrow: pip install "
+                               "\"real-attention[parquet]\"") from None
+        frame = pq.read_table(path).to_pandas()
+        for name in ("query", "key"):
+            if name in frame:
+                frame[name] = frame[name].astype(str)
+        for name in _INTEGER_COLUMNS:
+            if name in frame:
+                frame[name] = frame[name].astype(np.int64)
+        frame["weight"] = frame["weight"].astype(np.float64)
+        return frame
     # Words are text: never let pandas read "null", "NA" or "1" as a missing value or a number.
-    attention = pd.read_csv(
-        attention_path, dtype={"query": str, "key": str}, keep_default_na=False, na_filter=False
-    )
-    return StoredRun(summary=summary, attention=attention)
+    return pd.read_csv(path, dtype={"query": str, "key": str}, keep_default_na=False, na_filter=False)
 
 
 def _model_option(out_dir: Path, lang: str) -> str:

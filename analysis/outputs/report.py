@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 import re
 import zlib
 from importlib import resources
@@ -23,6 +22,7 @@ from ..engine.categories import (
 from ..engine.heads import NEXT_OFFSET, PREVIOUS_OFFSET
 from ..engine.measures import MEASURE_TEXT
 from ..engine.pipeline import RunResult
+from .jsonio import json_text
 from .tables import describe_run
 from ..engine.words import MARKERS_TEXT, WordAttention
 
@@ -30,6 +30,24 @@ REPORT_NAME = "report.html"
 WEIGHT_SCALE = 10_000  # weights are stored as whole ten-thousandths, i.e. rounded to 4 decimals
 TEMPLATE = "report_template"  # .html, .css and .js in the analysis package
 IFRAME_HEIGHT = 900  # px: the report inside a notebook cell
+REPORT_SENTENCES = 200  # the page holds the maps of this many sentences, the first ones (run --report-sentences)
+
+
+def shown_sentences(result: RunResult, max_sentences: int | None = REPORT_SENTENCES) -> int:
+    """How many of the first sentences the page holds: max_sentences (None: all), at most those whose maps the
+    result kept."""
+    total = min(len(result.sentences), result.maps_kept)
+    return total if max_sentences is None else min(total, max_sentences)
+
+
+def sentences_note(result: RunResult, shown: int) -> str | None:
+    """The page's line when it holds fewer sentences than the run has, else None."""
+    total = len(result.sentences)
+    if shown == total:
+        return None
+    return (f"This page holds the first {shown:,} of the run's {total:,} sentences (real-attention run "
+            f"--report-sentences N changes that); the head categories and scores count all {total:,}, and "
+            "attention.csv holds every sentence's maps.")
 
 
 def _template(suffix: str) -> str:
@@ -134,16 +152,18 @@ def start_head(summary: dict) -> dict:
     return {"layer": best["layer"], "head": best["head"]}
 
 
-def report_data(result: RunResult, summary: dict) -> dict:
-    """Everything the page draws, as plain JSON: weights (S x (layers, heads, n, n)) as ten-thousandths.
+def report_data(result: RunResult, summary: dict, max_sentences: int | None = REPORT_SENTENCES) -> dict:
+    """Everything the page draws, as plain JSON: weights (K x (layers, heads, n, n)) as ten-thousandths, for the
+    first K = shown_sentences(result, max_sentences) sentences; categories and scores count every sentence.
 
     Every rule is applied here, not in the page's script: each head's category, each unit's marker flag,
     what each key unit is to the focus word (the bars' colours), the heatmap's colours and text rule.
     `summary` is tables.summary(result), in memory or read back from summary.json.
     """
-    report, sentences = result.report, list(result.sentences)
+    report = result.report
+    sentences = list(result.sentences)[:shown_sentences(result, max_sentences)]
     layers, heads = report.shape
-    categories = focus_categories(report, sentences)  # (layers, heads)
+    categories = focus_categories(report, result.sentences)  # (layers, heads), over every sentence
     counts = category_counts(categories, result.causal)
     return {
         "model": result.model,
@@ -165,6 +185,8 @@ def report_data(result: RunResult, summary: dict) -> dict:
         },
         "start_head": start_head(summary),
         "causal": result.causal,
+        "sentence_count": len(result.sentences),  # all of the run's; "sentences" holds the first ones
+        "sentences_note": sentences_note(result, len(sentences)),
         "categories": [
             {"name": name, "label": CATEGORY_LABELS[name], "note": CATEGORY_NOTES.get(name, ""),
              "colour": CATEGORY_COLOURS[name],
@@ -217,17 +239,20 @@ def _mixing_labels(result: RunResult) -> list[list[str]]:
 
 def _json_for_script(data: dict) -> str:
     """JSON that cannot close its <script> tag: "</" becomes "<\\/" and "<!--" cannot open a comment."""
-    text = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    text = json_text(data, compact=True)
     return text.replace("</", "<\\/").replace("<!--", "<\\u0021--")
 
 
-def _header_sentences(result: RunResult) -> str:
+def _header_sentences(result: RunResult, shown: int) -> str:
     items = []
-    for configured, located in zip(result.sentence_set.sentences, result.sentences):
+    for configured, located in list(zip(result.sentence_set.sentences, result.sentences))[:shown]:
         items.append(
             f"<li>{html.escape(configured.text)} <span class=\"sense-note\">sense word: "
             f"<b>{html.escape(located.attention.words[located.sense])}</b></span></li>"
         )
+    note = sentences_note(result, shown)
+    if note:  # a list item without a number, after the numbered ones
+        items.append(f"<li class=\"sentences-note\" style=\"list-style: none\"><b>{html.escape(note)}</b></li>")
     return "\n".join(items)
 
 
@@ -277,7 +302,7 @@ def page_html(result: RunResult | None, summary: dict | None, *, styles: str, sc
         data = report_data(result, summary) if data is None else data
         values = {name: html.escape(text) for name, text in header_text(result, summary, tool).items()}
         values.update({
-            "sentences": _header_sentences(result),
+            "sentences": _header_sentences(result, len(data["sentences"])),
             "summary_lines": "<br>\n".join(html.escape(line) for line in data["summary_lines"]),
             "data": _json_for_script(data),
         })
@@ -291,10 +316,12 @@ def colour_rules() -> str:
     return f":root {{ --focus: {html.escape(FOCUS_COLOUR)}; --sense: {html.escape(CATEGORY_COLOURS[SENSE])}; }}"
 
 
-def report_html(result: RunResult, summary: dict) -> str:
-    """The whole page as one string; the same inputs give the same string (no dates, sorted keys)."""
+def report_html(result: RunResult, summary: dict, max_sentences: int | None = REPORT_SENTENCES) -> str:
+    """The whole page as one string; the same inputs give the same string (no dates, sorted keys). It holds the
+    maps of the first max_sentences sentences (None: every one) and says so when the run has more."""
     return page_html(result, summary, styles=f"<style>\n{_template('css')}\n{colour_rules()}\n</style>",
-                     scripts=f"<script>\n{_template('js')}\n</script>")
+                     scripts=f"<script>\n{_template('js')}\n</script>",
+                     data=report_data(result, summary, max_sentences))
 
 
 def report_iframe(page_html: str, height: int = IFRAME_HEIGHT) -> str:
@@ -311,8 +338,9 @@ def report_iframe(page_html: str, height: int = IFRAME_HEIGHT) -> str:
     )
 
 
-def write_report(path: Path, result: RunResult, summary: dict) -> Path:
-    """Write the report to `path` (e.g. figures/<lang>/report.html); returns the path."""
+def write_report(path: Path, result: RunResult, summary: dict, max_sentences: int | None = REPORT_SENTENCES) -> Path:
+    """Write the report to `path` (e.g. figures/<lang>/report.html), with the first max_sentences sentences
+    (None: all); returns the path."""
     path = Path(path)
-    path.write_text(report_html(result, summary), encoding="utf-8", newline="\n")
+    path.write_text(report_html(result, summary, max_sentences), encoding="utf-8", newline="\n")
     return path

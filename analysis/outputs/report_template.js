@@ -165,7 +165,7 @@
   }
   function buildLegend() {
     const total = LAYERS * HEADS, best = data.summary.best_sense_head;
-    let html = "<h3>Where «" + wordSlot(0, "focus") + "» looks most, in every sentence (" + data.sentences.length + ")</h3>";
+    let html = "<h3>Where «" + wordSlot(0, "focus") + "» looks most, in every sentence (" + (data.sentence_count || data.sentences.length) + ")</h3>";
     data.categories.forEach(function (c) {
       html += "<div class=\"item\" data-category=\"" + c.name + "\"><span class=\"swatch\"></span><span>" + esc(c.label) + (c.note ? " <span class=\"note\">" + esc(c.note) + "</span>" : "") +
         "</span><span class=\"count\">" + c.count + " of " + total +
@@ -411,10 +411,10 @@
     }
     data.mixing_labels.forEach(function (pair, p) {
       const rows = S.mixing[pair[0]], left = rowW + p * panelW;
-      out += "<text x=\"" + left + "\" y=\"" + (font + 2) + "\" font-weight=\"700\">" + esc(pair[1]) + "</text>";
+      out += "<text x=\"" + left + "\" y=\"" + (font + 2) + "\" font-weight=\"700\">" + esc(pair[1]) + "</text>";  // a label decided in Python
       for (let k = 0; k < n; k++) {
         out += "<text class=\"col-label " + labelClass(S, k) + "\" transform=\"translate(" + (left + k * cell + cell / 2) +
-          "," + (top - 5) + ") rotate(-45)\" dominant-baseline=\"central\">" + esc(S.words[k]) + "</text>";
+          "," + (top - 5) + ") rotate(-45)\" dominant-baseline=\"central\"" + wordAttrs(s, k) + "></text>";
       }
       for (let l = 0; l < LAYERS; l++) {
         for (let k = 0; k < n; k++) {
@@ -427,16 +427,17 @@
     });
     out += "</g></svg>";
     const box = byId("mixing");
-    box.innerHTML = out;
+    fill(Object.assign(box, { innerHTML: out }));
     box.firstChild.addEventListener("mousemove", function (event) {
       const t = event.target;
       if (t.tagName !== "rect" || t.dataset.k === undefined) { hideTip(); return; }
-      showTip(event, t.dataset.label + ", after layer " + t.dataset.layer + ": «" + esc(S.words[Number(t.dataset.k)]) +
-        "» in «" + esc(S.words[S.focus]) + "»: <b>" + percent(Number(t.dataset.w), 2) + "</b>");
+      showTip(event, esc(t.dataset.label) + ", after layer " + t.dataset.layer + ": «" + wordSlot(s, Number(t.dataset.k)) +
+        "» in «" + wordSlot(s, S.focus) + "»: <b>" + percent(Number(t.dataset.w), 2) + "</b>");
     });
     box.firstChild.addEventListener("mouseleave", hideTip);
-    byId("mixing-caption").innerHTML = "Context mixing, rolled over layers: how much of each word is in «<b>" +
-      esc(S.words[S.focus]) + "</b>» in sentence " + (s + 1) + ", by each measure (all heads)";
+    byId("mixing-caption").innerHTML = "Context mixing, rolled over layers: how much of each word is in «<b" +
+      wordAttrs(s, S.focus) + "></b>» in sentence " + (s + 1) + ", by each measure (all heads)";
+    fill(byId("mixing-caption"));
   }
 
   // ---- selection and keys --------------------------------------------------------------------

@@ -1,7 +1,6 @@
 """Write the result tables of a run: attention.csv, focus.csv, heads.csv and summary.json."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +11,7 @@ from ..engine.heads import STATISTICS, HeadReport
 from ..engine.measures import MEASURE_TEXT, WEIGHTS
 from ..engine.pipeline import RunResult
 from ..engine.words import WordAttention
+from .jsonio import write_json
 
 FLOAT_FORMAT = "%.6f"
 ATTENTION_COLUMNS = ["sentence", "layer", "head", "query_index", "query", "key_index", "key", "weight"]
@@ -42,28 +42,33 @@ def write_csv_chunks(frames, path: Path) -> None:
                                     lineterminator="\n")
 
 
-def write_json(data: dict, path: Path) -> None:
-    path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+TABLE_FORMATS = ("csv", "parquet")  # run --table-format: how attention and rollout are stored
+PARQUET_ROWS = 500_000  # rows buffered per Parquet row group
+
+
+def sentence_frame(number: int, words: tuple[str, ...], weights: np.ndarray) -> pd.DataFrame:
+    """One sentence's rows of attention.csv (number from 1): weights (layers, heads, n, n), in C order, which
+    is already the table's order."""
+    layer, head, query, key = np.indices(weights.shape).reshape(4, -1)
+    words = np.array(words, dtype=object)
+    return pd.DataFrame(
+        {
+            "sentence": number,
+            "layer": layer + 1,
+            "head": head + 1,
+            "query_index": query,
+            "query": words[query],
+            "key_index": key,
+            "key": words[key],
+            "weight": weights.reshape(-1).astype(np.float64),
+        }
+    )[ATTENTION_COLUMNS]
 
 
 def attention_frames(attentions: list[WordAttention]):
     """attention.csv's rows, one sentence's frame at a time (sorted within, and in sentence order)."""
     for number, attention in enumerate(attentions, start=1):
-        weights = attention.weights  # (layers, heads, n, n)
-        layer, head, query, key = np.indices(weights.shape).reshape(4, -1)  # C order: already sorted
-        words = np.array(attention.words, dtype=object)
-        yield pd.DataFrame(
-            {
-                "sentence": number,
-                "layer": layer + 1,
-                "head": head + 1,
-                "query_index": query,
-                "query": words[query],
-                "key_index": key,
-                "key": words[key],
-                "weight": weights.reshape(-1).astype(np.float64),
-            }
-        )[ATTENTION_COLUMNS]
+        yield sentence_frame(number, attention.words, attention.weights)
 
 
 def attention_frame(attentions: list[WordAttention]) -> pd.DataFrame:
@@ -71,11 +76,135 @@ def attention_frame(attentions: list[WordAttention]) -> pd.DataFrame:
     return pd.concat(list(attention_frames(attentions)), ignore_index=True)
 
 
+def rollout_sentence_frame(number: int, words: tuple[str, ...], rolled: np.ndarray) -> pd.DataFrame:
+    """One sentence's rows of rollout.csv: rolled (layers, n, n)."""
+    return sentence_frame(number, words, rolled[:, None])[ROLLOUT_COLUMNS]
+
+
 def rollout_frame(result: RunResult) -> pd.DataFrame:
     """Long format of the word-level rollout (real_attention.engine.rollout): one row per sentence, layer, query and key."""
-    as_one_head = [WordAttention(s.attention.text, s.attention.words, s.attention.kinds, rolled[:, None])
-                   for s, rolled in zip(result.sentences, result.rollout)]  # (layers, 1, n, n) each
-    return attention_frame(as_one_head)[ROLLOUT_COLUMNS]
+    return pd.concat([rollout_sentence_frame(number, s.attention.words, rolled)
+                      for number, (s, rolled) in enumerate(zip(result.sentences, result.rollout), start=1)],
+                     ignore_index=True)
+
+
+def _parquet_schema(columns: list[str]):
+    import pyarrow as pa
+
+    types = {"sentence": pa.int32(), "layer": pa.int16(), "head": pa.int16(), "query_index": pa.int16(),
+             "key_index": pa.int16(), "query": pa.dictionary(pa.int32(), pa.string()),
+             "key": pa.dictionary(pa.int32(), pa.string()), "weight": pa.float32()}
+    return pa.schema([(name, types[name]) for name in columns])
+
+
+class _ParquetTable:
+    """attention.parquet or rollout.parquet, written a row group at a time (PARQUET_ROWS rows)."""
+
+    def __init__(self, path: Path, columns: list[str]):
+        import pyarrow.parquet as pq
+
+        self.columns, self.schema = columns, _parquet_schema(columns)
+        self.writer = pq.ParquetWriter(path, self.schema, compression="zstd", use_dictionary=True)
+        self.pending: list[tuple[int, tuple[str, ...], np.ndarray]] = []  # (number, words, (layers, heads, n, n))
+        self.rows = 0
+
+    def add(self, number: int, words: tuple[str, ...], weights: np.ndarray) -> None:
+        self.pending.append((number, words, weights))
+        self.rows += weights.size
+        if self.rows >= PARQUET_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        import pyarrow as pa
+
+        if not self.pending:
+            return
+        vocabulary = np.unique(np.array([w for _, words, _ in self.pending for w in words], dtype=object).astype(str))
+        parts: dict[str, list[np.ndarray]] = {name: [] for name in ATTENTION_COLUMNS}
+        for number, words, weights in self.pending:
+            layer, head, query, key = np.indices(weights.shape).reshape(4, -1)
+            codes = np.searchsorted(vocabulary, np.array(words, dtype=str)).astype(np.int32)  # (n,) word -> code
+            parts["sentence"].append(np.full(layer.size, number, dtype=np.int32))
+            parts["layer"].append((layer + 1).astype(np.int16))
+            parts["head"].append((head + 1).astype(np.int16))
+            parts["query_index"].append(query.astype(np.int16))
+            parts["query"].append(codes[query])
+            parts["key_index"].append(key.astype(np.int16))
+            parts["key"].append(codes[key])
+            parts["weight"].append(weights.reshape(-1).astype(np.float32))
+        dictionary = pa.array(vocabulary, type=pa.string())
+        arrays = []
+        for name in self.columns:
+            values = np.concatenate(parts[name])
+            if name in ("query", "key"):
+                arrays.append(pa.DictionaryArray.from_arrays(pa.array(values, type=pa.int32()), dictionary))
+            else:
+                arrays.append(pa.array(values))
+        self.writer.write_table(pa.Table.from_arrays(arrays, schema=self.schema))
+        self.pending, self.rows = [], 0
+
+    def close(self) -> None:
+        self.flush()
+        self.writer.close()
+
+
+class _CsvTable:
+    """attention.csv or rollout.csv, a sentence at a time: the bytes of write_csv on the whole table."""
+
+    def __init__(self, path: Path, columns: list[str]):
+        self.columns = columns
+        self.handle = open(path, "w", encoding="utf-8", newline="")  # noqa: SIM115  closed in close()
+        self.header = True
+
+    def add(self, number: int, words: tuple[str, ...], weights: np.ndarray) -> None:
+        frame = sentence_frame(number, words, weights)[self.columns]
+        frame.to_csv(self.handle, header=self.header, index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+        self.header = False
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+def check_table_format(table_format: str) -> str:
+    """The format, or InputError; parquet needs pyarrow (the parquet extra)."""
+    from ..engine.errors import InputError
+
+    if table_format not in TABLE_FORMATS:
+        raise InputError(f"table format {table_format!r} is not one of {', '.join(TABLE_FORMATS)}")
+    if table_format == "parquet":
+        from importlib.util import find_spec
+
+        if find_spec("pyarrow") is None:
+            raise InputError("--table-format parquet needs pyarrow: pip install \"real-attention[parquet]\"")
+    return table_format
+
+
+class SentenceTables:
+    """The per-sentence tables of a run, attention and rollout, written as each sentence is done (so a run of
+    many sentences never holds all their maps): FOLDER/attention.{csv,parquet} and rollout.{csv,parquet}.
+
+    `add` is real_attention.engine.pipeline.analyse's on_sentence. CSV: the bytes of write_results. Parquet:
+    sentence int32; layer, head, query_index, key_index int16; query, key dictionary-encoded strings; weight
+    float32 (the CSV's weights have 6 decimals). A context manager; the files are complete once it closes.
+    """
+
+    def __init__(self, folder: Path, table_format: str = "csv"):
+        kind = _ParquetTable if check_table_format(table_format) == "parquet" else _CsvTable
+        self.attention = kind(Path(folder) / f"attention.{table_format}", ATTENTION_COLUMNS)
+        self.rollout = kind(Path(folder) / f"rollout.{table_format}", ROLLOUT_COLUMNS)
+
+    def add(self, number: int, sentence: FocusedSentence, rolled: np.ndarray | None = None) -> None:
+        """Sentence `number` (from 1): its (layers, heads, n, n) maps, and its (layers, n, n) rollout if given."""
+        self.attention.add(number, sentence.attention.words, sentence.attention.weights)
+        if rolled is not None:
+            self.rollout.add(number, sentence.attention.words, rolled[:, None])  # (layers, 1, n, n)
+
+    def __enter__(self) -> SentenceTables:
+        return self
+
+    def __exit__(self, *error) -> None:
+        self.attention.close()
+        self.rollout.close()
 
 
 def focus_frame(sentences: list[FocusedSentence], report: HeadReport) -> pd.DataFrame:
@@ -118,7 +247,10 @@ def _rounded(value: float) -> float:
     return round(float(value), 6)
 
 
-def _head(position: tuple[int, int], score: float) -> dict:
+def _head(position: tuple[int, int], score: float) -> dict | None:
+    """The head and its score; None when the score does not exist (a mean over no units is NaN): JSON has no NaN."""
+    if not np.isfinite(score):
+        return None
     return {"layer": position[0] + 1, "head": position[1] + 1, "score": _rounded(score)}
 
 
@@ -171,12 +303,18 @@ def summary(result: RunResult) -> dict:
     }
 
 
-def write_results(folder: Path, result: RunResult) -> dict:
-    """Write the result files into `folder` (rollout.csv when the rollout was computed); returns the summary."""
+def write_results(folder: Path, result: RunResult, *, tables_written: bool = False) -> dict:
+    """Write the result files into `folder` (rollout.csv when the rollout was computed); returns the summary.
+
+    tables_written: attention and rollout are there already (a SentenceTables wrote them as the run went);
+    write the others only. Otherwise the result must hold every sentence's maps.
+    """
     sentences, report = list(result.sentences), result.report
-    write_csv_chunks(attention_frames([s.attention for s in sentences]), folder / "attention.csv")
-    if result.rollout:
-        write_csv(rollout_frame(result), folder / "rollout.csv")
+    if not tables_written:
+        assert result.maps_kept == len(sentences), "a streamed run's tables come from its SentenceTables"
+        write_csv_chunks(attention_frames([s.attention for s in sentences]), folder / "attention.csv")
+        if result.rollout:
+            write_csv(rollout_frame(result), folder / "rollout.csv")
     write_csv(focus_frame(sentences, report), folder / "focus.csv")
     write_csv(heads_frame(report), folder / "heads.csv")
     data = summary(result)

@@ -183,7 +183,7 @@ def examples(loaded, best: pd.DataFrame, candidates: dict[str, list[TreeSentence
     for (relation, sentence), attention in zip(chosen, attentions):
         row = rows.loc[relation]
         keep = ~np.isin(np.array(attention.kinds), SPECIAL_KINDS)
-        head_map = attention.weights[row["layer"] - 1, row["head"] - 1][np.ix_(keep, keep)]  # (W, W)
+        head_map = attention.checked_weights()[row["layer"] - 1, row["head"] - 1][np.ix_(keep, keep)]  # (W, W)
         maps = torch.from_numpy(np.ascontiguousarray(head_map))[None, None]  # (1, 1, W, W)
         predicted = predict_cpu(maps, torch.tensor([len(sentence.words)]))[DIRECTIONS.index(row["direction"]), 0, 0]
         result.append(Example(relation, int(row["layer"]), int(row["head"]), row["direction"], sentence.words,

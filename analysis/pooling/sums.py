@@ -200,14 +200,22 @@ class CorpusReader:
         if number == 1:
             line = line.removeprefix("\ufeff")
         if self.fmt == "text" or not line.strip():
-            return line.strip()
+            return self._checked(line.strip(), number)
         try:
             record = json.loads(line)
         except json.JSONDecodeError as error:
             raise CorpusError(f"line {number} of {self.source} is not JSON: {error.msg} (column {error.colno})") from None
         if not isinstance(record, dict) or not isinstance(record.get("text"), str):
             raise CorpusError(f'line {number} of {self.source} has no string field "text"')
-        return record["text"].strip()
+        return self._checked(record["text"].strip(), number)
+
+    def _checked(self, text: str, number: int) -> str:
+        """The text, or CorpusError if it holds a NUL character: no sentence does, a binary or corrupt file does
+        (skipping such lines would pool statistics over what is left of a damaged file without a word)."""
+        if "\x00" in text:
+            raise CorpusError(f"line {number} of {self.source} holds a NUL byte (\\x00): the file is binary or "
+                              "damaged; remove the NUL bytes (e.g. tr -d '\\000' < FILE > CLEAN) and run again")
+        return text
 
 
 # --- batching ----------------------------------------------------------------------------------------------
@@ -346,7 +354,10 @@ def corpus_heads_frame(sums: HeadSums, labels: np.ndarray) -> pd.DataFrame:
     return frame[CORPUS_HEADS_COLUMNS]
 
 
-def _strongest(score: np.ndarray) -> dict:
+def _strongest(score: np.ndarray) -> dict | None:
+    """The head of the largest score; None if the statistic has no value (its mean over no units: NaN)."""
+    if not np.isfinite(score).all():
+        return None
     layer, head = np.unravel_index(int(np.argmax(score)), score.shape)  # ties: the lowest (layer, head)
     return {"layer": int(layer) + 1, "head": int(head) + 1, "score": round(float(score[layer, head]), 6)}
 
@@ -448,8 +459,9 @@ def read_shard(folder: Path) -> tuple[dict, HeadSums]:
     check_summary(folder, data)
     try:
         head_sums = HeadSums.from_json(sums)
-    except (ValueError, KeyError, TypeError) as error:
-        raise CorpusError(f"{folder}/sums.json is not the sums of a corpus run ({type(error).__name__}: {error})") from None
+    except ValueError as error:  # check_sums_json names the field
+        raise CorpusError(f"{folder / 'sums.json'}: {error}; merge takes the sums.json that `heads --shard` "
+                          "wrote, unchanged") from None
     if head_sums.shape != (data["layers"], data["heads_per_layer"]):
         raise CorpusError(f"{folder}: sums.json has {head_sums.shape} heads but summary.json says "
                           f"({data['layers']}, {data['heads_per_layer']})")
