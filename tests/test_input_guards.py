@@ -13,7 +13,7 @@ from real_attention.engine.errors import InputError
 from real_attention.engine.extract import encode
 from real_attention.engine.heads import HeadSums
 from real_attention.engine.words import SPECIAL_KINDS
-from real_attention.outputs.jsonio import json_text, write_json
+from real_attention.outputs.files import json_text, write_json
 
 from real_attention import cli
 

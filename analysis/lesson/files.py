@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..outputs.jsonio import write_json
+from ..outputs.files import write_json
 from ..outputs.staging import staged_outputs
 from .numbers import LessonResults, lesson_checks
 

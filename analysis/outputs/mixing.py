@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..engine.mixing import DEFINITIONS, NEAR_ZERO, SOURCES, Mixing
-from .tables import write_csv, write_json
+from .files import write_csv, write_json
 
 MIXING_NAME, AGREEMENT_NAME = "mixing", "mixing_agreement"
 MIXING_COLUMNS = ["sentence", "measure", "layer", "query_index", "query", "key_index", "key", "value", "rolled"]

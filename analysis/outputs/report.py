@@ -22,7 +22,7 @@ from ..engine.categories import (
 from ..engine.heads import NEXT_OFFSET, PREVIOUS_OFFSET
 from ..engine.measures import MEASURE_TEXT
 from ..engine.pipeline import RunResult
-from .jsonio import json_text
+from .files import json_text
 from .tables import describe_run
 from ..engine.words import MARKERS_TEXT, WordAttention
 

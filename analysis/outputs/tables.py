@@ -11,35 +11,12 @@ from ..engine.heads import STATISTICS, HeadReport
 from ..engine.measures import MEASURE_TEXT, WEIGHTS
 from ..engine.pipeline import RunResult
 from ..engine.words import WordAttention
-from .jsonio import write_json
+from .files import FLOAT_FORMAT, csv_flags, write_csv, write_csv_chunks, write_json  # noqa: F401  (re-exported)
 
-FLOAT_FORMAT = "%.6f"
 ATTENTION_COLUMNS = ["sentence", "layer", "head", "query_index", "query", "key_index", "key", "weight"]
 FOCUS_COLUMNS = ["sentence", "layer", "head", "top_key", "top_weight", "sense_weight", "marker_weight"]
 HEADS_COLUMNS = ["layer", "head", "sense_head", "marker_head", *STATISTICS]
 ROLLOUT_COLUMNS = ["sentence", "layer", "query_index", "query", "key_index", "key", "weight"]
-
-
-def csv_flags(frame: pd.DataFrame) -> pd.DataFrame:
-    """The CSV edge: bool columns (sense_head, marker_head, ...) as true/false, as every CSV of this tool has
-    them; the DataFrames the API returns keep them bool."""
-    flags = [name for name in frame.columns if frame[name].dtype == bool]
-    if not flags:
-        return frame
-    return frame.assign(**{name: np.where(frame[name], "true", "false") for name in flags})
-
-
-def write_csv(frame: pd.DataFrame, path: Path) -> None:
-    csv_flags(frame).to_csv(path, index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
-
-
-def write_csv_chunks(frames, path: Path) -> None:
-    """Write the frames one after another as one CSV (one header), without holding more than one in memory;
-    the bytes are those of write_csv on their concatenation."""
-    with open(path, "w", encoding="utf-8", newline="") as handle:
-        for number, frame in enumerate(frames):
-            csv_flags(frame).to_csv(handle, header=number == 0, index=False, float_format=FLOAT_FORMAT,
-                                    lineterminator="\n")
 
 
 TABLE_FORMATS = ("csv", "parquet")  # run --table-format: how attention and rollout are stored

@@ -264,7 +264,7 @@ def write_syntax(result: SyntaxResult, out: str | Path = ".", name: str | None =
     (staged). NAME: the treebank's stem by default ('-norm' added for the norm measure). -> the two folders."""
     from ..outputs.figio import save_figure
     from ..outputs.staging import staged_outputs
-    from ..outputs.tables import write_csv, write_json
+    from ..outputs.files import write_csv, write_json
     from .figures import best_figure, example_figure, relations_figure
 
     for fmt in formats:

@@ -26,7 +26,7 @@ import pandas as pd
 from ..engine.errors import InputError
 from ..engine.extract import Encoded
 from ..engine.heads import COUNT_FIELDS, STATISTICS, HeadSums, kernel, sentence_counts  # noqa: F401  (re-exported)
-from ..outputs.tables import write_csv, write_json
+from ..outputs.files import write_csv, write_json
 from ..engine.units import DEFAULT_UNITS
 
 CORPUS_HEADS_COLUMNS = ["layer", "head", "label", *STATISTICS, "n_sentences", "n_words"]

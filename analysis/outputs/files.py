@@ -1,0 +1,54 @@
+"""Writing tables and JSON, deterministically: the CSV edge of every table and the one place data becomes JSON.
+
+CSV: a fixed float format (6 decimals), "\n" line ends, bool columns as true/false. JSON: sorted keys, UTF-8
+as written, and never NaN or Infinity.
+
+JSON has no NaN: a bare `NaN` in a file makes it unreadable to most parsers. A number that does not exist (the
+mean over no units) is written as null, deliberately, where the data is built; if a NaN still reaches this
+point it is a bug, and ValueError says so instead of writing a file no one can read.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+FLOAT_FORMAT = "%.6f"
+
+
+def csv_flags(frame: pd.DataFrame) -> pd.DataFrame:
+    """The CSV edge: bool columns (sense_head, marker_head, ...) as true/false, as every CSV of this tool has
+    them; the DataFrames the API returns keep them bool."""
+    import numpy as np
+
+    flags = [name for name in frame.columns if frame[name].dtype == bool]
+    if not flags:
+        return frame
+    return frame.assign(**{name: np.where(frame[name], "true", "false") for name in flags})
+
+
+def write_csv(frame: pd.DataFrame, path: Path) -> None:
+    csv_flags(frame).to_csv(path, index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+
+
+def write_csv_chunks(frames, path: Path) -> None:
+    """Write the frames one after another as one CSV (one header), without holding more than one in memory;
+    the bytes are those of write_csv on their concatenation."""
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        for number, frame in enumerate(frames):
+            csv_flags(frame).to_csv(handle, header=number == 0, index=False, float_format=FLOAT_FORMAT,
+                                    lineterminator="\n")
+
+
+def json_text(data, compact: bool = False) -> str:
+    """data -> JSON text with sorted keys (indented by 2, or compact); ValueError on NaN or an infinity."""
+    layout = {"separators": (",", ":")} if compact else {"indent": 2}
+    return json.dumps(data, sort_keys=True, ensure_ascii=False, allow_nan=False, **layout)
+
+
+def write_json(data, path: Path) -> None:
+    """Write json_text(data) and a newline to `path`, UTF-8."""
+    Path(path).write_text(json_text(data) + "\n", encoding="utf-8")
