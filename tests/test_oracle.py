@@ -40,7 +40,9 @@ def oracle(loaded, texts: list[str]) -> dict[str, np.ndarray]:
     totals = {name: np.zeros((loaded.layers, loaded.heads)) for name in NAMES}
     units = pairs = 0
     for text in texts:
-        encoded = tokenizer(text, return_offsets_mapping=True, return_special_tokens_mask=True, return_tensors="pt")
+        # split_special_tokens: a typed "[SEP]" is text, as the tool reads it (one seed line names [CLS] and [SEP])
+        encoded = tokenizer(text, return_offsets_mapping=True, return_special_tokens_mask=True, return_tensors="pt",
+                            split_special_tokens=True)
         with torch.no_grad():
             maps = model(input_ids=encoded["input_ids"], attention_mask=encoded["attention_mask"],
                          output_attentions=True).attentions
