@@ -47,7 +47,8 @@ def predict(maps, lengths):
     scores.diagonal(dim1=2, dim2=3).zero_()
     scores.masked_fill_(~valid[:, None, None, :], -1.0)  # pad keys: never a prediction of dep->head
     scores.masked_fill_(~valid[:, None, :, None], -1.0)  # pad queries: never a prediction of head<-dep
-    return torch.stack([scores.argmax(dim=3), scores.argmax(dim=2)])  # (2, B, H, W)
+    # max(...).indices is argmax with the same first-index ties, and several times faster across dim 2 on the CPU
+    return torch.stack([scores.max(dim=3).indices, scores.max(dim=2).indices])  # (2, B, H, W)
 
 
 def scored_index(words: Sequence[str], relations: Sequence[str]) -> np.ndarray:

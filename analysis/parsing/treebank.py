@@ -86,6 +86,15 @@ def _not_conllu(path: Path, number: int, what: str) -> TreebankError:
     return TreebankError(f"{path}, line {number}: not CoNLL-U: {what}")
 
 
+def _raw(line: list[str], index: int) -> str:
+    return line[index]
+
+
+# The columns the probe never reads (FEATS, DEPS, MISC) stay as written: conllu's parsers for them are most of
+# its time on a treebank. ID, FORM, HEAD and DEPREL are parsed and checked by conllu as usual.
+RAW_FIELDS = {"feats": _raw, "deps": _raw, "misc": _raw}
+
+
 def _parse(path: Path, lines: list[tuple[int, str]]) -> list:
     """The word lines of one block -> conllu's tokens, one per line; TreebankError names a bad line."""
     import conllu
@@ -96,7 +105,7 @@ def _parse(path: Path, lines: list[tuple[int, str]]) -> list:
             raise _not_conllu(path, number, f"a word line has {COLUMNS} tab-separated columns (ID FORM LEMMA UPOS "
                                             f"XPOS FEATS HEAD DEPREL DEPS MISC), this one {line.count(chr(9)) + 1}")
     try:
-        sentences = conllu.parse("\n".join(line for _, line in lines) + "\n")
+        sentences = conllu.parse("\n".join(line for _, line in lines) + "\n", field_parsers=RAW_FIELDS)
     except ParseException:
         for number, line in lines:  # find the line conllu cannot read
             try:
