@@ -331,3 +331,21 @@ def test_minilm_on_ewt_dev_finds_a_determiner_head_above_the_baseline(needs_mini
     det = result.best.set_index("relation").loc["det"]
     assert result.summary["counts"]["sentences"] == 200 and det.total > 300
     assert det.accuracy > det.baseline_accuracy + 0.1, det
+
+
+def test_a_big_treebank_is_streamed_again_with_the_same_counts(tiny_loaded, tmp_path, monkeypatch):
+    """A treebank of at most KEEP_SENTENCES sentences is scored from the checked copy in memory; a bigger one is
+    read again as a stream: both give the same tables."""
+    from real_attention.parsing import probe
+
+    path = tmp_path / "snippet.conllu"
+    path.write_text(SNIPPET, encoding="utf-8")
+    kept = probe.scan_treebank(path)
+    assert kept.kept is not None and len(kept.kept) == kept.sentences
+    in_memory = ra.syntax(tiny_loaded, kept, min_count=1)
+    monkeypatch.setattr(probe, "KEEP_SENTENCES", 0)
+    streamed_bank = probe.scan_treebank(path)
+    assert streamed_bank.kept is None
+    streamed = ra.syntax(tiny_loaded, streamed_bank, min_count=1)
+    assert in_memory.heads.equals(streamed.heads) and in_memory.best.equals(streamed.best)
+    assert in_memory.summary == streamed.summary

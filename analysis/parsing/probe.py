@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +32,7 @@ from .scoring import (
 from .treebank import TreeSentence, check_treebank, file_sha256, read_treebank
 
 DEFAULT_BATCH_SIZE = 32
+KEEP_SENTENCES = 20_000  # a checked treebank of at most this many sentences is kept in memory (a few MB)
 EXAMPLE_RELATIONS = ("det", "nsubj", "obj")  # each gets a figure of EXAMPLES sentences for its best head
 EXAMPLES = 2
 EXAMPLE_WORDS = (6, 14)  # an example sentence has this many words at least and at most (readable arcs)
@@ -45,6 +46,10 @@ class Treebank:
     sha256: str  # of the whole file, every byte
     sentences: int  # sentences the run will read (the first `limit`, if given)
     limit: int | None
+    # The sentences themselves when there are at most KEEP_SENTENCES (a treebank's dev or test split): the run
+    # then scores them without reading the file again. A bigger treebank is read again, as a stream, so memory
+    # stays flat whatever its size.
+    kept: tuple[TreeSentence, ...] | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:
@@ -57,8 +62,16 @@ def scan_treebank(path: str | Path, limit: int | None = None) -> Treebank:
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise InputError(f"--limit must be a whole number of sentences, at least 1, not {limit!r}")
     path = check_treebank(path)
-    count = sum(1 for _ in read_treebank(path, limit))
-    return Treebank(path=path, sha256=file_sha256(path), sentences=count, limit=limit)
+    kept: list[TreeSentence] | None = []
+    count = 0
+    for sentence in read_treebank(path, limit):
+        count += 1
+        if kept is not None:
+            kept.append(sentence)
+            if len(kept) > KEEP_SENTENCES:
+                kept = None
+    return Treebank(path=path, sha256=file_sha256(path), sentences=count, limit=limit,
+                    kept=None if kept is None else tuple(kept))
 
 
 def check_options(batch_size: int, min_count: int) -> None:
@@ -213,8 +226,8 @@ def syntax(model, treebank: str | Path | Treebank, *, measure: str = WEIGHTS, mi
         from ..engine.measures import check_supported
 
         check_supported(model, measure)
-    counts, candidates = syntax_counts(model, read_treebank(treebank.path, treebank.limit), batch_size, measure,
-                                       progress)
+    sentences = treebank.kept if treebank.kept is not None else read_treebank(treebank.path, treebank.limit)
+    counts, candidates = syntax_counts(model, sentences, batch_size, measure, progress)
     if counts.sentences == 0:
         raise InputError(f"{treebank.path}: no sentence to score: {counts.skipped} too long for "
                          f"{model.choice.short} (at most {model.max_tokens} tokens), {counts.no_piece} with a word "
