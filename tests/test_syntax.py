@@ -349,3 +349,18 @@ def test_a_big_treebank_is_streamed_again_with_the_same_counts(tiny_loaded, tmp_
     streamed = ra.syntax(tiny_loaded, streamed_bank, min_count=1)
     assert in_memory.heads.equals(streamed.heads) and in_memory.best.equals(streamed.best)
     assert in_memory.summary == streamed.summary
+
+
+def test_given_words_place_whitespace_pieces_and_name_a_word_without_one():
+    """By hand: a piece of only whitespace (SentencePiece's lone "▁") takes the next piece's word, or the
+    previous one's at the end; specials get -1; a word no piece starts in is named."""
+    import numpy as np
+
+    from real_attention.engine.units import MissingWord, given_assign
+
+    text, spans = "The bank .", [(0, 3), (4, 8), (9, 10)]
+    special = np.array([True, False, False, False, False, False, False])
+    offsets = np.array([(0, 0), (0, 3), (3, 4), (4, 6), (6, 8), (8, 10), (10, 10)])  # [CLS] The ▁ ba nk ▁. ▁
+    assert given_assign(text, spans, special, offsets).tolist() == [-1, 0, 1, 1, 1, 2, 2]
+    with pytest.raises(MissingWord, match=r"word 2 \('bank'\)"):
+        given_assign(text, spans, special[:3], offsets[:3])

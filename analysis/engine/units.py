@@ -225,19 +225,28 @@ def given_assign(text: str, spans: Sequence[tuple[int, int]], special: np.ndarra
     -> (t,) int64 word index of each piece, -1 for specials. A piece of only whitespace (SentencePiece's lone
     "▁") takes the next piece's word, else the previous one's. MissingWord names a word no piece starts in.
     """
-    char_word = np.full(len(text) + 1, -1, dtype=np.int64)  # (len + 1,) the word of each character
+    # Plain Python over the t pieces: a sentence has a few dozen, and a dozen small numpy calls cost 8x more.
+    char_word = [-1] * (len(text) + 1)  # the word of each character
     for index, (s, e) in enumerate(spans):
-        char_word[s:e] = index
-    stripped = _stripped(text, offsets)
-    first = char_word[np.clip(stripped[:, 0], 0, len(text))]
-    empty = special | (stripped[:, 0] >= stripped[:, 1]) | (first < 0)
-    t = len(special)
-    index = np.arange(t)
-    following = np.minimum.accumulate(np.where(empty, t, index)[::-1])[::-1]  # (t,) next non-empty piece, or t
-    preceding = np.maximum.accumulate(np.where(empty, -1, index))  # (t,) last non-empty piece so far, or -1
-    source = np.where(following < t, following, preceding)
-    word = np.where(source < 0, -1, first[np.clip(source, 0, t - 1)])
-    word = np.where(special, -1, word).astype(np.int64)
+        char_word[s:e] = [index] * (e - s)
+    specials = special.tolist()
+    firsts = []  # each piece's word by its first visible character; -1: a special or only whitespace
+    for is_special, (s, e) in zip(specials, offsets.tolist()):
+        while s < e and text[s].isspace():
+            s += 1
+        while e > s and text[e - 1].isspace():
+            e -= 1
+        firsts.append(-1 if is_special or s >= e else char_word[s])
+    following = [-1] * len(firsts)  # the word of the next piece with one, at or after each piece
+    current = -1
+    for i in range(len(firsts) - 1, -1, -1):
+        current = firsts[i] if firsts[i] >= 0 else current
+        following[i] = current
+    pieces, preceding = [], -1
+    for i, first in enumerate(firsts):
+        preceding = first if first >= 0 else preceding
+        pieces.append(-1 if specials[i] else following[i] if following[i] >= 0 else preceding)
+    word = np.array(pieces, dtype=np.int64)
     missing = np.setdiff1d(np.arange(len(spans)), word)
     if missing.size:
         k = int(missing[0])
