@@ -25,6 +25,10 @@ text = "Fui al banco a sacar dinero."
 sense = "dinero"
 """
 
+# The lesson's two sentences and their sense words, for the API tests (tests import them from conftest).
+SENTENCES = ["Me senté en el banco de mi jardín.", "Fui al banco a sacar dinero."]
+SENSES = ["jardín", "dinero"]
+
 TINY_WORDS = [
     "me", "sent", "##é", "en", "el", "banco", "de", "mi", "jard", "##ín", "fui", "al", "a", "sacar",
     "dinero", "i", "sat", "on", "the", "bank", "my", "garden", "money", "in", "went", "to", "get",
@@ -58,6 +62,22 @@ def tiny_loaded(tiny_model_dir):
     from real_attention.engine.models import choose_model, load_model
 
     return load_model(choose_model("es", str(tiny_model_dir), None))
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_model_dir):
+    """The tiny BERT loaded through the public API."""
+    import real_attention as ra
+
+    return ra.load(str(tiny_model_dir))
+
+
+@pytest.fixture(scope="module")
+def tiny_att(tiny):
+    """ra.attend on the lesson's two sentences, focus and senses located."""
+    import real_attention as ra
+
+    return ra.attend(tiny, SENTENCES, focus="banco", sense=SENSES, lang="es")
 
 
 @pytest.fixture(scope="session")

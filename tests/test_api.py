@@ -11,23 +11,12 @@ import pytest
 from click.testing import CliRunner
 
 import real_attention as ra
+from conftest import SENSES, SENTENCES
 from conftest import SPANISH
 from real_attention import cli
 
 ROOT = Path(__file__).resolve().parent.parent
-SENTENCES = ["Me senté en el banco de mi jardín.", "Fui al banco a sacar dinero."]
-SENSES = ["jardín", "dinero"]
 EXTERNAL_URL = re.compile(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//|url\(\s*["']?(?:https?:)?//|@import""", re.I)
-
-
-@pytest.fixture(scope="module")
-def tiny(tiny_model_dir):
-    return ra.load(str(tiny_model_dir))
-
-
-@pytest.fixture(scope="module")
-def tiny_att(tiny):
-    return ra.attend(tiny, SENTENCES, focus="banco", sense=SENSES, lang="es")
 
 
 def run_cli(model_dir, out):

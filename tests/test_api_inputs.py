@@ -8,23 +8,12 @@ import numpy as np
 import pytest
 
 import real_attention as ra
+from conftest import SENTENCES
 
 ROOT = Path(__file__).resolve().parent.parent
-SENTENCES = ["Me senté en el banco de mi jardín.", "Fui al banco a sacar dinero."]
-SENSES = ["jardín", "dinero"]
 # lengths differ, so a batch of 2 sorts them and pads
 MANY = ["Fui al banco.", "Me senté en el banco de mi jardín.", "el banco.", "Fui al banco a sacar dinero.",
         "mi jardín.", "I sat on the bank of my garden.", "I went to the bank to get some money."]
-
-
-@pytest.fixture(scope="module")
-def tiny(tiny_model_dir):
-    return ra.load(str(tiny_model_dir))
-
-
-@pytest.fixture(scope="module")
-def tiny_att(tiny):
-    return ra.attend(tiny, SENTENCES, focus="banco", sense=SENSES, lang="es")
 
 
 def test_label_columns_are_bool_and_heads_csv_keeps_true_false(tiny_att, tmp_path):
