@@ -3,9 +3,9 @@
 The corpus: benchmarks/corpus_seeds.txt (182 sentences) repeated to at least --sentences lines. The model:
 the packaged MiniLM. Measured in one run, as ratios:
 
-1. throughput: a LocalCluster of --workers worker processes x 1 torch thread (real_attention.pooling.dask_engine.dask_sums,
+1. throughput: a LocalCluster of --workers worker processes x 1 torch thread (real_attention.statistics.dask_engine.dask_sums,
    the model already loaded on every worker) against the single process with --threads torch threads
-   (real_attention.pooling.cluster.single_process_sums, the model already loaded); the same partitions and batches;
+   (real_attention.statistics.cluster.single_process_sums, the model already loaded); the same partitions and batches;
    --repeats interleaved pairs of runs. Reported: the ratio of the best run of each, and the median of the
    pairs' ratios (steadier when other processes share the cores). Target >= 0.9x on this 2-core machine.
 2. fixed costs: starting the LocalCluster and connecting a client; loading the model on every worker
@@ -54,10 +54,10 @@ def main() -> None:
     from distributed import Client, LocalCluster
     from transformers.utils import logging as hf_logging
 
-    from real_attention.pooling.cluster import partitions, resolved_revision, single_process_sums
+    from real_attention.statistics.cluster import partitions, resolved_revision, single_process_sums
     import dask
 
-    from real_attention.pooling.dask_engine import NANNY_TRIM, PLUGIN_NAME, ModelPlugin, ModelSpec, dask_sums
+    from real_attention.statistics.dask_engine import NANNY_TRIM, PLUGIN_NAME, ModelPlugin, ModelSpec, dask_sums
     from real_attention.engine.models import choose_model, load_model
 
     hf_logging.disable_progress_bar()
@@ -71,7 +71,7 @@ def main() -> None:
     load_here = time.perf_counter() - start
 
     start = time.perf_counter()
-    with dask.config.set({NANNY_TRIM: None} if not args.nanny_trim else {}):  # as real_attention.pooling.dask_engine.connect
+    with dask.config.set({NANNY_TRIM: None} if not args.nanny_trim else {}):  # as real_attention.statistics.dask_engine.connect
         cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=":0",
                                silence_logs=logging.ERROR)
     client = Client(cluster)

@@ -1,4 +1,4 @@
-"""Throughput and memory of `heads --corpus` (real_attention.pooling.sums.corpus_sums), as ratios measured in one run.
+"""Throughput and memory of `heads --corpus` (real_attention.statistics.sums.corpus_sums), as ratios measured in one run.
 
 The corpus: benchmarks/corpus_seeds.txt (182 sentences split from the lesson's seed texts) repeated to at
 least 2000 lines. The model: the packaged MiniLM (--model minilm). Reported:
@@ -9,7 +9,7 @@ least 2000 lines. The model: the packaged MiniLM (--model minilm). Reported:
    repeat. Target >= 5x. On 2 CPU cores batching itself buys only ~5x (small matmuls either way); on a
    GPU the gap is far larger.
 2. throughput against the bare batched forward pass with output_attentions=True on the same batches
-   (real_attention.pooling.sums.length_batches; tokenizing included, forward passes alone also shown). Target >= 0.8x.
+   (real_attention.statistics.sums.length_batches; tokenizing included, forward passes alone also shown). Target >= 0.8x.
    Also shown: the bare forward on plain batches of --batch-size, sorted by length with no cap on long ones.
 3. peak resident memory (ru_maxrss) of a fresh process that streams the corpus repeated 10x, noted after
    every 1x: the growth from the first note to the last, the median of 3 processes. Target: under 50 MB.
@@ -70,7 +70,7 @@ def load():
 
 
 def ours(loaded, path: Path, batch_size: int, progress=None):
-    from real_attention.pooling.sums import CorpusReader, corpus_sums
+    from real_attention.statistics.sums import CorpusReader, corpus_sums
 
     with path.open("rb") as handle:
         return corpus_sums(loaded, CorpusReader(handle), batch_size=batch_size, progress=progress)
@@ -91,11 +91,11 @@ def plain_batches(sentences: list, batch_size: int) -> list[list]:
 def bare(loaded, path: Path, batch_size: int, capped: bool = True, progress=None) -> tuple[float, float]:
     """Tokenize, bucket by length, pad, forward with output_attentions. -> (total, forward s).
 
-    capped: the same batches as corpus_sums (real_attention.pooling.sums.length_batches); else plain_batches.
+    capped: the same batches as corpus_sums (real_attention.statistics.sums.length_batches); else plain_batches.
     """
     import torch
 
-    from real_attention.pooling.sums import BUCKET_BATCHES, length_batches
+    from real_attention.statistics.sums import BUCKET_BATCHES, length_batches
 
     forward = 0.0
     start = time.perf_counter()
@@ -283,7 +283,7 @@ def main() -> None:
             min(runs) for runs in (ours_runs, bare_runs, forward_runs, plain_runs, naive_runs))
 
         # the naive baseline computes the same numbers (float32 noise apart)
-        from real_attention.pooling.sums import CorpusReader, corpus_sums
+        from real_attention.statistics.sums import CorpusReader, corpus_sums
 
         same = corpus_sums(loaded, CorpusReader(io.BytesIO("\n".join(naive_texts).encode())), args.batch_size)
         worst = max((float(np.abs(same.means()[name] - naive_means[name]).max()) for name in naive_means), default=0.0)

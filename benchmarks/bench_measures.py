@@ -3,7 +3,7 @@ weights corpus run, as ratios measured in the same run (target <= 1.3x each).
 
 1. `real-attention run --model minilm` as fresh processes, interleaved, `--repeats` times, with
    --no-figures --no-report (the computation) and with every output; medians and their ratio to plain `run`.
-2. real_attention.pooling.sums.corpus_sums over the seed sentences repeated to `--sentences` lines, in this process with
+2. real_attention.statistics.sums.corpus_sums over the seed sentences repeated to `--sentences` lines, in this process with
    `--threads` torch threads (default 1: on a shared machine two OpenMP threads make the timings erratic),
    weights and norm interleaved, `--repeats` times; the fastest of each and their ratio.
 
@@ -40,7 +40,7 @@ def run_ratios(repeats: int) -> None:
 def corpus_ratios(repeats: int, sentences: int, threads: int) -> None:
     import torch
 
-    from real_attention.pooling.sums import CorpusReader, corpus_sums
+    from real_attention.statistics.sums import CorpusReader, corpus_sums
 
     torch.set_num_threads(threads)
     loaded = load()

@@ -7,7 +7,7 @@ else /work/shared/data/ud). The model: the packaged MiniLM. Timed, alternately, 
   the forward passes with each layer's maps merged into word maps, every head's predictions counted, the tables
   and the example sentences' forward pass (no files written);
 - bare: the same sentences (the words joined by single spaces, read beforehand, untimed) tokenized and run through
-  the model with output_attentions=True, in the same length-sorted batches (real_attention.pooling.sums.length_batches
+  the model with output_attentions=True, in the same length-sorted batches (real_attention.statistics.sums.length_batches
   over the same buckets), every map dropped.
 
 Reported: the median of each and the ratio bare / ours (1.0: the probe costs nothing over the forward pass).
@@ -47,7 +47,7 @@ class Pieces(NamedTuple):
 def bare(loaded, texts: list[str], batch_size: int) -> float:
     """Tokenize, bucket and sort by length as the probe does, pad, forward with output_attentions; -> seconds."""
     import torch
-    from real_attention.pooling.sums import BUCKET_BATCHES, length_batches
+    from real_attention.statistics.sums import BUCKET_BATCHES, length_batches
 
     start = time.perf_counter()
     stream = iter(texts)
@@ -76,7 +76,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the numbers here")
     args = parser.parse_args()
 
-    from real_attention.parsing.treebank import read_treebank
+    from real_attention.syntax_probe.treebank import read_treebank
     from transformers.utils import logging as hf_logging
 
     import real_attention as ra

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from real_attention.pooling.cluster import Engine, OrderedSum, partitions, run_corpus
-from real_attention.pooling.sums import STATISTICS, CorpusError, HeadSums, Shard, Thresholds, corpus_heads_frame, label_heads
-from real_attention.pooling.inputs import CorpusText, expand
+from real_attention.statistics.cluster import Engine, OrderedSum, partitions, run_corpus
+from real_attention.statistics.sums import STATISTICS, CorpusError, HeadSums, Shard, Thresholds, corpus_heads_frame, label_heads
+from real_attention.statistics.inputs import CorpusText, expand
 from real_attention.outputs.tables import write_csv
 from real_attention import cli
 
@@ -161,7 +161,7 @@ def test_an_unreachable_scheduler_is_one_line_that_says_what_to_do(tmp_path, tin
     import socket
 
     pytest.importorskip("distributed")
-    from real_attention.pooling import dask_engine
+    from real_attention.statistics import dask_engine
 
     monkeypatch.setattr(dask_engine, "CONNECT_TIMEOUT", "1s")
     with socket.socket() as probe:  # a port nobody listens on
@@ -270,10 +270,11 @@ def needs_minilm_module():
 
 @pytest.mark.slow
 def test_the_workers_import_this_checkout(cluster):
-    import analysis
+    import real_attention
 
     _, client = cluster
-    assert set(client.run(lambda: __import__("analysis").__file__).values()) == {analysis.__file__}
+    workers = client.run(lambda: __import__("real_attention").__file__)
+    assert set(workers.values()) == {real_attention.__file__}
 
 
 @pytest.mark.slow
@@ -309,7 +310,7 @@ def test_a_killed_worker_is_replaced_and_the_result_is_the_same(cluster, single_
 
 @pytest.mark.slow
 def test_a_worker_with_another_model_fails_the_run_with_a_clear_error(cluster, needs_minilm_module):
-    from real_attention.pooling.dask_engine import ModelSpec, dask_sums
+    from real_attention.statistics.dask_engine import ModelSpec, dask_sums
     from real_attention.engine.errors import ModelUnavailable
 
     _, client = cluster
@@ -345,7 +346,7 @@ def test_heads_workers_writes_the_single_process_files(tmp_path, tiny_model_dir)
 
 @pytest.mark.slow
 def test_an_interrupted_cluster_run_writes_nothing(cluster, tmp_path, tiny_model_dir, monkeypatch):
-    from real_attention.pooling import dask_engine
+    from real_attention.statistics import dask_engine
 
     corpus = tmp_path / "tiny.txt"
     corpus.write_text("\n".join(TINY_SENTENCES * 3) + "\n")

@@ -10,8 +10,8 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from real_attention.pooling import sums as corpus
-from real_attention.pooling.sums import (STATISTICS, CorpusError, CorpusReader, HeadSums, LABELS, Shard, Thresholds, corpus_sums,
+from real_attention.statistics import sums as corpus
+from real_attention.statistics.sums import (STATISTICS, CorpusError, CorpusReader, HeadSums, LABELS, Shard, Thresholds, corpus_sums,
                              label_heads, merge_shards)
 from real_attention.engine.heads import NEXT_OFFSET, PREVIOUS_OFFSET, kernel, word_sums
 from real_attention.engine.pipeline import attend_words
@@ -224,7 +224,7 @@ def test_padding_does_not_change_any_statistic(tiny_loaded):
 @pytest.mark.parametrize("units", ["text", "tokenizer"])
 def test_every_bucket_of_a_long_corpus_uses_the_unit_rule(tiny_loaded, units):
     """More lines than one length-sorted bucket holds: each bucket is cut into units by the same rule."""
-    from real_attention.pooling.sums import BUCKET_BATCHES
+    from real_attention.statistics.sums import BUCKET_BATCHES
     from real_attention.engine.extract import encode
 
     # the rules differ on "bank's": one unit by the text, three (bank ' s) by the tokenizer's words
@@ -483,7 +483,7 @@ def test_an_empty_shard_is_written_and_merges(tmp_path, tiny_model_dir):
 
 
 def test_length_batches_sort_by_length_and_cap_long_batches():
-    from real_attention.pooling.sums import PAIR_TOKENS, length_batches
+    from real_attention.statistics.sums import PAIR_TOKENS, length_batches
     from real_attention.engine.extract import Encoded
 
     rng = np.random.default_rng(3)

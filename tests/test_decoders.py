@@ -447,9 +447,9 @@ def test_the_report_of_a_decoder_shows_its_categories_in_the_browser(llama_dir, 
 
 def test_a_dask_worker_gives_a_decoders_sums_of_one_process(llama_dir, tmp_path):
     pytest.importorskip("distributed")
-    from real_attention.pooling.cluster import Engine, run_corpus
-    from real_attention.pooling.sums import Shard
-    from real_attention.pooling.inputs import CorpusText, expand
+    from real_attention.statistics.cluster import Engine, run_corpus
+    from real_attention.statistics.sums import Shard
+    from real_attention.statistics.inputs import CorpusText, expand
 
     corpus = tmp_path / "lines.txt"
     corpus.write_text("\n".join(s.text for s in CAUSAL.sentences) * 2 + "\n")

@@ -234,7 +234,7 @@ def test_the_command_functions_are_thin():
     """Each command parses, calls the library and prints: no command body over 30 lines."""
     import ast
 
-    source = (REPO / "real_attention.py").read_text(encoding="utf-8")
+    source = (REPO / "analysis" / "real_attention" / "cli.py").read_text(encoding="utf-8")
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.FunctionDef) and node.name.endswith("_command"):
             body_start = node.body[1].lineno if ast.get_docstring(node) else node.body[0].lineno
@@ -281,8 +281,7 @@ def test_a_dask_worker_beside_a_users_analysis_module(shadowed, tiny_model_dir):
 
 @pytest.mark.slow
 def test_the_wheel_installs_one_import_name(tmp_path):
-    """The built wheel holds real_attention.py and real_attention/<stage>/ (no __init__.py beside the module),
-    and nothing else at the top."""
+    """The built wheel holds the package real_attention/ (with py.typed) and nothing else at the top."""
     import zipfile
 
     done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(REPO)],
@@ -293,8 +292,8 @@ def test_the_wheel_installs_one_import_name(tmp_path):
     (wheel,) = tmp_path.glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
-    assert tops == {"real_attention.py", "real_attention"}
-    assert "real_attention/__init__.py" not in names
+    assert tops == {"real_attention"}
+    assert {"real_attention/__init__.py", "real_attention/py.typed", "real_attention/cli.py"} <= set(names)
     assert {"real_attention/engine/models.py", "real_attention/outputs/report_template.js",
             "real_attention/engine/sentences.toml"} <= set(names)
     assert not [name for name in names if "__pycache__" in name or name.startswith("analysis")]

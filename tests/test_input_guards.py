@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from real_attention.pooling.sums import CorpusError, CorpusReader, Shard, corpus_summary, merge_shards
+from real_attention.statistics.sums import CorpusError, CorpusReader, Shard, corpus_summary, merge_shards
 from real_attention.engine.errors import InputError
 from real_attention.engine.extract import encode
 from real_attention.engine.heads import HeadSums
@@ -113,7 +113,7 @@ def test_json_never_holds_nan(tmp_path):
 def test_a_corpus_summary_with_no_unit_writes_null_not_nan():
     """A decoder's shard of one-word sentences: no query unit enters any statistic, so every mean is NaN; the
     summary says null for the strongest heads and the uniform entropy."""
-    from real_attention.pooling.sums import CorpusRun, Thresholds, label_heads
+    from real_attention.statistics.sums import CorpusRun, Thresholds, label_heads
 
     sums = HeadSums(totals=np.zeros((9, 2, 3)), sentences=4, units=0, pairs=0, lines=4, causal=True)
     run = CorpusRun(model="m", revision="r", name="c", sha256="0" * 64, format="text", truncate=False,

@@ -101,7 +101,7 @@ def test_compare_measures_puts_both_side_by_side(tiny_model_dir, tmp_path):
 
 
 def test_compare_figure_shows_both_measures_per_head(tiny_loaded):
-    from real_attention.jobs.api import sentence_set
+    from real_attention.api.api import sentence_set
     from real_attention.outputs.compare import draw_compare
     from real_attention.engine.pipeline import analyse
 
@@ -138,7 +138,7 @@ def test_api_attend_takes_the_measure(tiny_loaded):
 
 def test_corpus_measure_norm(tiny_loaded, tiny_model_dir, tmp_path):
     import real_attention as ra
-    from real_attention.pooling.sums import CorpusReader, corpus_sums
+    from real_attention.statistics.sums import CorpusReader, corpus_sums
     from real_attention.engine.heads import STATISTICS, word_sums
     from real_attention.engine.pipeline import attend_words
 

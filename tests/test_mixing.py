@@ -98,7 +98,7 @@ def test_alti_reconstructs_the_pre_ln_blocks_of_decoders(decoder):
 
 @pytest.mark.slow
 def test_alti_reconstructs_minilm(needs_minilm):
-    from real_attention.jobs.api import load as api_load
+    from real_attention.api.api import load as api_load
 
     check_reconstruction(api_load("minilm"))
 

@@ -12,8 +12,8 @@ import torch
 from click.testing import CliRunner
 from real_attention.engine.extract import encode_words
 from real_attention.engine.units import MissingWord
-from real_attention.parsing.probe import write_syntax
-from real_attention.parsing.scoring import (
+from real_attention.syntax_probe.probe import write_syntax
+from real_attention.syntax_probe.scoring import (
     OFFSETS,
     GoldBatch,
     SyntaxCounts,
@@ -23,7 +23,7 @@ from real_attention.parsing.scoring import (
     predict,
     scored_index,
 )
-from real_attention.parsing.treebank import TreebankError, TreeSentence, read_treebank
+from real_attention.syntax_probe.treebank import TreebankError, TreeSentence, read_treebank
 
 import real_attention as ra
 from real_attention import cli
@@ -295,7 +295,7 @@ def test_the_api_equals_the_cli_and_reruns_are_byte_identical(tiny_model_dir, ti
                "--out", str(tmp_path / "cli")]
     result = CliRunner().invoke(cli, command)
     assert result.exit_code == 0, result.output
-    import real_attention.parsing.probe  # noqa: F401  (an imported stage folder must not shadow ra.syntax)
+    import real_attention.syntax_probe.probe  # noqa: F401  (an imported stage folder must not shadow ra.syntax)
 
     assert callable(ra.syntax) and callable(ra.write_syntax)
     api = ra.syntax(tiny_loaded, path, min_count=1)
@@ -336,7 +336,7 @@ def test_minilm_on_ewt_dev_finds_a_determiner_head_above_the_baseline(needs_mini
 def test_a_big_treebank_is_streamed_again_with_the_same_counts(tiny_loaded, tmp_path, monkeypatch):
     """A treebank of at most KEEP_SENTENCES sentences is scored from the checked copy in memory; a bigger one is
     read again as a stream: both give the same tables."""
-    from real_attention.parsing import probe
+    from real_attention.syntax_probe import probe
 
     path = tmp_path / "snippet.conllu"
     path.write_text(SNIPPET, encoding="utf-8")

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING
 from ..engine.naming import short_revision
 
 if TYPE_CHECKING:
-    from ..jobs.corpus import CorpusOutput
-    from ..jobs.run import RunOutput
+    from ..api.corpus import CorpusOutput
+    from ..api.run import RunOutput
 
 
 def run_lines(output: RunOutput) -> list[str]:
@@ -40,7 +40,7 @@ def run_lines(output: RunOutput) -> list[str]:
 
 def corpus_lines(output: CorpusOutput) -> list[str]:
     """The lines `heads --corpus` and `merge` print: the model and corpus, the summary, the folders."""
-    from ..pooling.sums import describe_corpus
+    from ..statistics.sums import describe_corpus
 
     run = output.run
     if output.shards:

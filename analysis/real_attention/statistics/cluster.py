@@ -1,14 +1,14 @@
 """Where `heads --corpus` runs: this process, or a Dask cluster; partitions of sentences out, exact sums back.
 
 Every run cuts the corpus into partitions of `partition_size` sentences and runs each through
-real_attention.pooling.sums.corpus_sums on its own; the partitions' HeadSums are added in partition order, whatever order
+real_attention.statistics.sums.corpus_sums on its own; the partitions' HeadSums are added in partition order, whatever order
 they finish in. The single process and a cluster therefore compute the same batches and add the same float64
 sums in the same order: with the same number of torch threads per process the results are equal bit for bit.
 (MKL's float32 matrix products may split their work differently for another thread count, which moves the
 means in the 7th significant digit; MKL_CBWR=AVX2,STRICT in every process's environment removes that, at a
 cost in speed; see README "On a cluster".)
 
-Dask is an optional extra: real_attention.pooling.dask_engine imports it, and only a run that asks for a cluster imports
+Dask is an optional extra: real_attention.statistics.dask_engine imports it, and only a run that asks for a cluster imports
 that module.
 """
 from __future__ import annotations

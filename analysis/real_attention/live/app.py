@@ -120,7 +120,7 @@ def heads_rows(frame) -> list[dict]:
 def answer_json(att, *, page: bool) -> bytes:
     """The API's answer for an Attention: model, revision, measure, sentences (words and weights), heads, summary;
     with `page`, also the report data the live page draws (real_attention.outputs.report.report_data)."""
-    from ..jobs.api import classify
+    from ..api.api import classify
 
     head = {"model": att.model, "revision": att.revision, "measure": att.measure, "units": att.units,
             "causal": att.causal, "heads": [], "summary": None}

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 from ..engine.errors import InputError
 
 if TYPE_CHECKING:
-    from ..pooling.cluster import CorpusResult
-    from ..pooling.sums import CorpusRun
+    from ..statistics.cluster import CorpusResult
+    from ..statistics.sums import CorpusRun
 
 
 @dataclass(frozen=True)
@@ -54,9 +54,9 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
     from ..engine.units import check_rule
     from ..engine.measures import check_measure
     from ..outputs.staging import staged_outputs
-    from ..pooling.cluster import Engine, run_corpus
-    from ..pooling.inputs import CorpusText, expand
-    from ..pooling.sums import CorpusRun, Shard, Thresholds, folder_name, write_corpus
+    from ..statistics.cluster import Engine, run_corpus
+    from ..statistics.inputs import CorpusText, expand
+    from ..statistics.sums import CorpusRun, Shard, Thresholds, folder_name, write_corpus
     from .run import check_formats
 
     check_measure(measure)
@@ -101,7 +101,7 @@ def merge(shard_dirs: Sequence[str | Path], *, out: str | Path = ".", formats: s
     """Add up the shards of one `heads --shard i/N` run (all N results/corpus/NAME-shard-i-of-N/ folders) into
     the files of the unsharded run. Returns a CorpusOutput."""
     from ..outputs.staging import staged_outputs
-    from ..pooling.sums import merge_shards, write_corpus
+    from ..statistics.sums import merge_shards, write_corpus
     from .run import check_formats
 
     formats = check_formats(formats)

@@ -318,7 +318,7 @@ class CorpusRun:
     versions: dict[str, str]  # python, torch, transformers
     shard: Shard | None = None  # None for a whole corpus
     thresholds: Thresholds = field(default_factory=Thresholds)
-    engine: dict | None = None  # how it was computed (real_attention.pooling.cluster.engine_record, or merge_shards)
+    engine: dict | None = None  # how it was computed (real_attention.statistics.cluster.engine_record, or merge_shards)
     units: str = DEFAULT_UNITS  # the unit rule: "text" or "tokenizer"
     measure: str = "weights"  # the maps the statistics pool (real_attention.engine.measures)
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from ..engine.mixing import Mixing
-    from ..pooling.sums import Thresholds
+    from ..statistics.sums import Thresholds
     from ..engine.models import LoadedModel
     from ..engine.pipeline import RunResult
     from ..engine.words import WordAttention
@@ -404,7 +404,7 @@ def corpus_stats(model: LoadedModel, lines: Iterable[str], *, batch_size: int = 
     lines: an iterable of strings (a list, a generator, an open text file); a single string is one sentence,
     never its characters. Anything that is no string (None, 3, bytes) is an InputError.
     units: the unit rule, and measure: "weights" or "norm", as in `attend`."""
-    from ..pooling.sums import CorpusReader, Thresholds, check_analysable, corpus_heads_frame, corpus_sums, label_heads
+    from ..statistics.sums import CorpusReader, Thresholds, check_analysable, corpus_heads_frame, corpus_sums, label_heads
     from ..engine.measures import check_measure
 
     model = _loaded(model, "corpus_stats")

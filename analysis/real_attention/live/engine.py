@@ -51,7 +51,7 @@ def check_limits(model, query: Query, max_sentences: int, max_pieces: int) -> No
 
 def attend_one(model, query: Query, lang: str = ""):
     """`ra.attend` on one query: an Attention, classified when the query has a focus or sense word."""
-    from ..jobs.api import attend
+    from ..api.api import attend
 
     focused = query.focus is not None or query.sense is not None
     return attend(model, list(query.texts), focus=query.focus if focused else None,
@@ -69,7 +69,7 @@ def attend_many(model, queries: list[Query], lang: str = "") -> list:
         return [_alone(model, query, lang) for query in queries]
     from ..engine.models import check_encodes
     from ..engine.pipeline import attend_with_sums, classify_words, versions
-    from ..jobs.api import Attention, from_result, sentence_set
+    from ..api.api import Attention, from_result, sentence_set
 
     measure, units = queries[0].measure, queries[0].units
     try:

@@ -1,6 +1,6 @@
 """The Dask side of a corpus run: a worker plugin that loads the model once, partitions out, sums back in order.
 
-Imported only when a run asks for a cluster (real_attention.pooling.cluster.require_dask checks first). The client reads
+Imported only when a run asks for a cluster (real_attention.statistics.cluster.require_dask checks first). The client reads
 the corpus, cuts it into partitions and keeps a bounded number in flight; each worker runs its partitions
 through the model it loaded once (ModelPlugin) and returns their exact HeadSums; the client adds them in
 partition order. A worker that dies takes its partitions with it, and Dask's scheduler runs them again

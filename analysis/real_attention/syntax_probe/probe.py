@@ -2,7 +2,7 @@
 word maps of each layer as it ends -> predictions -> exact counts -> tables, examples and files.
 
     read_treebank (checked TreeSentences) -> extract.encode_words (units: the treebank's words + specials)
-    -> pooling.sums.length_batches -> extract.pad_batch -> measures.forward_measured -> words.merge_maps
+    -> statistics.sums.length_batches -> extract.pad_batch -> measures.forward_measured -> words.merge_maps
     (word maps without the specials) -> scoring.predict -> SyntaxCounts -> heads.csv, best.csv, baselines.csv,
     summary.json and the figures.
 
@@ -132,7 +132,7 @@ def syntax_counts(loaded, sentences: Iterable[TreeSentence], batch_size: int = D
     order). `progress`: tqdm's update(n), one per sentence."""
     import torch
 
-    from ..pooling.sums import BUCKET_BATCHES, length_batches
+    from ..statistics.sums import BUCKET_BATCHES, length_batches
     from ..engine.extract import encode_words, pad_batch
     from ..engine.measures import forward_measured
     from ..engine.words import merge_maps

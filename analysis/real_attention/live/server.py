@@ -13,7 +13,7 @@ LOCALHOST = "127.0.0.1"
 def _loaded(model):
     """A LoadedModel as given, or one loaded from a name ("minilm", a Hub id, a folder)."""
     if isinstance(model, str):
-        from ..jobs.api import load
+        from ..api.api import load
 
         return load(model)
     return model

@@ -1,0 +1,71 @@
+"""real-attention: per-head, word-level attention of real transformer models.
+
+The Python API (`import real_attention as ra`)::
+
+    model = ra.load("minilm")                   # or a Hub id with revision=, or a folder; device=
+    att = ra.attend(model, ["Me senté en el banco de mi jardín.", "Fui al banco a sacar dinero."],
+                    focus="banco", sense=["jardín", "dinero"])
+    att[0].words, att[0].weights                # units as written; float32 (layers, heads, n, n)
+    att.frame()                                 # the tidy table of attention.csv
+    ra.classify(att)                            # the table of heads.csv
+    ra.heatmap(att[0], layer=1, head=4)         # a matplotlib Figure
+    ra.corpus_stats(model, lines)               # the table of a corpus's heads.csv
+    att                                         # in Jupyter: the interactive report, inline and offline
+
+and the `real-attention` command line (real_attention.cli), a thin layer over the same functions. Importing this
+package loads no torch, transformers, matplotlib, pandas or click and changes no global state: each public name
+is imported from its stage on first use (PEP 562). The block under TYPE_CHECKING names the same objects for
+editors and type checkers; tests/test_layout.py checks that it and `_API` agree.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:  # what editors and mypy read; at run time __getattr__ imports each name on first use
+    from .cli import cli as cli, main as main
+    from .engine.errors import InputError as InputError, ModelUnavailable as ModelUnavailable
+    from .engine.errors import OutputError as OutputError, RealAttentionError as RealAttentionError
+    from .engine.mixing import Mixing as Mixing
+    from .engine.models import LoadedModel as LoadedModel
+    from .engine.words import WordAttention as WordAttention
+    from .api.api import Attention as Attention, attend as attend, classify as classify
+    from .api.api import corpus_stats as corpus_stats, heatmap as heatmap, load as load, mixing as mixing
+    from .api.corpus import CorpusOutput as CorpusOutput, corpus as corpus, merge as merge
+    from .api.run import MeasureRun as MeasureRun, RunOutput as RunOutput, run as run
+    from .live.server import app as app, serve as serve
+    from .outputs.readback import read_attention as read_attention
+    from .syntax_probe.probe import SyntaxResult as SyntaxResult, syntax as syntax, write_syntax as write_syntax
+    from .statistics.sums import Thresholds as Thresholds
+
+# Each public name and the module (relative to this package) that defines it.
+_API = {
+    "load": ".api.api", "attend": ".api.api", "classify": ".api.api", "heatmap": ".api.api",
+    "corpus_stats": ".api.api", "Attention": ".api.api", "mixing": ".api.api",
+    "Mixing": ".engine.mixing",
+    "read_attention": ".outputs.readback",
+    "run": ".api.run", "RunOutput": ".api.run", "MeasureRun": ".api.run",
+    "corpus": ".api.corpus", "merge": ".api.corpus", "CorpusOutput": ".api.corpus",
+    "syntax": ".syntax_probe.probe", "write_syntax": ".syntax_probe.probe", "SyntaxResult": ".syntax_probe.probe",
+    "LoadedModel": ".engine.models", "WordAttention": ".engine.words",
+    "Thresholds": ".statistics.sums",
+    "RealAttentionError": ".engine.errors", "InputError": ".engine.errors",
+    "ModelUnavailable": ".engine.errors", "OutputError": ".engine.errors",
+    "app": ".live.server", "serve": ".live.server",
+    "cli": ".cli", "main": ".cli",
+}
+__all__ = sorted(_API) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        value = getattr(importlib.import_module(_API[name], __name__), name)
+        globals()[name] = value  # later lookups skip __getattr__
+        return value
+    raise AttributeError(f"module 'real_attention' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_API))
