@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .focus import FocusedSentence, focus_sentences
-from .heads import (STATISTICS, HeadReport, HeadSums, classify, focus_scores, kernel, report_from_scores,
+from .heads import (FixedAccumulator, HeadReport, HeadSums, classify, focus_scores, kernel, report_from_scores,
                     sentence_counts)
 from .measures import WEIGHTS
 from .sentences import SentenceSet
@@ -106,22 +106,22 @@ def attend_with_sums(loaded, texts: list[str] | None, *, units: str = DEFAULT_UN
     check_length(loaded, too_long)
     attentions: list[WordAttention | None] = [None] * len(encoded)
     rollouts: list[np.ndarray | None] = [None] * len(encoded)
-    totals = np.zeros((len(STATISTICS), loaded.layers, loaded.heads))  # float64
+    accumulator = FixedAccumulator(loaded.layers, loaded.heads, loaded.device)
     tokens = 0
     for indices in length_order([len(s.ids) for s in encoded], batch_size):
-        batch_attentions, batch_totals, batch_rollouts, batch_tokens = _attend_batch(
-            loaded, [encoded[i] for i in indices], measure, pieces)
-        totals += batch_totals
+        batch_attentions, batch_rollouts, batch_tokens = _attend_batch(
+            loaded, [encoded[i] for i in indices], measure, pieces, accumulator)
         tokens += batch_tokens
         for i, attention, rolled in zip(indices, batch_attentions, batch_rollouts):
             attentions[i], rollouts[i] = attention, rolled
     counts = sentence_counts([len(s.words) for s in encoded], pieces=tokens, causal=loaded.causal)
-    return attentions, HeadSums(totals=totals, causal=loaded.causal, **counts), rollouts  # type: ignore[return-value]
+    sums = HeadSums(fixed=accumulator.result(), causal=loaded.causal, **counts)
+    return attentions, sums, rollouts  # type: ignore[return-value]
 
 
-def _attend_batch(loaded, encoded, measure: str, pieces: bool):
-    """One forward pass over one padded batch -> (WordAttentions, (len(STATISTICS), L, H) float64 totals,
-    (L, n, n) rollouts, pieces run)."""
+def _attend_batch(loaded, encoded, measure: str, pieces: bool, accumulator: FixedAccumulator):
+    """One forward pass over one padded batch -> (WordAttentions, (L, n, n) rollouts, pieces run); the batch's
+    exact statistics are added to `accumulator`."""
     import torch
 
     from .extract import pad_batch
@@ -135,7 +135,7 @@ def _attend_batch(loaded, encoded, measure: str, pieces: bool):
     lengths = [len(sentence.ids) for sentence in encoded]
     weights = [np.empty((loaded.layers, loaded.heads, n, n), dtype=np.float32) for n in sizes]  # (L, H, n, n) each
     piece_maps_kept = [np.empty((loaded.layers, loaded.heads, t, t), dtype=np.float32) for t in lengths] if pieces else []
-    totals = np.zeros((len(STATISTICS), loaded.layers, loaded.heads))  # float64
+    accumulator.reserve(sizes)
     t = batch.input_ids.shape[1]
     layer_means = torch.zeros((len(sizes), loaded.layers, t, t), device=loaded.device)  # (B, L, t, t) for rollout
 
@@ -147,11 +147,11 @@ def _attend_batch(loaded, encoded, measure: str, pieces: bool):
             for row, length in enumerate(lengths):
                 piece_maps_kept[row][layer] = kept[row, :, :length, :length]
         maps, layer_totals = kernel(piece_maps, piece_units, kinds, keep_maps=True,
-                                    causal=loaded.causal)  # (B, H, n, n), (len(STATISTICS), H)
+                                    causal=loaded.causal)  # (B, H, n, n), (B, len(STATISTICS), H)
         maps = maps.cpu().numpy()
         for row, n in enumerate(sizes):
             weights[row][layer] = maps[row, :, :n, :n]
-        totals[:, layer] = layer_totals.cpu().numpy()
+        accumulator.add(layer, layer_totals)
 
     forward_measured(loaded, batch, on_layer, measure)
     labels = [tuple(loaded.tokenizer.convert_ids_to_tokens(s.ids.tolist())) for s in encoded] if pieces else []
@@ -162,7 +162,7 @@ def _attend_batch(loaded, encoded, measure: str, pieces: bool):
     ]
     rolled = word_rollout(layer_means, piece_units, kinds.shape[1]).cpu().numpy()  # (B, L, n, n)
     rollouts = [np.ascontiguousarray(rolled[row, :, :n, :n]) for row, n in enumerate(sizes)]
-    return attentions, totals, rollouts, int(batch.attention_mask.sum())
+    return attentions, rollouts, int(batch.attention_mask.sum())
 
 
 def attend_words(loaded, texts: list[str], *, units: str = DEFAULT_UNITS,
@@ -231,12 +231,11 @@ def analyse(loaded, sentence_set: SentenceSet, *, units: str = DEFAULT_UNITS, me
     located: list[FocusedSentence] = []
     rollouts: list[np.ndarray] = []
     scores: list[dict[str, np.ndarray]] = []
-    totals = np.zeros((len(STATISTICS), loaded.layers, loaded.heads))  # float64
+    accumulator = FixedAccumulator(loaded.layers, loaded.heads, loaded.device)
     tokens = 0
     for start in range(0, len(encoded), size):
-        attentions, batch_totals, batch_rollouts, batch_tokens = _attend_batch(
-            loaded, encoded[start:start + size], measure, pieces)
-        totals += batch_totals
+        attentions, batch_rollouts, batch_tokens = _attend_batch(
+            loaded, encoded[start:start + size], measure, pieces, accumulator)
         tokens += batch_tokens
         part = SentenceSet(lang=sentence_set.lang, focus=sentence_set.focus, sentences=configured[start:start + size])
         focused = focus_sentences(attentions, part, loaded.causal, first=start + 1)
@@ -250,7 +249,7 @@ def analyse(loaded, sentence_set: SentenceSet, *, units: str = DEFAULT_UNITS, me
             else:
                 located.append(replace(sentence, attention=sentence.attention.without_maps()))
     counts = sentence_counts([len(s.words) for s in encoded], pieces=tokens, causal=loaded.causal)
-    sums = HeadSums(totals=totals, causal=loaded.causal, **counts)
+    sums = HeadSums(fixed=accumulator.result(), causal=loaded.causal, **counts)
     joined = {name: np.concatenate([part[name] for part in scores]) for name in scores[0]}
     report = report_from_scores(joined, np.array([s.sense for s in located]), sums, loaded.causal)
     return RunResult(sentence_set=sentence_set, sentences=tuple(located), report=report, model=loaded.choice.name,

@@ -12,6 +12,9 @@ A new command that writes a folder of its own under results/ or figures/ adds it
 from __future__ import annotations
 
 from ..engine.errors import InputError
+from ..engine.naming import plain_folder_name
+
+__all__ = ["OWNED", "plain_folder_name", "run_folder_name"]
 
 # folder name under results/ or figures/ -> the command that owns it
 OWNED = {
@@ -20,19 +23,6 @@ OWNED = {
     "syntax": "syntax",
     "show": "show",
 }
-
-
-def plain_folder_name(name: str, what: str) -> str:
-    """`name` if it is one plain folder name (no separator, not `.` or `..`, not hidden, not absolute), else
-    InputError. Names that become folders under --out (a language, a corpus) must never lead out of it, nor
-    look like the hidden staging folders of a run (`.es.staging-...`)."""
-    if not isinstance(name, str):
-        raise InputError(f"{what} must be a string, not {type(name).__name__}")
-    if (not name or name.strip() != name or name.startswith(".")
-            or any(char in name for char in "/\\\0:") or any(ord(char) < 32 for char in name)):
-        raise InputError(f"{what} {name!r} cannot be a folder name: use one plain name without slashes, "
-                         "like es or my-corpus")
-    return name
 
 
 def run_folder_name(lang: str, what: str = "--lang") -> str:
