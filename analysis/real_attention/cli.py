@@ -104,7 +104,8 @@ def model_options(function):
                           "packaged offline encoder and decoder. Default: the pinned model of --lang."),
         click.option("--revision", metavar="REV", help="Hub revision (commit, tag or branch) for a Hub id --model."),
         click.option("--offline", is_flag=True, help="Use local files only; never touch the network."),
-        click.option("--device", default="cpu", show_default=True, help="Torch device, e.g. cpu, cuda, cuda:1, mps."),
+        click.option("--device", default="cpu", show_default=True,
+                     help="Torch device, e.g. cpu, cuda, cuda:1, mps; auto: cuda, else mps, else cpu."),
     ]
     for option in reversed(options):
         function = option(function)

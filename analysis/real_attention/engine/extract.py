@@ -166,6 +166,25 @@ def pad_batch(sentences: list[Encoded], pad_id: int) -> Batch:
     return Batch(input_ids, attention_mask, units, kinds)
 
 
+class OutOfDeviceMemory(InputError):
+    """The device ran out of memory on a batch: a smaller --batch-size fits."""
+
+
+def out_of_memory(loaded, batch: Batch, batch_size: int) -> OutOfDeviceMemory:
+    """The one-line error for a batch that did not fit on the model's device."""
+    size, pieces = batch.input_ids.shape
+    return OutOfDeviceMemory(f"the device {loaded.device} ran out of memory on a batch of {size} sentence(s) of up "
+                             f"to {pieces} pieces; pass a smaller --batch-size (this run used {batch_size})")
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """Whether a torch error says the device's memory is exhausted (CUDA, MPS)."""
+    import torch
+
+    return isinstance(error, torch.OutOfMemoryError) or (
+        isinstance(error, RuntimeError) and "out of memory" in str(error).lower())
+
+
 def attention_modules(model) -> list | None:
     """The self-attention module of every layer, in order: the class transformers records "attentions" from;
     None for a model that says none (MPNet, DeBERTa: their maps come only through output_attentions)."""

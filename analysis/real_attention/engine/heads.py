@@ -41,11 +41,12 @@ def first_query(causal: bool) -> int:
 
 
 # --- exact sums ----------------------------------------------------------------------------------------------
-# Pooled sums must not depend on how a corpus is split (batches, shards, Dask partitions). Every value that is
-# summed is first rounded to a whole multiple of 2**-FIXED_BITS and carried as an integer: piece weights before the
-# merge, each unit-map element before a statistic sums it, each sentence's uniform entropy. Integers add exactly in
-# any order (in float64 while every partial sum stays below 2**53, in int64 on the device, as Python ints on the
-# host), and each rounded value depends on its own sentence alone: the result is the same bits for any split.
+# Pooled sums must not depend on how a corpus is split (shards, Dask partitions, the order sentences are added in).
+# Each sentence's totals (float64, one per statistic and head) are rounded to a whole multiple of 2**-FIXED_BITS
+# and carried as integers: int64 on the device, Python ints (unbounded) on the host and in sums.json. Integers add
+# exactly in any order, so the pooled sums are a function of the per-sentence values alone. (Those values are the
+# model's float32 arithmetic: on a CPU, a sentence's maps can differ in the last bits with the shape of its batch;
+# see docs/device.md.) The rounding moves a mean by at most 2**-33 per query unit, far below the 6 decimals written.
 FIXED_BITS = 32
 FIXED_SCALE = float(2**FIXED_BITS)
 # The largest unit count whose sums stay exact in float64: a sentence's entropy total n ln n times 2**FIXED_BITS
@@ -72,63 +73,47 @@ def from_fixed(fixed) -> np.ndarray:
 
 def entropy_terms(rows):
     """-p ln p of every element of float rows (any shape), 0 ln 0 = 0: summed over a row, its entropy in nats
-    (Clark et al. 2019, Sec. 3.3). The one definition of the `entropy` statistic."""
+    (Clark et al. 2019, Sec. 3.3). The one definition of the `entropy` statistic (sentence_totals sums it)."""
+    return _p_log_p(rows).neg_()
+
+
+def _p_log_p(rows):
+    """p ln p elementwise, 0 ln 0 = 0 (the clamp keeps log finite; 0 times it is 0): one temporary, `rows` kept."""
     import torch
 
-    return rows.clamp(min=torch.finfo(rows.dtype).tiny).log_().mul_(rows).neg_()
+    return rows.clamp(min=torch.finfo(rows.dtype).tiny).log_().mul_(rows)
 
 
 def sentence_totals(maps, kinds, causal: bool = False):
-    """Every statistic of one layer for each sentence of a batch, exactly, in torch on the maps' device.
+    """Every statistic of one layer for each sentence of a batch, in torch on the maps' device.
 
-    maps: (B, H, n, n) float64 unit maps (query x key), all-zero rows and columns for pads; kinds: (B, n) Kind
-    codes, PAD for pads; causal: a decoder's maps, whose query unit 0 enters no statistic. Returns
-    (B, len(STATISTICS), H) int64: each sentence's totals in fixed point (each map element rounded to
-    2**-FIXED_BITS before it is summed, so every sum is exact and a sentence's totals do not depend on its
-    batch). Pads add exactly 0.
+    maps: (B, H, n, n) unit maps (query x key), all-zero rows and columns for pads; kinds: (B, n) Kind codes,
+    PAD for pads; causal: a decoder's maps, whose query unit 0 enters no statistic. Returns
+    (B, len(STATISTICS), H) int64: each sentence's totals (summed over its query units in the maps' dtype, then
+    float64) rounded to fixed point, 2**-FIXED_BITS, so that any grouping of sentences adds them up exactly.
+    Pads add exactly 0.
     """
     import torch
 
-    assert maps.dtype == torch.float64 and maps.shape[-1] <= EXACT_UNITS, (maps.dtype, maps.shape)
+    assert maps.shape[-1] <= EXACT_UNITS, maps.shape
     start = first_query(causal)
     queries = maps[:, :, start:, :]  # (B, H, n - start, n) a view: row r is query unit r + start
-    fixed = to_fixed(queries)  # integer-valued float64: every sum below is exact
-    entropy = to_fixed(entropy_terms(queries.clone())).sum(dim=(2, 3))  # (B, H)
-    rows = [
-        torch.diagonal(fixed, PREVIOUS_OFFSET + start, dim1=2, dim2=3).sum(dim=-1),  # prev: W[i, i-1], (B, H)
-        torch.diagonal(fixed, NEXT_OFFSET + start, dim1=2, dim2=3).sum(dim=-1),  # next: W[i, i+1]
-        torch.diagonal(fixed, start, dim1=2, dim2=3).sum(dim=-1),  # self: W[i, i]
+    per_row = [
+        torch.diagonal(queries, PREVIOUS_OFFSET + start, dim1=2, dim2=3).sum(dim=-1),  # prev: W[i, i-1], (B, H)
+        torch.diagonal(queries, NEXT_OFFSET + start, dim1=2, dim2=3).sum(dim=-1),  # next: W[i, i+1]
+        torch.diagonal(queries, start, dim1=2, dim2=3).sum(dim=-1),  # self: W[i, i]
+        -_p_log_p(queries).sum(dim=(2, 3)),  # entropy in nats: entropy_terms, negated after the sum
     ]
+    rows = torch.stack(per_row, dim=1).to(torch.float64)  # (B, 4, H)
     markers = torch.isin(kinds, torch.tensor(MARKER_KINDS, device=kinds.device))
     first = torch.zeros_like(markers)
     first[:, 0] = True  # the first unit of every sentence (a batch has no empty sentence)
     key_sets = torch.stack([first, kinds == FIRST_SPECIAL, kinds == LAST_SPECIAL, kinds == PUNCT, markers],
-                           dim=1).to(torch.float64)  # (B, 5, n)
-    received = fixed.sum(dim=2)  # (B, H, key n): the weight each key gets from all queries
-    on_keys = torch.bmm(key_sets, received.transpose(1, 2))  # (B, 5, H): first, first_special, last_special, punct, markers
-    values = torch.cat([torch.stack(rows, dim=1), on_keys, entropy[:, None]], dim=1)  # (B, 9, H) STATISTICS order
-    return values.to(torch.int64)
-
-
-def exact_merge(weights, units, n: int):
-    """merge_maps with exact sums: piece maps -> (B, H, n, n) float64 unit maps that depend on each sentence alone.
-
-    The piece weights are rounded to 2**-FIXED_BITS first; the keys' sum and the queries' sum are then sums of
-    integers (exact in float64, in any order: every partial sum is below pieces * 2**FIXED_BITS), and each element
-    is divided once by its query unit's piece count (correctly rounded). The same rule as merge_maps, within
-    2**-FIXED_BITS.
-    """
-    import torch
-
-    batch, heads, t, _ = weights.shape
-    assignment = (torch.arange(n, device=units.device)[None, :, None] == units[:, None, :]).to(torch.float64)  # (B, n, t)
-    pieces = assignment.sum(dim=-1).clamp(min=1)  # (B, n) pieces per unit
-    fixed = to_fixed(weights.to(torch.float64))  # (B, H, t, t)
-    keyed = torch.bmm(fixed.view(batch, heads * t, t), assignment.transpose(1, 2))  # (B, H*t, n) keys summed
-    keyed = keyed.view(batch, heads, t, n).transpose(1, 2).reshape(batch, t, heads * n)  # (B, t, H*n)
-    summed = torch.bmm(assignment, keyed).view(batch, n, heads, n)  # (B, query n, H, key n) queries summed
-    summed /= pieces[:, :, None, None] * FIXED_SCALE
-    return summed.transpose(1, 2)  # (B, H, n, n)
+                           dim=1).to(maps.dtype)  # (B, 5, n)
+    received = queries.sum(dim=2)  # (B, H, key n): the weight each key gets from all queries
+    on_keys = torch.bmm(key_sets, received.transpose(1, 2)).to(torch.float64)  # (B, 5, H)
+    values = torch.cat([rows[:, :3], on_keys, rows[:, 3:]], dim=1)  # (B, 9, H) in STATISTICS order
+    return to_fixed(values).to(torch.int64)
 
 
 def kernel(weights, units, kinds, keep_maps: bool = False, causal: bool = False):
@@ -136,12 +121,11 @@ def kernel(weights, units, kinds, keep_maps: bool = False, causal: bool = False)
 
     weights: (B, H, t, t) post-softmax piece weights; units: (B, t) unit of each piece, -1 for pads;
     kinds: (B, n) Kind codes, PAD for pads; all on one device; causal: a decoder's maps. Returns the
-    (B, H, n, n) float32 unit maps of merge_maps if keep_maps, and the (B, len(STATISTICS), H) int64 fixed-point
-    totals of each sentence (sentence_totals over exact_merge): exact, whatever the batch holds.
+    (B, H, n, n) unit maps if keep_maps, and the (B, len(STATISTICS), H) int64 fixed-point totals of each
+    sentence (sentence_totals), in float32 whatever precision the model computes in (as `run` does).
     """
-    n = kinds.shape[1]
-    maps = merge_maps(weights, units, n) if keep_maps else None
-    return maps, sentence_totals(exact_merge(weights, units, n), kinds, causal)
+    maps = merge_maps(weights.float(), units, kinds.shape[1])
+    return (maps if keep_maps else None), sentence_totals(maps, kinds, causal)
 
 
 def sentence_counts(units: list[int], pieces: int = 0, causal: bool = False) -> dict[str, int]:
@@ -415,7 +399,7 @@ def word_sums(attentions: list[WordAttention], causal: bool = False) -> HeadSums
     accumulator = FixedAccumulator(layers, heads, "cpu")
     accumulator.reserve([len(a.words) for a in attentions])
     for layer in range(layers):
-        accumulator.add(layer, sentence_totals(torch.from_numpy(weights[:, layer]).double(), kinds_t, causal))
+        accumulator.add(layer, sentence_totals(torch.from_numpy(weights[:, layer]), kinds_t, causal))
     return HeadSums(fixed=accumulator.result(), causal=causal,
                     **sentence_counts([len(a.words) for a in attentions], causal=causal))
 

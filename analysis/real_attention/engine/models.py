@@ -384,6 +384,24 @@ def quiet_loading(gguf: bool = False) -> Iterator[None]:
             hf_logging.disable_progress_bar()
 
 
+AUTO_DEVICE = "auto"
+
+
+def resolve_device(device: str) -> str:
+    """The torch device a run uses: `device` itself, or for "auto" the first of cuda, mps and cpu that this
+    machine has."""
+    if device != AUTO_DEVICE:
+        return device
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return "mps"
+    return "cpu"
+
+
 def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False) -> LoadedModel:
     """Load tokenizer and model with eager attention, so output_attentions gives every map.
 
@@ -422,6 +440,7 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False) 
     from .extract import specials_as_text
 
     specials_as_text(tokenizer)  # a typed "</s>" is text (real_attention.engine.extract.encode)
+    device = resolve_device(device)
     try:
         model = model.to(torch.device(device)).eval()
     except (RuntimeError, AssertionError) as error:

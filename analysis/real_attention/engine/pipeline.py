@@ -35,6 +35,7 @@ class RunResult:
     rollout: tuple[np.ndarray, ...] = ()
     causal: bool = False  # a decoder's maps: W[i, j] = 0 for j > i
     weights_note: str | None = None  # how the model's weights differ from the original (e.g. dequantised)
+    device: str = "cpu"  # the torch device the model ran on
     mixing: object | None = None  # real_attention.engine.mixing.Mixing of the same sentences (run --mixing); None if not
 
     @property
@@ -254,4 +255,5 @@ def analyse(loaded, sentence_set: SentenceSet, *, units: str = DEFAULT_UNITS, me
     report = report_from_scores(joined, np.array([s.sense for s in located]), sums, loaded.causal)
     return RunResult(sentence_set=sentence_set, sentences=tuple(located), report=report, model=loaded.choice.name,
                      revision=loaded.revision, versions=versions(), units=units, measure=measure,
-                     rollout=tuple(rollouts), causal=loaded.causal, weights_note=loaded.choice.weights_note)
+                     rollout=tuple(rollouts), causal=loaded.causal, weights_note=loaded.choice.weights_note,
+                     device=str(loaded.device))
