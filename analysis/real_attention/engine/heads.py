@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -128,7 +129,7 @@ def kernel(weights, units, kinds, keep_maps: bool = False, causal: bool = False)
     return (maps if keep_maps else None), sentence_totals(maps, kinds, causal)
 
 
-def sentence_counts(units: list[int], pieces: int = 0, causal: bool = False) -> dict[str, int]:
+def sentence_counts(units: list[int], pieces: int = 0, causal: bool = False) -> dict[str, Any]:
     """The counts that sentences of `units` units each add to HeadSums; pieces: their pieces, if known.
 
     An encoder's n query units each see n keys (uniform entropy ln n each); a decoder's query units 1..n-1
@@ -338,7 +339,7 @@ def check_sums_json(data) -> None:
     fixed = bits is not None
     scale = float(2**FIXED_BITS) if fixed else 1.0
     for name in COUNT_FIELDS:
-        value = data.get(name)
+        value: Any = data.get(name)
         if name == "uniform" and fixed:
             if not _whole(value) or value < 0:
                 raise ValueError(f"field 'uniform' is {value!r}, not a whole number >= 0 (of 2**-{bits})")
