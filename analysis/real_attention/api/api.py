@@ -438,7 +438,8 @@ def _checked_lines(lines: object) -> Iterable[str]:
                 raise InputError(f"lines: line {number} is {_kind(item)} {item!r:.60}, not a string")
             yield item
 
-    return checked(lines)  # type: ignore[arg-type]
+    assert isinstance(lines, Iterable), "_strings raised for anything else"
+    return checked(lines)
 
 
 def mixing(model: LoadedModel, texts: str | Iterable[str], *, focus: str | None = None,

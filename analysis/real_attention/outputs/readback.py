@@ -161,9 +161,9 @@ def stored_head(run: StoredRun, layer: int, head: int, sentence: int) -> StoredH
     query, key = rows["query_index"].to_numpy(), rows["key_index"].to_numpy()
     weights = np.zeros((n, n), dtype=np.float32)
     weights[query, key] = rows["weight"].to_numpy(dtype=np.float32)  # (n, n), one scatter, no loop
-    words = np.empty(n, dtype=object)
-    words[key] = rows["key"].to_numpy()
-    words = tuple(str(w) for w in words)
+    keys = np.empty(n, dtype=object)
+    keys[key] = rows["key"].to_numpy()
+    words = tuple(str(w) for w in keys)
     info = run.summary["sentences"][sentence - 1]
     positions = run.summary.get("word_positions")
     if positions:
