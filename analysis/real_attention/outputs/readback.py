@@ -79,7 +79,7 @@ def table_path(folder: Path, name: str) -> Path | None:
 _INTEGER_COLUMNS = ("sentence", "layer", "head", "query_index", "key_index")
 
 
-def read_attention(path) -> pd.DataFrame:
+def read_attention(path: str | Path) -> pd.DataFrame:
     """attention.csv or attention.parquet (`run --table-format`) read back as one DataFrame, the same for both:
     the columns of attention.csv (rollout.csv's, for a rollout table) in order, integers as int64, words as
     str, weights as float64 (the CSV holds 6 decimals, Parquet float32's 7 digits).
