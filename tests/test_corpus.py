@@ -10,7 +10,8 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from real_attention.statistics import streaming as corpus  # where corpus_sums calls the kernel
+from real_attention.statistics import streaming
+from real_attention.statistics import sums as corpus
 from real_attention.statistics.sums import (STATISTICS, CorpusError, CorpusReader, HeadSums, LABELS, Shard, Thresholds, corpus_sums,
                              label_heads, merge_shards)
 from real_attention.engine.heads import NEXT_OFFSET, PREVIOUS_OFFSET, kernel, word_sums
@@ -386,7 +387,7 @@ def test_a_missing_or_empty_corpus_is_bad_input(tmp_path, tiny_model_dir):
 @pytest.mark.parametrize("error", [KeyboardInterrupt, RuntimeError])
 def test_an_interrupted_or_failing_run_leaves_nothing(tmp_path, corpus_file, tiny_model_dir, monkeypatch, error):
     calls = []
-    real = corpus.kernel
+    real = streaming.kernel  # where corpus_sums calls it
 
     def fail_on_the_second_layer(*args, **options):
         calls.append(1)
@@ -394,7 +395,7 @@ def test_an_interrupted_or_failing_run_leaves_nothing(tmp_path, corpus_file, tin
             raise error("stop")
         return real(*args, **options)
 
-    monkeypatch.setattr(corpus, "kernel", fail_on_the_second_layer)
+    monkeypatch.setattr(streaming, "kernel", fail_on_the_second_layer)
     result = CliRunner().invoke(cli, heads_args(corpus_file, tiny_model_dir, tmp_path / "out", "--batch-size", "2"))
     assert result.exit_code != 0 and len(calls) == 2
     assert [p for p in (tmp_path / "out").rglob("*") if p.is_file()] == []
