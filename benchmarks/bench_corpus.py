@@ -17,8 +17,13 @@ least 2000 lines. The model: the packaged MiniLM (--model minilm). Reported:
    come and go, so RSS climbs to a plateau over the first few thousand sentences whatever runs on top of
    the forward pass, by a different amount in each process.
 
+4. with --post-forward alone: the work after the forward pass per sentence of the seeds corpus (the attentions
+   computed once beforehand; then the text rule's units, padding, the merge, every statistic and the exact
+   accumulator, timed; wall and process CPU time, median of interleaved repeats). Target: 0.15 ms per sentence.
+
     python benchmarks/bench_corpus.py [--batch-size 32] [--repeats 5] [--naive-sentences N] [--skip-memory]
                                       [--memory-repeats 3] [--sentences 2000] [--skip-naive] [--json OUT.json]
+    python benchmarks/bench_corpus.py --post-forward [--repeats 7]
 
 A quick look at ratio 2 alone (a few minutes instead of ~20):
     python benchmarks/bench_corpus.py --sentences 600 --repeats 3 --skip-memory --skip-naive
