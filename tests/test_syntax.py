@@ -119,8 +119,9 @@ def test_the_possessive_case_scores_the_next_word_and_survives_a_final_possessor
 def test_baselines_are_fixed_offsets_clamped_to_the_sentence():
     gold = GoldBatch.of(SENTENCES, SyntaxCounts(1, 1).relation_ids)
     predictions = gold.baseline_predictions()
-    assert predictions[:, 0].tolist() == [[0, 0, 0, 0], [0, 0, 0, 1], [0, 0, 1, 2], [0, 1, 2, 3], [1, 2, 3, 3],
-                                          [2, 3, 3, 3]]
+    # before the start: the root (-1), as Clark's offset_predictor; past the end: the last word
+    assert predictions[:, 0].tolist() == [[-1, -1, -1, 0], [-1, -1, 0, 1], [-1, 0, 1, 2], [0, 1, 2, 3],
+                                          [1, 2, 3, 3], [2, 3, 3, 3]]
     assert predictions[OFFSETS.index(1), 1, :2].tolist() == [1, 1]
     counts = counted(SENTENCES, maps_of([np.eye(4), np.eye(2)]))
     frame = baselines_frame(counts)
@@ -130,6 +131,22 @@ def test_baselines_are_fixed_offsets_clamped_to_the_sentence():
     best = best_frame(counts, min_count=1).set_index("relation")
     assert best.loc["all", "baseline_offset"] == 1 and best.loc["all", "baseline_accuracy"] == 3 / 6
     assert best.loc["obj", "baseline_offset"] == -1 and best.loc["nsubj", "baseline_accuracy"] == 1
+
+
+def test_a_baseline_word_before_the_sentence_is_the_root_and_never_correct():
+    # "Go home now": Go is the root, home and now hang on Go. The old rule clamped i - 2 and i - 3 to the first
+    # word, Go, and so credited -2 with home and -3 with home and now; Clark's rule predicts the root there.
+    sentence = tree(["Go", "home", "now"], [0, 1, 1], ["root", "obj", "advmod"])
+    counts = SyntaxCounts(layers=1, heads=1)
+    gold = GoldBatch.of([sentence], counts.relation_ids)
+    assert gold.baseline_predictions()[:, 0].tolist() == [[-1, -1, -1], [-1, -1, 0], [-1, 0, 1], [0, 1, 2],
+                                                          [1, 2, 2], [2, 2, 2]]
+    counts.add_gold(gold)
+    frame = baselines_frame(counts)
+    everything = frame[frame.relation == "all"].set_index("offset")
+    # -1 predicts the root for Go, the root word: still not credited (no head can predict the root either)
+    assert everything.correct.to_dict() == {-3: 0, -2: 1, -1: 1, 0: 0, 1: 0, 2: 0}
+    assert frame[(frame.relation == "root")].correct.sum() == 0
 
 
 def test_the_best_head_breaks_ties_by_layer_head_then_direction_and_skips_rare_root_and_punct():
