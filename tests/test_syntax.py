@@ -203,6 +203,9 @@ BAD = {
     "cycle": (SNIPPET.replace("3\tdog\tdog\tNOUN\t_\t_\t4", "3\tdog\tdog\tNOUN\t_\t_\t1"),
               "line 13: the HEADs of words 1, 3 form a cycle; a dependency tree reaches the root (0) from every word"),
     "empty": ("", "line 1: no sentence: the file is empty"),
+    "two roots": (SNIPPET.replace("5\tyesterday\tyesterday\tNOUN\t_\t_\t4\tobl:tmod", "5\tyesterday\tyesterday\tNOUN\t_\t_\t0\troot"),
+                  "line 17: the sentence that starts on line 12 has 2 roots (words 4, 5 have HEAD 0); a dependency "
+                  "tree has exactly one"),
     "bad HEAD": (SNIPPET.replace("6\t.\t.\tPUNCT\t_\t_\t4", "6\t.\t.\tPUNCT\t_\t_\tx"),
                  "line 10: not CoNLL-U: Failed parsing field 'head'"),
 }
@@ -237,6 +240,15 @@ def test_bad_options_are_one_error_line(options, expected, tmp_path):
     assert result.exit_code == 2, result.output
     (line,) = result.output.strip().splitlines()
     assert line.startswith(expected), line
+
+
+def test_a_treebank_that_is_not_a_regular_file_says_so(tmp_path):
+    result = CliRunner().invoke(cli, ["syntax", "--treebank", "/dev/zero", "--model", str(tmp_path / "no-model"),
+                                      "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == ("Error: /dev/zero is not a regular file (a device, a pipe or a socket); pass a "
+                                     "CoNLL-U treebank file (.conllu), e.g. UD English-EWT's en_ewt-ud-dev.conllu")
+    assert not (tmp_path / "out").exists()
 
 
 # --- the given-words rule on real tokenizers -----------------------------------------------------------------

@@ -41,10 +41,18 @@ class Group(click.Group):
     """The command group: an unexpected exception is a bug; show its traceback, ask for a report, exit 1."""
 
     def invoke(self, ctx: click.Context):
+        import signal
+
+        from .outputs.staging import Terminated, sigterm_as_interrupt
+
         try:
-            return super().invoke(ctx)
+            with sigterm_as_interrupt():  # SIGTERM (kill, timeout, docker stop) cleans up as Ctrl-C does
+                return super().invoke(ctx)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, BrokenPipeError):
             raise  # BrokenPipeError: the reader went away; main() ends quietly
+        except Terminated:
+            click.echo("Terminated.", err=True)
+            ctx.exit(128 + signal.SIGTERM)  # the status a shell reports for a process SIGTERM ended
         except KeyboardInterrupt:
             raise click.exceptions.Abort() from None
         except Exception:  # noqa: BLE001 - a bug, not bad input
