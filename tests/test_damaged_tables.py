@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from conftest import SPANISH
 from real_attention import cli
 from real_attention.engine.errors import InputError
-from real_attention.outputs import table_checks, tables
+from real_attention.outputs import tables
 from real_attention.outputs.readback import load_run
 
 import real_attention as ra
@@ -213,6 +213,8 @@ def test_rollout_tables_are_checked_too(written, tmp_path):
 
 @pytest.mark.parametrize("old", [False, True], ids=["recorded", "older-run"])
 def test_undamaged_tables_read_the_same_in_both_formats(old, written, tmp_path):
+    from real_attention.outputs import table_checks  # new in issue 27
+
     csv = ra.read_attention(copy_of(written, "csv", tmp_path, old=old) / "results" / "es")
     parquet = ra.read_attention(copy_of(written, "parquet", tmp_path, old=old) / "results" / "es")
     assert list(csv.columns) == tables.ATTENTION_COLUMNS and csv.dtypes.equals(parquet.dtypes)
@@ -222,6 +224,8 @@ def test_undamaged_tables_read_the_same_in_both_formats(old, written, tmp_path):
 
 
 def test_summary_records_each_table_as_written(written):
+    from real_attention.outputs import table_checks  # new in issue 27
+
     for fmt in ("csv", "parquet"):
         folder = written[fmt] / "results" / "es"
         records = json.loads((folder / "summary.json").read_text())["tables"]
@@ -232,11 +236,15 @@ def test_summary_records_each_table_as_written(written):
 
 
 def test_the_checks_columns_are_the_tables():
+    from real_attention.outputs import table_checks  # new in issue 27
+
     assert table_checks.ATTENTION_COLUMNS == tables.ATTENTION_COLUMNS
     assert table_checks.ROLLOUT_COLUMNS == tables.ROLLOUT_COLUMNS
 
 
 def test_a_norm_row_of_zeros_is_a_row_the_norm_measure_writes(written, tmp_path):
+    from real_attention.outputs import table_checks  # new in issue 27
+
     frame = frame_of(written)
     n = int(frame.query_index[(frame.sentence == 1)].max()) + 1
     zero = frame.copy()

@@ -280,20 +280,21 @@ def check_structure(path: Path, frame: pd.DataFrame, summary: dict | None = None
         bad = int(np.flatnonzero((per_sentence != per_sentence[:, :1]).any(axis=1))[0])
         raise damaged(path, f"sentence {bad + 1} has blocks of different sizes")
 
-    # One word per unit: every block of a sentence names its units as the sentence's first block does.
-    words_key = frame["key"].to_numpy()
-    words_query = frame["query"].to_numpy()
+    # One word per unit: every block of a sentence names its units as the sentence's first block does. Compared as
+    # codes of the distinct words (a hash of each column once), not word by word.
+    key_codes, key_words = pd.factorize(frame["key"])  # (N,) int64, (V,) distinct words
+    query_codes, query_words = pd.factorize(frame["query"])
+    query_codes = pd.Index(key_words).get_indexer(query_words)[query_codes]  # in key_words' codes; -1: no key
+    units_of = per_sentence[:, 0]  # (S,)
     first_block = starts[np.arange(0, len(starts), layers * heads)]  # (S,) the first block of each sentence
-    first_row = np.r_[0, np.cumsum(per_sentence[:, 0])][:-1]  # (S,) where each sentence's units start
-    names = np.concatenate([words_key[start:start + count] for start, count in zip(first_block, per_sentence[:, 0])])
+    first_row = np.r_[0, np.cumsum(units_of)][:-1]  # (S,) where each sentence's units start in `names`
+    names = key_codes[np.repeat(first_block - first_row, units_of) + np.arange(units_of.sum())]  # (sum n,)
     sentence_of = np.repeat(np.arange(sentences), layers * heads)[block_of]  # (N,) sentence index of each row
-    expected_key = names[first_row[sentence_of] + key]
-    expected_query = names[first_row[sentence_of] + query]
-    mismatch = (words_key != expected_key) | (words_query != expected_query)
+    mismatch = (key_codes != names[first_row[sentence_of] + key]) | (query_codes != names[first_row[sentence_of] + query])
     if mismatch.any():
         row = int(np.flatnonzero(mismatch)[0])
-        raise damaged(path, f"row {row + 1} names unit {key[row]} {words_key[row]!r} (or unit {query[row]} "
-                            f"{words_query[row]!r}), where the sentence's other rows name another word")
+        raise damaged(path, f"row {row + 1} names unit {key[row]} {frame['key'].iloc[row]!r} (or unit {query[row]} "
+                            f"{frame['query'].iloc[row]!r}), where the sentence's other rows name another word")
 
     # Every query row sums to 1; under the norm measure a row whose keys all add nothing stays all 0, so there (and
     # for a table read without its summary, whose measure is not known) 0 is a row sum too.
