@@ -1,6 +1,7 @@
 """The README and the pages of docs/ hold only what is true today.
 
-- Every ```python block runs as written (in a fresh folder, on the packaged MiniLM), one test per file and block.
+- Every ```python block runs as written (in a fresh folder, on the packaged MiniLM), one test per file and block,
+  and a value a line states in its comment (`att[0].weights.shape  # (6, 12, 11, 11): ...`) is checked.
 - Every repository path they name (`analysis/...`, `benchmarks/...`, a link, a figure) exists.
 - Every command line they show uses options its command has, and a `--measure a|b|c` lists what it accepts.
 - A ```text block under `<!-- output of: COMMAND -->` holds lines that COMMAND prints today, and the seed
@@ -9,6 +10,7 @@
 """
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shlex
@@ -53,11 +55,38 @@ def test_the_docs_have_python_blocks():
     assert "README.md" in files and "docs/python.md" in files and len(BLOCKS) >= 4
 
 
+def with_stated_values_checked(code: str) -> str:
+    """The block, with an assert after each line `EXPRESSION  # VALUE` whose VALUE is a whole Python literal (a
+    shape, a tuple of words, a number), optionally followed by `: comment`: the values a page states are checked."""
+    out = []
+    for line in code.splitlines():
+        out.append(line)
+        match = re.match(r"^(\S.*?)\s+# (.+?)(?::\s.*)?$", line)
+        if not match or "..." in match.group(2):
+            continue
+        try:
+            ast.parse(match.group(1), mode="eval")
+            value = ast.literal_eval(match.group(2))
+        except (SyntaxError, ValueError):
+            continue
+        out.append(f"assert ({match.group(1)}) == {value!r}, ({match.group(1)!r}, {match.group(1)})")
+    return "\n".join(out) + "\n"
+
+
+def test_stated_values_become_asserts():
+    code = with_stated_values_checked("x = (1, 2)  # a pair\nx  # (1, 2): two numbers\nx  # (layers, heads)\n")
+    assert code.splitlines()[2] == "assert (x) == (1, 2), ('x', x)" and len(code.splitlines()) == 4
+    checked = [line for _, _, block in BLOCKS for line in with_stated_values_checked(block).splitlines()
+               if line.startswith("assert ")]
+    assert any(".shape) == (6, 12, 11, 11)" in line for line in checked)
+    assert any("words) == ('[CLS]', 'Me'" in line for line in checked)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "number", "code"), BLOCKS, ids=[f"{name}-{number}" for name, number, _ in BLOCKS])
 def test_a_python_block_runs(name, number, code, needs_minilm, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    exec(compile(code, f"{name} python block {number}", "exec"), {"__name__": "__docs__"})
+    exec(compile(with_stated_values_checked(code), f"{name} python block {number}", "exec"), {"__name__": "__docs__"})
 
 
 # --- paths ---------------------------------------------------------------------------------------------------
