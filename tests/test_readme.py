@@ -3,7 +3,7 @@
 - Every ```python block runs as written (in a fresh folder, on the packaged MiniLM), one test per file and block,
   and a value a line states in its comment (`att[0].weights.shape  # (6, 12, 11, 11): ...`) is checked.
 - Every repository path they name (`analysis/...`, `benchmarks/...`, a link, a figure) exists.
-- Every command line they show uses options its command has, and a `--measure a|b|c` lists what it accepts.
+- Every command line they show uses options its command has, and lists `--option a|b|c` as the option accepts.
 - A ```text block under `<!-- output of: COMMAND -->` holds lines that COMMAND prints today, and the seed
   corpus's word count stated in prose is the one the command prints.
 - The README keeps the test command between its markers, as `.ci/run` reads it.
@@ -17,6 +17,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -136,6 +137,12 @@ def command_lines(text: str) -> list[str]:
     return found
 
 
+def choices_of(command, option: str) -> set[str] | None:
+    """The values a Choice option accepts; None for an option of any other type."""
+    [param] = [param for param in command.params if option in param.opts]
+    return set(param.type.choices) if isinstance(param.type, click.Choice) else None
+
+
 def option_names(command) -> set[str]:
     return {opt for param in command.params for opt in param.opts + param.secondary_opts} | {"--help", "-h"}
 
@@ -153,8 +160,10 @@ def test_every_command_line_uses_options_its_command_has(path):
         options = option_names(command)
         for option in re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", line):
             assert option in options, f"{name_of(path)}: {words[1]} has no option {option} ({line!r})"
-        for choices in re.findall(r"--measure ([\w|-]+\|[\w|-]+)", line):
-            assert set(choices.split("|")) == set(MEASURES), f"{name_of(path)}: {line!r} lists {choices}"
+        for option, listed in re.findall(r"(--[a-z][\w-]*) ([\w-]+(?:\|[\w-]+)+)", line):
+            accepted = choices_of(command, option)
+            assert accepted is None or set(listed.split("|")) == accepted, \
+                f"{name_of(path)}: {line!r} lists {listed} for {option}, which takes {sorted(accepted)}"
 
 
 def test_the_command_line_check_reads_usage_lines():
@@ -162,6 +171,8 @@ def test_the_command_line_check_reads_usage_lines():
     assert any(line.startswith("real-attention syntax --treebank FILE.conllu") and "value-zeroing" in line
                for line in lines)
     assert any(line.startswith("real-attention serve ") and "--quiet" in line for line in lines)
+    assert choices_of(cli.commands["heads"], "--measure") == set(MEASURES)
+    assert choices_of(cli.commands["run"], "--lang") is None
 
 
 # --- printed outputs -----------------------------------------------------------------------------------------
