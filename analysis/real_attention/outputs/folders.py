@@ -12,9 +12,9 @@ A new command that writes a folder of its own under results/ or figures/ adds it
 from __future__ import annotations
 
 from ..engine.errors import InputError
-from ..engine.naming import plain_folder_name
+from ..engine.naming import MAX_NAME_BYTES, plain_folder_name
 
-__all__ = ["OWNED", "plain_folder_name", "run_folder_name"]
+__all__ = ["MAX_NAME_BYTES", "OWNED", "plain_folder_name", "run_folder_name"]
 
 # folder name under results/ or figures/ -> the command that owns it
 OWNED = {

@@ -10,6 +10,7 @@ from ..engine.heads import HeadSums
 from .labels import Thresholds
 from .reading import CorpusError
 from .results import CorpusRun
+from .sums_checks import validate_sums_json
 
 
 def read_shard(folder: Path) -> tuple[dict, HeadSums]:
@@ -27,6 +28,7 @@ def read_shard(folder: Path) -> tuple[dict, HeadSums]:
         raise CorpusError(f"{folder} holds an unreadable summary.json or sums.json ({error})") from None
     check_summary(folder, data)
     try:
+        validate_sums_json(sums)
         head_sums = HeadSums.from_json(sums)
     except ValueError as error:  # check_sums_json names the field
         raise CorpusError(f"{folder / 'sums.json'}: {error}; merge takes the sums.json that `heads --shard` "
