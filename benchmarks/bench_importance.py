@@ -38,8 +38,8 @@ def main() -> None:
 
     import numpy as np
     import real_attention as ra
-    from real_attention.importance.objectives import evaluate, intact, prepare, taylor
-    from real_attention.importance.run import read_corpus, scorer_for, split_sentences
+    from real_attention.head_importance.objectives import evaluate, intact, prepare, taylor
+    from real_attention.head_importance.run import read_corpus, scorer_for, split_sentences
 
     texts, labels = split_sentences(read_corpus(ROOT / "benchmarks" / "corpus_seeds.txt", args.limit))
     scorer = scorer_for(ra.load(args.model), args.objective, labels is not None)

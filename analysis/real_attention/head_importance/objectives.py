@@ -171,11 +171,13 @@ class Scorer:
 
 
 def prepare(scorer: Scorer, texts: Sequence[str], labels: np.ndarray | None = None, batch_size: int = 32,
-            seed: int = 0) -> Prepared:
-    """Encode the texts for the scorer's objective, sort them by length and cut them into batches."""
+            seed: int = 0, max_tokens: int | None = None) -> Prepared:
+    """Encode the texts for the scorer's objective (each cut to max_tokens pieces, at most the model's maximum),
+    sort them by length and cut them into batches."""
     tokenizer = scorer.loaded.tokenizer
     objective = scorer.objective
-    encodings = tokenizer(list(texts), truncation=True, max_length=scorer.loaded.max_tokens, verbose=False,
+    limit = scorer.loaded.max_tokens if max_tokens is None else min(max_tokens, scorer.loaded.max_tokens)
+    encodings = tokenizer(list(texts), truncation=True, max_length=limit, verbose=False,
                           return_special_tokens_mask=True, split_special_tokens=True)
     full_lengths = [len(ids) for ids in tokenizer(list(texts), verbose=False, split_special_tokens=True)["input_ids"]]
     rows: list[tuple[int, np.ndarray, np.ndarray]] = []  # (index, input ids, targets)
@@ -225,7 +227,7 @@ def prepare(scorer: Scorer, texts: Sequence[str], labels: np.ndarray | None = No
         if objective == EMBEDDING:
             batch = Batch(input_ids, attention, targets, None, _embed(scorer, batch).numpy(), index)
         batches.append(batch)
-    truncated = sum(1 for length in full_lengths if length > scorer.loaded.max_tokens)
+    truncated = sum(1 for length in full_lengths if length > limit)
     return Prepared(objective, tuple(batches), len(rows), tokens if objective in (LM, MLM) else 0, skipped,
                     truncated)
 

@@ -117,7 +117,10 @@ def read_corpus(path: str | Path, limit: int | None = None) -> list:
     return found
 
 
-def _check_options(batch_size: int, prune_step: float, seed: int) -> None:
+def _check_options(batch_size: int, prune_step: float, seed: int, max_tokens: int | None = None) -> None:
+    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
+                                   or max_tokens < 2):
+        raise InputError(f"max_tokens must be a whole number of at least 2, not {max_tokens!r}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InputError(f"batch_size must be a whole number of at least 1, not {batch_size!r}")
     if isinstance(prune_step, bool) or not isinstance(prune_step, (int, float)) or not 0 < prune_step <= 1:
@@ -161,14 +164,14 @@ def _has_head(full, head: str) -> bool:
     return type(full).__name__.endswith(HEAD_CLASSES[head])
 
 
-def model_config(choice):
+def model_config(choice, offline: bool = False):
     """The model's config, read without loading its weights (for the checks before the model loads)."""
     from transformers import AutoConfig
 
     from ..engine.models import ModelUnavailable, hub_options, quiet_loading
 
     source = str(choice.path) if choice.path is not None else choice.name
-    options = {"local_files_only": True} if choice.path is not None else hub_options(choice, offline=False)
+    options = {"local_files_only": True} if choice.path is not None else hub_options(choice, offline)
     if choice.gguf_file is not None:
         options = {**options, "gguf_file": choice.gguf_file}
     try:
@@ -190,16 +193,17 @@ def _mask_array(head_mask, layers: int, heads: int) -> np.ndarray:
     return array
 
 
-def _prepared(scorer: Scorer, texts: list[str], labels: list | None, batch_size: int, seed: int) -> Prepared:
+def _prepared(scorer: Scorer, texts: list[str], labels: list | None, batch_size: int, seed: int,
+              max_tokens: int | None) -> Prepared:
     ids = label_ids(scorer.base.config, labels) if scorer.objective == LABEL and labels is not None else None
-    return prepare(scorer, texts, ids, batch_size=batch_size, seed=seed)
+    return prepare(scorer, texts, ids, batch_size=batch_size, seed=seed, max_tokens=max_tokens)
 
 
 # ------------------------------------------------------------------------------------------------------ API
 
 
 def objective(model: LoadedModel | str, sentences: Sequence, objective: str = AUTO, head_mask=None, *,
-              batch_size: int = 32, seed: int = 0) -> float:
+              batch_size: int = 32, seed: int = 0, max_tokens: int | None = None) -> float:
     """The objective (a loss: lower is better) of the model on the sentences, with head h of layer l multiplied
     by head_mask[l, h] ((layers, heads) of 0/1 or any real ξ; None: the intact model).
 
@@ -207,11 +211,11 @@ def objective(model: LoadedModel | str, sentences: Sequence, objective: str = AU
     head: 15% of the pieces masked, seeded), "embedding" (1 - cos with the intact model's mean-pooled
     embedding), "label" (a classifier; sentences as {"text": ..., "label": ...}), or "auto" (label, lm, mlm,
     embedding: the first the model and the sentences allow). With head_mask all ones, the result equals the
-    intact one bit for bit."""
+    intact one bit for bit. max_tokens: cut each sentence to its first max_tokens pieces (specials included)."""
     texts, labels = split_sentences(sentences)
-    _check_options(batch_size, 0.1, seed)
+    _check_options(batch_size, 0.1, seed, max_tokens)
     scorer = scorer_for(model, objective, labels is not None)
-    prepared = _prepared(scorer, texts, labels, batch_size, seed)
+    prepared = _prepared(scorer, texts, labels, batch_size, seed, max_tokens)
     if head_mask is None:
         return float(intact(scorer, prepared).objective[0])
     mask = _mask_array(head_mask, scorer.layers, scorer.heads)
@@ -219,20 +223,21 @@ def objective(model: LoadedModel | str, sentences: Sequence, objective: str = AU
 
 
 def importance(model: LoadedModel | str, sentences: Sequence, objective: str = AUTO, *, batch_size: int = 32,
-               prune_step: float = 0.1, seed: int = 0, corpus: str | None = None,
+               prune_step: float = 0.1, seed: int = 0, max_tokens: int | None = None, corpus: str | None = None,
                progress: Callable[[int], Any] | None = None) -> ImportanceResult:
     """Score every head (ablation and Taylor) and prune heads in three orders; see ImportanceResult.
 
     progress(n), if given, is called as the work advances, n sentence passes at a time; the total is
-    `importance_work(layers, heads, sentences, prune_step)`. corpus: a name for the summary."""
+    `importance_work(layers, heads, sentences, prune_step)`. corpus: a name for the summary. max_tokens: cut
+    each sentence to its first max_tokens pieces (specials included)."""
     import pandas as pd
 
     from ..engine.pipeline import versions
 
     texts, labels = split_sentences(sentences)
-    _check_options(batch_size, prune_step, seed)
+    _check_options(batch_size, prune_step, seed, max_tokens)
     scorer = scorer_for(model, objective, labels is not None)
-    prepared = _prepared(scorer, texts, labels, batch_size, seed)
+    prepared = _prepared(scorer, texts, labels, batch_size, seed, max_tokens)
     layers, heads = scorer.layers, scorer.heads
     count = layers * heads
     base = intact(scorer, prepared)
@@ -284,6 +289,7 @@ def importance(model: LoadedModel | str, sentences: Sequence, objective: str = A
            if scorer.objective in (LM, MLM) else {}),
         "skipped_sentences": prepared.skipped,
         "truncated_sentences": prepared.truncated,
+        "max_tokens": max_tokens,
         "layers": layers,
         "heads": heads,
         "seed": seed,
@@ -340,10 +346,10 @@ def default_name(result: ImportanceResult) -> str:
 
 
 def write_importance(result: ImportanceResult, out: str | Path = ".", name: str | None = None,
-                     formats: tuple[str, ...] = ("png",)) -> tuple[Path, Path]:
+                     formats: tuple[str, ...] = ("png",), wait: bool = True) -> tuple[Path, Path]:
     """Write OUT/results/importance/NAME/ (heads.csv, pruning.csv, summary.json) and OUT/figures/importance/NAME/
     (ablation, taylor (when defined) and pruning figures in each format), all at once (staged). NAME: the corpus
-    name, else the model's. -> the two folders."""
+    name, else the model's. wait=False: stop with an error if another run is writing them. -> the two folders."""
     from ..outputs.figio import save_figure
     from ..outputs.files import write_csv, write_json
     from ..outputs.staging import staged_outputs
@@ -356,7 +362,7 @@ def write_importance(result: ImportanceResult, out: str | Path = ".", name: str 
     out = Path(out)
     summary = result.summary
     title = f"{Path(str(summary['model'])).name}, objective {summary['objective']}"
-    with staged_outputs() as staging:
+    with staged_outputs(wait=wait) as staging:
         results = staging.folder(out / RESULTS / FOLDER / folder)
         figures = staging.folder(out / FIGURES / FOLDER / folder)
         write_csv(result.heads, results / "heads.csv")
