@@ -222,10 +222,10 @@ def prepare(scorer: Scorer, texts: Sequence[str], labels: np.ndarray | None = No
             input_ids[row, :len(ids)] = ids
             attention[row, :len(ids)] = 1
             targets[row, :len(ids)] = target
-        index = np.array([i for i, _, _ in chosen_rows], dtype=np.int64)
-        batch = Batch(input_ids, attention, targets, None if labels is None else labels[index], None, index)
+        where = np.array([i for i, _, _ in chosen_rows], dtype=np.int64)
+        batch = Batch(input_ids, attention, targets, None if labels is None else labels[where], None, where)
         if objective == EMBEDDING:
-            batch = Batch(input_ids, attention, targets, None, _embed(scorer, batch).numpy(), index)
+            batch = Batch(input_ids, attention, targets, None, _embed(scorer, batch).numpy(), where)
         batches.append(batch)
     truncated = sum(1 for length in full_lengths if length > limit)
     return Prepared(objective, tuple(batches), len(rows), tokens if objective in (LM, MLM) else 0, skipped,
@@ -260,6 +260,13 @@ def _pool(hidden, attention):
     """(R, t, hidden), (R, t) -> (R, hidden) the mean over the real pieces."""
     weights = attention.to(hidden.dtype)[..., None]
     return (hidden * weights).sum(1) / weights.sum(1)
+
+
+def _wide(tensor):
+    """float32 at least: half-precision logits are widened, float64 ones kept."""
+    import torch
+
+    return tensor if tensor.dtype == torch.float64 else tensor.float()
 
 
 def _logits(scorer: Scorer, inputs: dict):
@@ -309,11 +316,11 @@ def row_losses(scorer: Scorer, batch: Batch, repeat: int = 1) -> RowLosses:
     if scorer.objective == LABEL:
         assert batch.labels is not None
         labels = _tensor(scorer, batch.labels, repeat)
-        total = functional.cross_entropy(logits.float(), labels, reduction="none")
+        total = functional.cross_entropy(_wide(logits), labels, reduction="none")
         return RowLosses(total, torch.ones_like(total), logits.argmax(-1) == labels)
     targets = _tensor(scorer, batch.targets, repeat)
     rows, length, vocabulary = logits.shape
-    losses = functional.cross_entropy(logits.float().reshape(-1, vocabulary), targets.reshape(-1),
+    losses = functional.cross_entropy(_wide(logits).reshape(-1, vocabulary), targets.reshape(-1),
                                       ignore_index=IGNORE, reduction="none").reshape(rows, length)
     return RowLosses(losses.sum(1), (targets != IGNORE).sum(1).to(losses.dtype))
 
