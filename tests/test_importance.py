@@ -119,6 +119,40 @@ def test_all_ones_mask_is_the_intact_model_bit_for_bit(kind, tiny_model_dir, tmp
     assert loaded.model.config._attn_implementation == "eager"  # put back
 
 
+@pytest.mark.parametrize("kind", ["mpnet", "deberta-v2"])
+def test_inline_attention_families_are_masked_at_the_output_projection(kind, tmp_path):
+    """MPNet and DeBERTa compute attention inline: ξ scales the heads' outputs entering the output projection.
+    A whole layer masked = that projection fed zeros = its weight set to zero."""
+    import torch
+    from transformers import BertTokenizerFast, DebertaV2Config, DebertaV2Model, MPNetConfig, MPNetModel
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + TINY_WORDS
+    BertTokenizerFast(vocab={piece: i for i, piece in enumerate(vocab)}, do_lower_case=True,
+                      strip_accents=False).save_pretrained(tmp_path)
+    torch.manual_seed(3)
+    size = dict(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=2, num_attention_heads=4,
+                intermediate_size=32, max_position_embeddings=32)
+    (MPNetModel(MPNetConfig(**size)) if kind == "mpnet" else DebertaV2Model(DebertaV2Config(**size))
+     ).save_pretrained(tmp_path)
+    loaded = ra.load(str(tmp_path))
+    encoded = loaded.tokenizer(TEXTS, return_tensors="pt", padding=True)
+    xi = torch.ones(1, loaded.layers, loaded.heads)
+    with torch.inference_mode():
+        plain = loaded.model(**encoded).last_hidden_state
+        with masking(loaded.model, xi, loaded.layers) as state:
+            ones = loaded.model(**encoded).last_hidden_state
+        xi[0, 1] = 0.0
+        with masking(loaded.model, xi, loaded.layers):
+            masked = loaded.model(**encoded).last_hidden_state
+        projection = loaded.model.get_submodule("encoder.layer.1." + ("attention.attn.o" if kind == "mpnet"
+                                                                      else "attention.output.dense"))
+        projection.weight.zero_()
+        zeroed = loaded.model(**encoded).last_hidden_state
+    assert sorted(state.calls) == [0, 1]
+    assert torch.equal(plain, ones)
+    assert torch.allclose(masked, zeroed, atol=1e-6) and not torch.allclose(masked, plain)
+
+
 def _hand_bert(model, input_ids, attention_mask, zero_layer: int | None):
     """BERT written out by hand: embeddings, then per layer self-attention (its context set to zero in
     `zero_layer`), output dense + residual + LayerNorm, feed-forward + residual + LayerNorm."""

@@ -8,6 +8,10 @@ scaling, grouped key/value heads, soft-capping and sliding windows) and multipli
 and the weights (N, H, t, t) by ξ of that layer. As out = weights @ values is linear in the weights, this is
 exactly "multiply the weights by ξ" (in eval mode, where dropout is the identity); with ξ = 1 the output is the
 intact model's, bit for bit. ξ may be a tensor that requires grad (Taylor scores).
+
+Families whose attention does not go through the registry (MPNet, DeBERTa compute it inline) are masked one step
+later, where the definition puts ξ too: a forward pre-hook on each layer's output projection multiplies its input,
+the heads' outputs side by side (N, t, H x d), head by head.
 """
 from __future__ import annotations
 
@@ -82,6 +86,41 @@ def register() -> None:
         AttentionMaskInterface.register(ATTENTION_FUNCTION, eager_mask)
 
 
+INLINE_PROJECTIONS = ("attention.attn.o", "attention.output.dense")  # MPNet, DeBERTa: the output projection
+
+
+def uses_interface(base) -> bool:
+    """Whether the model file's attention goes through transformers' attention-function registry."""
+    return getattr(sys.modules.get(type(base).__module__), "eager_attention_forward", None) is not None
+
+
+def output_projections(base, layers: int) -> list:
+    """Each layer's output projection, for a model that computes its attention inline; InputError if not found."""
+    found = []
+    for name, module in base.named_modules():
+        if name.endswith(INLINE_PROJECTIONS) and hasattr(module, "weight"):
+            found.append(module)
+    if len(found) != layers:
+        raise InputError(f"{type(base).__name__} computes its attention outside transformers' attention interface "
+                         "and has no per-layer output projection that head masking knows, so its heads cannot be "
+                         "masked; use a BERT-, RoBERTa-, XLM-R-, MPNet- or Llama-, GPT-2-, Gemma-style model")
+    return found
+
+
+def _projection_hook(layer: int, heads: int):
+    def hook(module, args):
+        state = _STATE.get()
+        if state is None:
+            return None
+        state.calls.append(layer)
+        heads_out = args[0]
+        shape = heads_out.shape  # (N, t, H x d)
+        xi = state.xi[:, layer].to(heads_out.dtype)  # (R, H)
+        scaled = (heads_out.reshape(*shape[:-1], heads, -1) * xi[:, None, :, None]).reshape(shape)
+        return (scaled, *args[1:])
+    return hook
+
+
 def layer_map(base, layers: int) -> dict[int, int]:
     """id(attention module) -> layer from 0, for a model that names its attention modules; else {}."""
     from ..engine.extract import attention_modules
@@ -104,10 +143,18 @@ def masking(base, xi, layers: int, layer_of: dict[int, int] | None = None) -> It
         raise InputError(f"head masking needs the model loaded with eager attention, not {before!r}")
     state = MaskState(xi=xi, layer_of=layer_map(base, layers) if layer_of is None else layer_of, layers=layers)
     token = _STATE.set(state)
-    config._attn_implementation = ATTENTION_FUNCTION
+    handles = []
+    if uses_interface(base):
+        config._attn_implementation = ATTENTION_FUNCTION
+    else:
+        heads = int(xi.shape[-1])
+        handles = [module.register_forward_pre_hook(_projection_hook(layer, heads))
+                   for layer, module in enumerate(output_projections(base, layers))]
     try:
         yield state
     finally:
+        for handle in handles:
+            handle.remove()
         config._attn_implementation = before
         _STATE.reset(token)
 
@@ -117,4 +164,4 @@ def check_calls(state: MaskState, model, passes: int = 1) -> None:
     if sorted(state.calls) != sorted(list(range(state.layers)) * passes):
         raise InputError(f"{type(model).__name__} computes its attention outside transformers' attention interface "
                          f"(layers masked: {sorted(set(state.calls))} of {state.layers}), so its heads cannot be "
-                         "masked; use a BERT-, RoBERTa-, XLM-R- or Llama-, GPT-2-, Gemma-style model")
+                         "masked; use a BERT-, RoBERTa-, XLM-R-, MPNet- or Llama-, GPT-2-, Gemma-style model")
