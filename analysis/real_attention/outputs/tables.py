@@ -12,6 +12,7 @@ from ..engine.measures import MEASURE_TEXT, WEIGHTS
 from ..engine.pipeline import RunResult
 from ..engine.words import WordAttention
 from .files import FLOAT_FORMAT, csv_flags, write_csv, write_csv_chunks, write_json  # noqa: F401  (re-exported)
+from .table_checks import table_records
 
 ATTENTION_COLUMNS = ["sentence", "layer", "head", "query_index", "query", "key_index", "key", "weight"]
 FOCUS_COLUMNS = ["sentence", "layer", "head", "top_key", "top_weight", "sense_weight", "marker_weight"]
@@ -27,16 +28,16 @@ def sentence_frame(number: int, words: tuple[str, ...], weights: np.ndarray) -> 
     """One sentence's rows of attention.csv (number from 1): weights (layers, heads, n, n), in C order, which
     is already the table's order."""
     layer, head, query, key = np.indices(weights.shape).reshape(4, -1)
-    words = np.array(words, dtype=object)
+    labels = np.array(words, dtype=object)
     return pd.DataFrame(
         {
             "sentence": number,
             "layer": layer + 1,
             "head": head + 1,
             "query_index": query,
-            "query": words[query],
+            "query": labels[query],
             "key_index": key,
-            "key": words[key],
+            "key": labels[key],
             "weight": weights.reshape(-1).astype(np.float64),
         }
     )[ATTENTION_COLUMNS]
@@ -45,7 +46,7 @@ def sentence_frame(number: int, words: tuple[str, ...], weights: np.ndarray) -> 
 def attention_frames(attentions: list[WordAttention]):
     """attention.csv's rows, one sentence's frame at a time (sorted within, and in sentence order)."""
     for number, attention in enumerate(attentions, start=1):
-        yield sentence_frame(number, attention.words, attention.weights)
+        yield sentence_frame(number, attention.words, attention.checked_weights())
 
 
 def attention_frame(attentions: list[WordAttention]) -> pd.DataFrame:
@@ -172,7 +173,7 @@ class SentenceTables:
 
     def add(self, number: int, sentence: FocusedSentence, rolled: np.ndarray | None = None) -> None:
         """Sentence `number` (from 1): its (layers, heads, n, n) maps, and its (layers, n, n) rollout if given."""
-        self.attention.add(number, sentence.attention.words, sentence.attention.weights)
+        self.attention.add(number, sentence.attention.words, sentence.attention.checked_weights())
         if rolled is not None:
             self.rollout.add(number, sentence.attention.words, rolled[:, None])  # (layers, 1, n, n)
 
@@ -281,7 +282,8 @@ def summary(result: RunResult) -> dict:
 
 
 def write_results(folder: Path, result: RunResult, *, tables_written: bool = False) -> dict:
-    """Write the result files into `folder` (rollout.csv when the rollout was computed); returns the summary.
+    """Write the result files into `folder` (rollout.csv when the rollout was computed); returns the summary,
+    whose "tables" records the row count and sha256 of attention and rollout as written.
 
     tables_written: attention and rollout are there already (a SentenceTables wrote them as the run went);
     write the others only. Otherwise the result must hold every sentence's maps.
@@ -295,6 +297,9 @@ def write_results(folder: Path, result: RunResult, *, tables_written: bool = Fal
     write_csv(focus_frame(sentences, report), folder / "focus.csv")
     write_csv(heads_frame(report), folder / "heads.csv")
     data = summary(result)
+    layers, heads = report.shape
+    # The per-sentence tables' row counts and sha256, which every reader checks (outputs/table_checks.py)
+    data["tables"] = table_records(folder, [s.attention.words for s in sentences], layers, heads)
     write_json(data, folder / "summary.json")
     return data
 

@@ -6,7 +6,7 @@ they finish in. The single process and a cluster therefore compute the same batc
 sums in the same order: with the same number of torch threads per process the results are equal bit for bit.
 (MKL's float32 matrix products may split their work differently for another thread count, which moves the
 means in the 7th significant digit; MKL_CBWR=AVX2,STRICT in every process's environment removes that, at a
-cost in speed; see README "On a cluster".)
+cost in speed; see docs/corpus.md, "On a cluster".)
 
 Dask is an optional extra: real_attention.statistics.dask_engine imports it, and only a run that asks for a cluster imports
 that module.
@@ -160,9 +160,11 @@ def run_corpus(engine: Engine, sentences, *, lang: str | None, model: str | None
         pinned = resolved_revision(choice, offline)
         spec = ModelSpec(lang=lang, model=model, request=None if choice.path is not None else pinned,
                          expected=pinned, device=device, offline=offline)
-        with connect(engine.workers, engine.scheduler, engine.worker_threads) as client:
+        threads = engine.worker_threads
+        assert threads is not None, "a cluster's workers get 1 torch thread unless --threads says otherwise"
+        with connect(engine.workers, engine.scheduler, threads) as client:
             workers = len(client.scheduler_info()["workers"])
-            sums, count = dask_sums(client, spec, engine.worker_threads, parts, batch_size, truncate, progress,
+            sums, count = dask_sums(client, spec, threads, parts, batch_size, truncate, progress,
                                     on_partition, units=units, measure=measure)
         record = engine_record(engine, workers, count)
         name = choice.name
