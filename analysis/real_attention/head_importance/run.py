@@ -202,8 +202,8 @@ def _prepared(scorer: Scorer, texts: list[str], labels: list | None, batch_size:
 # ------------------------------------------------------------------------------------------------------ API
 
 
-def objective(model: LoadedModel | str, sentences: Sequence, objective: str = AUTO, head_mask=None, *,
-              batch_size: int = 32, seed: int = 0, max_tokens: int | None = None) -> float:
+def objective(model: LoadedModel | str, sentences: Sequence[str | dict[str, Any]], objective: str = AUTO,
+              head_mask: Any = None, *, batch_size: int = 32, seed: int = 0, max_tokens: int | None = None) -> float:
     """The objective (a loss: lower is better) of the model on the sentences, with head h of layer l multiplied
     by head_mask[l, h] ((layers, heads) of 0/1 or any real ξ; None: the intact model).
 
@@ -222,9 +222,9 @@ def objective(model: LoadedModel | str, sentences: Sequence, objective: str = AU
     return float(evaluate(scorer, prepared, mask[None]).objective[0])
 
 
-def importance(model: LoadedModel | str, sentences: Sequence, objective: str = AUTO, *, batch_size: int = 32,
-               prune_step: float = 0.1, seed: int = 0, max_tokens: int | None = None, corpus: str | None = None,
-               progress: Callable[[int], Any] | None = None) -> ImportanceResult:
+def importance(model: LoadedModel | str, sentences: Sequence[str | dict[str, Any]], objective: str = AUTO, *,
+               batch_size: int = 32, prune_step: float = 0.1, seed: int = 0, max_tokens: int | None = None,
+               corpus: str | None = None, progress: Callable[[int], Any] | None = None) -> ImportanceResult:
     """Score every head (ablation and Taylor) and prune heads in three orders; see ImportanceResult.
 
     progress(n), if given, is called as the work advances, n sentence passes at a time; the total is
