@@ -5,6 +5,7 @@ one command's name from reaching another command's folder.
     results/lesson/, figures/lesson/               lesson
     results/corpus/<name>/, figures/corpus/<name>/ heads --corpus, merge
     results/syntax/<name>/, figures/syntax/<name>/ syntax
+    results/importance/<name>/, figures/importance/<name>/ importance
     figures/show/<lang>/                           show
 
 A new command that writes a folder of its own under results/ or figures/ adds its name to OWNED.
@@ -21,6 +22,7 @@ OWNED = {
     "corpus": "heads --corpus and merge",
     "lesson": "lesson",
     "syntax": "syntax",
+    "importance": "importance",
     "show": "show",
 }
 
