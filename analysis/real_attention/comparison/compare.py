@@ -34,8 +34,9 @@ AS_IS, WORDS_ONLY = "as-is", "words"
 RULE_TEXT = {
     AS_IS: "every model gave the same units (the same words and special tokens) for every sentence: the rows are "
            "compared as they are",
-    WORDS_ONLY: "the models' units differ (their special tokens): each row and column of a special token is "
-                "dropped and each row renormalised over the words",
+    WORDS_ONLY: "the models' units differ (their special tokens, or words one model's piece joins): each row and "
+                "column of a special token is dropped, words a piece joins in one model are joined in every model "
+                "(counts.joined sentences), and each row is renormalised over the words",
 }
 MEASURES = (WEIGHTS, NORM)
 
@@ -137,6 +138,28 @@ def _words(encoded) -> tuple[str, ...]:
     return tuple(w for w, k in zip(encoded.words, keep) if k)
 
 
+def common_words(words: Sequence[Sequence[str]]) -> tuple[list[np.ndarray], int]:
+    """Each model's words of one sentence -> (for each model, (its words,) int64 index of the common word each
+    falls in; the number of common words). The common words are the finest ones that every model's words make
+    up: where one model's piece straddles two units of the text rule and joins them ("$Q$," against "$Q$" ","),
+    the others' units are joined the same way. ValueError (with the word number) if the models' words do not
+    spell the same characters (spaces aside)."""
+    ends = []
+    for sequence in words:
+        lengths = [len("".join(word.split())) for word in sequence]
+        ends.append(np.cumsum(lengths, dtype=np.int64))
+    spelled = ["".join("".join(word.split()) for word in sequence) for sequence in words]
+    for index, text in enumerate(spelled[1:], start=1):
+        if text != spelled[0]:
+            at = next((i for i, (x, y) in enumerate(zip(spelled[0], text)) if x != y), min(len(text), len(spelled[0])))
+            word = int(np.searchsorted(ends[0], at, side="right"))
+            raise ValueError(f"model {index + 1} spells it differently from model 1 at word {word + 1}")
+    common = ends[0]
+    for other in ends[1:]:
+        common = np.intersect1d(common, other)  # sorted, unique: the boundaries every model has
+    return [np.searchsorted(common, e, side="left").astype(np.int64) for e in ends], len(common)
+
+
 def _encode_bucket(models, texts: list[str], units: str):
     """Each model's encoding of the texts -> (per text: the encodings of every model, or None if it is too
     long for some model; the number too long)."""
@@ -161,7 +184,7 @@ def _scan(models, names, sentences: Iterable[str], units: str, limit: int | None
     """The first pass: tokenize only. -> counts and the rule; InputError if, after dropping the special
     tokens, two models cut a sentence into different words (naming it), or no sentence is left."""
     rule = AS_IS
-    counts = {"lines": 0, "sentences": 0, "skipped": 0, "words": 0}
+    counts = {"lines": 0, "sentences": 0, "skipped": 0, "words": 0, "common": 0, "joined": 0}
     stream = itertools.islice(_clean(sentences), limit)
     number = 0
     while texts := list(itertools.islice(stream, bucket)):
@@ -174,23 +197,17 @@ def _scan(models, names, sentences: Iterable[str], units: str, limit: int | None
                 continue
             first = row[0]
             same = all(e.words == first.words and np.array_equal(e.kinds, first.kinds) for e in row[1:])
+            try:
+                _, common = common_words([_words(e) for e in row])
+            except ValueError as error:
+                raise InputError(f"sentence {number} ({_snippet(text)}): {error}; compare needs the same words in "
+                                 "every model") from None
             if not same:
-                words = _words(first)
-                for name, e in zip(names[1:], row[1:]):
-                    if _words(e) != words:
-                        other = _words(e)
-                        at = next((i for i, (x, y) in enumerate(zip(words, other)) if x != y),
-                                  min(len(words), len(other)))
-                        raise InputError(
-                            f"sentence {number} ({_snippet(text)}): {names[0]} and {name} cut it into different "
-                            f"words (word {at + 1}: {words[at] if at < len(words) else 'none'!r} against "
-                            f"{other[at] if at < len(other) else 'none'!r}); compare needs the same words in "
-                            "every model: use --units text, or leave the sentence out")
                 rule = WORDS_ONLY
             counts["sentences"] += 1
             counts["words"] += len(first.words)
-            counts.setdefault("words_only", 0)
-            counts["words_only"] += len(_words(first))
+            counts["common"] += common
+            counts["joined"] += int(any(len(_words(e)) != common for e in row))
     return {"rule": rule, "counts": counts}
 
 
@@ -217,9 +234,10 @@ def _word_units(batch) -> np.ndarray:
     return np.where(batch.units >= 0, pieces, -1)
 
 
-def word_rows(loaded, encoded: list, rule: str, measure: str, n: int):
+def word_rows(loaded, encoded: list, rule: str, measure: str, n: int, common: list | None = None):
     """One forward pass over a batch -> (B, layers * heads, n, n) float32 word rows on the model's device:
-    the maps of ra.attend (rule as-is), or without the special tokens, each row renormalised (rule words)."""
+    the maps of ra.attend (rule as-is), or of the common words without the special tokens, each row
+    renormalised (rule words; common[b]: sentence b's word -> common word, common_words)."""
     import torch
 
     from ..engine.extract import pad_batch
@@ -227,7 +245,13 @@ def word_rows(loaded, encoded: list, rule: str, measure: str, n: int):
     from ..engine.words import merge_maps
 
     batch = pad_batch(encoded, loaded.tokenizer.pad_token_id or 0)
-    units = batch.units if rule == AS_IS else _word_units(batch)
+    units = batch.units
+    if rule == WORDS_ONLY:
+        words = _word_units(batch)  # (B, t) each piece's word, -1 for specials and pads
+        units = np.full_like(words, -1)
+        for row, mapping in enumerate(common or []):
+            inside = words[row] >= 0
+            units[row, inside] = mapping[words[row, inside]]
     pieces = torch.from_numpy(units).to(loaded.device)  # (B, t)
     heads = loaded.heads
     out = torch.zeros((len(encoded), loaded.layers * heads, n, n), device=loaded.device)
@@ -253,7 +277,8 @@ def compare(models: Sequence, sentences: Iterable[str], *, names: Sequence[str] 
     every model takes, which rule), then run; a list, or a re-iterable such as CorpusLines(path); a one-shot
     iterator is read into a list. names: how the tables name each model (default: its loaded name).
     measure: "weights" or "norm"; units: the unit rule ("text" or "tokenizer"); batch_size: sentences per
-    forward pass; limit: the first N sentences only; progress: tqdm's update(n), one per sentence.
+    forward pass; limit: the first N sentences only; progress: a factory `progress(total=, desc=)` of a
+    tqdm-like bar, made after the first pass and advanced by one per sentence (None: no bar).
     Rows: as they are when every model gives the same units for every sentence; otherwise the special tokens'
     rows and columns are dropped and each row renormalised over the words (summary["rule"] says which). A
     decoder's causal rows are compared as they are. Raises InputError for fewer than two models, a sentence two
@@ -290,11 +315,16 @@ def compare(models: Sequence, sentences: Iterable[str], *, names: Sequence[str] 
     bucket = batch_size * BUCKET_BATCHES
     scan = _scan(models, labels, sentences, units, limit, bucket)
     counts, rule = scan["counts"], scan["rule"]
-    rows_total = counts["words"] if rule == AS_IS else counts["words_only"]
+    rows_total = counts["words"] if rule == AS_IS else counts["common"]
     if counts["sentences"] == 0 or rows_total == 0:
         raise InputError(f"no words in common: of {counts['lines']} sentence(s), {counts['skipped']} too long for "
                          "some model, none left to compare")
-    sums = _stream(models, sentences, rule, measure, units, limit, batch_size, bucket, progress)
+    bar = None if progress is None else progress(total=counts["lines"], desc="compare")
+    try:
+        sums = _stream(models, sentences, rule, measure, units, limit, batch_size, bucket, bar)
+    finally:
+        if bar is not None:
+            bar.close()
     matrix = _matrix(models, sums, rows_total)
     compared = tuple(ComparedModel(name=label, model=m.choice.name, revision=m.revision, layers=m.layers,
                                    heads=m.heads, causal=m.causal) for label, m in zip(labels, models))
@@ -309,7 +339,7 @@ def compare(models: Sequence, sentences: Iterable[str], *, names: Sequence[str] 
         "rule_text": RULE_TEXT[rule],
         "distance": "Jensen-Shannon divergence in nats (0 to ln 2), mean over every compared query row",
         "counts": {"lines": counts["lines"], "sentences": counts["sentences"], "skipped": counts["skipped"],
-                   "words": rows_total},
+                   "words": rows_total, "joined": counts["joined"] if rule == WORDS_ONLY else 0},
         "corpus": ({"name": sentences.path.name, "sha256": sentences.sha256}
                    if isinstance(sentences, CorpusLines) else None),
         "limit": limit,
@@ -358,7 +388,12 @@ def _stream(models, sentences, rule: str, measure: str, units: str, limit: int |
         if progress is not None and skipped:
             progress.update(skipped)
         kept = [row for row in rows if row is not None]
-        sizes = [len(row[0].words) if rule == AS_IS else len(_words(row[0])) for row in kept]
+        if rule == AS_IS:
+            mappings: list = [None] * len(kept)
+            sizes = [len(row[0].words) for row in kept]
+        else:
+            aligned = [common_words([_words(e) for e in row]) for row in kept]
+            mappings, sizes = [a[0] for a in aligned], [a[1] for a in aligned]
         for indices in _batches(kept, sizes, batch_size):
             n = max(sizes[i] for i in indices)
             lengths = torch.tensor([sizes[i] for i in indices], device=device)
@@ -368,7 +403,8 @@ def _stream(models, sentences, rule: str, measure: str, units: str, limit: int |
             lower_mask = full_mask & (positions[None, :] <= positions[:, None])[None] if any_causal else None
             packed = []
             for index, loaded in enumerate(models):
-                maps = word_rows(loaded, [kept[i][index] for i in indices], rule, measure, n).to(device)
+                common = None if rule == AS_IS else [mappings[i][index] for i in indices]
+                maps = word_rows(loaded, [kept[i][index] for i in indices], rule, measure, n, common).to(device)
                 packed.append(Packed.of(maps, full_mask, lower_mask, loaded.causal))
                 del maps
             for a, b in itertools.combinations_with_replacement(range(len(models)), 2):

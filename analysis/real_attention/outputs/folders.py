@@ -5,6 +5,8 @@ one command's name from reaching another command's folder.
     results/lesson/, figures/lesson/               lesson
     results/corpus/<name>/, figures/corpus/<name>/ heads --corpus, merge
     results/syntax/<name>/, figures/syntax/<name>/ syntax
+    results/compare/<name>/, figures/compare/<name>/ compare
+    results/detect/<name>/, figures/detect/<name>/ detect
     figures/show/<lang>/                           show
 
 A new command that writes a folder of its own under results/ or figures/ adds its name to OWNED.
@@ -18,6 +20,8 @@ OWNED = {
     "corpus": "heads --corpus and merge",
     "lesson": "lesson",
     "syntax": "syntax",
+    "compare": "compare",
+    "detect": "detect",
     "show": "show",
 }
 
