@@ -19,6 +19,7 @@ import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -309,7 +310,7 @@ def compare(models: Sequence, sentences: Iterable[str], *, names: Sequence[str] 
     labels = model_names(models, names)
     if isinstance(sentences, str):
         sentences = [sentences]
-    elif iter(sentences) is sentences:  # type: ignore[comparison-overlap]  # a one-shot iterator: read it once
+    elif iter(sentences) is sentences:  # a one-shot iterator: read it once
         sentences = list(sentences)
     _check_texts(sentences)
     bucket = batch_size * BUCKET_BATCHES
@@ -373,7 +374,7 @@ def _clean(texts: Iterable[str]) -> Iterator[str]:
 
 
 def _stream(models, sentences, rule: str, measure: str, units: str, limit: int | None, batch_size: int,
-            bucket: int, progress) -> dict[tuple[int, int], object]:
+            bucket: int, progress) -> dict[tuple[int, int], Any]:
     """The second pass: every block's (Ha, Hb) float64 running sum of JS over the compared rows."""
     import torch
 
@@ -381,7 +382,7 @@ def _stream(models, sentences, rule: str, measure: str, units: str, limit: int |
 
     any_causal = any(m.causal for m in models)
     device = torch.device(models[0].device)
-    sums: dict[tuple[int, int], object] = {}
+    sums: dict[tuple[int, int], Any] = {}
     stream = itertools.islice(_clean(sentences), limit)
     while texts := list(itertools.islice(stream, bucket)):
         rows, skipped = _encode_bucket(models, texts, units)
@@ -409,7 +410,7 @@ def _stream(models, sentences, rule: str, measure: str, units: str, limit: int |
                 del maps
             for a, b in itertools.combinations_with_replacement(range(len(models)), 2):
                 block = block_sums(packed[a], packed[b], same=a == b)
-                sums[(a, b)] = block if (a, b) not in sums else sums[(a, b)] + block  # type: ignore[operator]
+                sums[(a, b)] = block if (a, b) not in sums else sums[(a, b)] + block
             if progress is not None:
                 progress.update(len(indices))
     return sums
@@ -423,7 +424,7 @@ def _matrix(models, sums, rows: int) -> np.ndarray:
     starts = np.cumsum([0] + sizes)
     matrix = np.zeros((starts[-1], starts[-1]))
     for (a, b), block in sums.items():
-        values = block.cpu().numpy() / rows  # type: ignore[attr-defined]
+        values = block.cpu().numpy() / rows
         matrix[starts[a]:starts[a + 1], starts[b]:starts[b + 1]] = values
         matrix[starts[b]:starts[b + 1], starts[a]:starts[a + 1]] = values.T
     matrix = np.clip((matrix + matrix.T) / 2, 0.0, LN2)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -49,13 +50,13 @@ class Packed:
     those elements; full_sum / lower_sum: (heads,) float64 sum of p.
     """
 
-    full: object | None
-    lower: object | None
+    full: Any  # torch tensors (torch is imported when first needed)
+    lower: Any
     causal: bool
-    full_xlogx: object | None = None
-    full_sum: object | None = None
-    lower_xlogx: object | None = None
-    lower_sum: object | None = None
+    full_xlogx: Any = None
+    full_sum: Any = None
+    lower_xlogx: Any = None
+    lower_sum: Any = None
 
     @classmethod
     def of(cls, maps, full_mask, lower_mask, causal: bool) -> Packed:
