@@ -13,7 +13,6 @@ from click.testing import CliRunner
 import real_attention as ra
 from real_attention.cli import cli
 from real_attention.comparison.jsd import LN2, Packed, block_sums, classical_mds, js_rows
-from test_decoders import tiny_decoder
 
 SENTENCES = ["Me senté en el banco de mi jardín.", "Fui al banco a sacar dinero.", "the bank of the river ."]
 
@@ -162,8 +161,8 @@ def test_a_copy_with_permuted_heads_is_matched_back(sharp_dir, sharp, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def llama(tmp_path_factory):
-    return ra.load(str(tiny_decoder(tmp_path_factory.mktemp("tiny-llama-compare"), "llama")))
+def llama(tiny_decoders):
+    return ra.load(str(tiny_decoders("llama")))
 
 
 @pytest.mark.filterwarnings("ignore:the vocabulary")
@@ -346,15 +345,14 @@ def smollm2():
         pytest.skip(str(error))
 
 
-SEED_LINES = (1, 3, 5)  # lines of benchmarks/corpus_seeds.txt
+SEED_LINES = (1, 10, 12)  # lines of benchmarks/corpus_seeds.txt; SmolLM2 joins words of lines 10 and 12
 
 
 @pytest.mark.slow
-def test_minilm_against_smollm2_end_to_end(needs_minilm, smollm2, tmp_path):
+def test_minilm_against_smollm2_end_to_end(minilm, smollm2, tmp_path):
     lines = (Path(__file__).parent.parent / "benchmarks/corpus_seeds.txt").read_text(encoding="utf-8").splitlines()
-    minilm = ra.load("minilm")
     result = ra.compare([minilm, smollm2], [lines[i - 1] for i in SEED_LINES], names=["minilm", "smollm2"])
-    assert result.summary["rule"] == "words"
+    assert result.summary["rule"] == "words" and result.summary["counts"]["joined"] == 2  # "$Q$," and "$Q=XW^Q$,"
     assert result.matrix.shape == (72 + 270, 72 + 270)
     assert 0 <= result.matrix.min() and result.matrix.max() <= LN2
     assert len(result.matching) == 72 and result.matching["layer_b"].notna().all()
