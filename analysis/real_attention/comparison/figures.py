@@ -63,7 +63,7 @@ def distance_figure(result: CompareResult) -> Figure:
     matrix = result.matrix
     n = matrix.shape[0]
     side = float(np.clip(n * 0.03, 5.0, 11.0))
-    fig = new_figure(figsize=(side + 1.6, side + 1.0))
+    fig = new_figure(figsize=(side + 2.1, side + 1.0))
     width, height = fig.get_size_inches()
     ax = fig.add_axes((1.0 / width, 0.6 / height, side / width, side / height))
     image = ax.imshow(matrix, cmap=DISTANCE_CMAP, vmin=0.0, vmax=float(np.log(2)), interpolation="nearest")
