@@ -66,6 +66,23 @@ def test_streamed_block_sums_equal_the_definition(causal_a, causal_b):
     assert np.abs(np.diag(same)).max() < 5e-6
 
 
+@pytest.mark.parametrize("triangle", [False, True])
+@pytest.mark.parametrize("chunk", [1 << 17, 64])
+def test_pair_sums_agree_in_numpy_and_torch(triangle, chunk, monkeypatch):
+    from real_attention.comparison import jsd
+    from real_attention.comparison.jsd import pair_xlogx
+
+    monkeypatch.setattr(jsd, "CHUNK_ELEMENTS", chunk)  # 64: many chunks of rows and of elements
+    generator = torch.Generator().manual_seed(5)
+    a = torch.rand(7, 300, generator=generator) + 1e-3
+    b = a if triangle else torch.rand(5, 300, generator=generator) + 1e-3
+    s = a[:, None, :].double() + b[None, :, :].double()
+    expected = (s * s.log()).sum(-1).numpy()
+    for backend in ("numpy", "torch"):
+        got = pair_xlogx(a, b, triangle=triangle, backend=backend).numpy()
+        np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
 def test_classical_mds_recovers_a_plane_configuration():
     rng = np.random.default_rng(3)
     points = rng.normal(size=(12, 2))
@@ -118,6 +135,15 @@ def test_a_model_against_itself(tiny_self):
     assert len(result.distances) == 24 * 23 // 2
     assert result.summary["counts"]["sentences"] == 3
     assert list(result.mds.columns) == ["model", "layer", "head", "x", "y"]
+
+
+def test_the_norm_measure(sharp, tmp_path):
+    result = ra.compare([sharp, sharp], SENTENCES[:2], measure="norm", names=["a", "b"])
+    assert result.summary["measure"] == "norm" and np.abs(np.diag(result.block(0, 1))).max() < 1e-6
+    weights = ra.compare([sharp, sharp], SENTENCES[:2], names=["a", "b"])
+    assert np.abs(result.matrix - weights.matrix).max() > 1e-3  # other maps, other distances
+    results, _ = ra.write_compare(result, tmp_path, formats=())
+    assert results.name == "a-vs-b-norm"
 
 
 def _permuted_copy(folder: Path, target: Path, layer: int, order: list[int]) -> None:

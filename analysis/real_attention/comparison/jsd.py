@@ -76,21 +76,21 @@ class Packed:
         return packed
 
 
-def pair_xlogx(a, b, *, triangle: bool = False):
+def pair_xlogx(a, b, *, triangle: bool = False, backend: str | None = None):
     """G[i, j] = sum_e s ln s with s = a[i, e] + b[j, e]: a (Ha, E), b (Hb, E) float32 tensors, every value > 0
     (Packed clamps them) -> (Ha, Hb) float64 tensor on their device.
 
     In chunks of at most CHUNK_ELEMENTS elements, each summed in float32 and added in float64. On the CPU in numpy,
     one thread, into two reused buffers (torch's elementwise kernels were many times slower here, on a busy
     machine, and allocate per call); on another device in torch. triangle (a is b): only j >= i is computed (the
-    block is symmetric) and mirrored."""
+    block is symmetric) and mirrored. backend: "numpy" or "torch" (default: numpy on the CPU, else torch)."""
     import torch
 
     heads_a, elements = a.shape
     heads_b = b.shape[0]
     columns = max(1, min(elements, CHUNK_ELEMENTS // max(1, heads_b)))
     rows = max(1, CHUNK_ELEMENTS // (heads_b * columns))
-    on_cpu = a.device.type == "cpu"
+    on_cpu = (backend or ("numpy" if a.device.type == "cpu" else "torch")) == "numpy"
     out = np.zeros((heads_a, heads_b)) if on_cpu else torch.zeros((heads_a, heads_b), dtype=torch.float64,
                                                                        device=a.device)
     if on_cpu:
