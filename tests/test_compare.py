@@ -2,6 +2,8 @@
 the words-only rule across an encoder and a decoder, Olsson's test on a head forced to induct, bad input, files."""
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from pathlib import Path
 
@@ -266,7 +268,10 @@ def test_the_cli_writes_what_the_api_computes_byte_for_byte(tiny_model_dir, tiny
     assert {p.name: p.read_bytes() for p in [*folder.iterdir(), *figures.iterdir()]} == before
     header = (folder / "distances.csv").read_text().splitlines()[0]
     assert header == "model_a,layer_a,head_a,model_b,layer_b,head_b,js"
-    assert '"rule": "as-is"' in (folder / "summary.json").read_text()
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["rule"] == "as-is" and summary["corpus"]["name"] == "lines.txt"
+    assert summary["corpus"]["sha256"] == hashlib.sha256(corpus.read_bytes()).hexdigest()
+    assert summary["counts"]["sentences"] == 3
 
 
 @pytest.mark.parametrize("arguments, message", [

@@ -83,7 +83,7 @@ class CompareResult:
 
 class CorpusLines:
     """A corpus file's sentences, read afresh on each iteration (compare reads them twice): text with one
-    sentence per line, or JSONL with a "text" field; blank lines skipped. `sha256` is the file's after a pass."""
+    sentence per line, or JSONL with a "text" field; blank lines skipped. `sha256`: of the whole file."""
 
     def __init__(self, path: str | Path, fmt: str = "auto"):
         from ..statistics.sums import corpus_format
@@ -92,15 +92,22 @@ class CorpusLines:
         if not self.path.is_file():
             raise InputError(f"corpus file {self.path} not found")
         self.fmt = corpus_format(str(self.path), fmt)
-        self.sha256: str | None = None
+
+    @property
+    def sha256(self) -> str:
+        import hashlib
+
+        digest = hashlib.sha256()
+        with self.path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        return digest.hexdigest()
 
     def __iter__(self) -> Iterator[str]:
         from ..statistics.sums import CorpusReader
 
         with self.path.open("rb") as handle:
-            reader = CorpusReader(handle, self.fmt, source=str(self.path))
-            yield from reader
-            self.sha256 = reader.sha256
+            yield from CorpusReader(handle, self.fmt, source=str(self.path))
 
 
 def model_names(models: Sequence, names: Sequence[str] | None) -> list[str]:
