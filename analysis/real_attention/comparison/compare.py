@@ -16,10 +16,10 @@ whatever the number of sentences.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -27,6 +27,9 @@ import pandas as pd
 from ..engine.errors import InputError
 from ..engine.measures import NORM, WEIGHTS, check_measure
 from ..engine.units import DEFAULT_UNITS, check_rule
+
+if TYPE_CHECKING:
+    from ..engine.progress import ProgressBar
 
 DEFAULT_BATCH_SIZE = 32
 BUCKET_BATCHES = 32  # sentences read ahead and sorted by word count: this many batches
@@ -276,7 +279,7 @@ def word_rows(loaded, encoded: list, rule: str, measure: str, n: int, common: li
 
 def compare(models: Sequence, sentences: Iterable[str], *, names: Sequence[str] | None = None,
             measure: str = WEIGHTS, units: str = DEFAULT_UNITS, batch_size: int = DEFAULT_BATCH_SIZE,
-            limit: int | None = None, progress=None) -> CompareResult:
+            limit: int | None = None, progress: Callable[..., ProgressBar] | None = None) -> CompareResult:
     """Every pair of heads of two or more models, by the Jensen-Shannon divergence (nats, 0 to ln 2) between
     their word-level rows, averaged over every query word of every sentence.
 
