@@ -192,8 +192,9 @@ def _snippet(text: str) -> str:
 
 
 def _scan(models, names, sentences: Iterable[str], units: str, limit: int | None, bucket: int) -> dict:
-    """The first pass: tokenize only. -> counts and the rule; InputError if, after dropping the special
-    tokens, two models cut a sentence into different words (naming it), or no sentence is left."""
+    """The first pass: tokenize only. -> counts (common: the rows the words rule compares; joined: sentences
+    where a model's piece joins words) and the rule; InputError, naming the sentence, if two models' words spell it
+    differently (words that one model's piece joins are joined in all: common_words)."""
     rule = AS_IS
     counts = {"lines": 0, "sentences": 0, "skipped": 0, "words": 0, "common": 0, "joined": 0}
     stream = itertools.islice(_clean(sentences), limit)
