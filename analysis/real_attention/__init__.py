@@ -37,6 +37,8 @@ if TYPE_CHECKING:  # what editors and mypy read; at run time __getattr__ imports
     from .api.run import MeasureRun as MeasureRun, RunOutput as RunOutput, run as run
     from .live.server import app as app, serve as serve
     from .outputs.readback import read_attention as read_attention
+    from .head_importance.run import ImportanceResult as ImportanceResult, importance as importance
+    from .head_importance.run import objective as objective, write_importance as write_importance
     from .syntax_probe.probe import SyntaxResult as SyntaxResult, syntax as syntax, write_syntax as write_syntax
     from .comparison.compare import CompareResult as CompareResult, compare as compare
     from .comparison.compare import write_compare as write_compare
@@ -54,6 +56,8 @@ _API = {
     "syntax": ".syntax_probe.probe", "write_syntax": ".syntax_probe.probe", "SyntaxResult": ".syntax_probe.probe",
     "compare": ".comparison.compare", "write_compare": ".comparison.compare", "CompareResult": ".comparison.compare",
     "detect": ".comparison.detect", "write_detect": ".comparison.detect", "DetectResult": ".comparison.detect",
+    "importance": ".head_importance.run", "objective": ".head_importance.run",
+    "write_importance": ".head_importance.run", "ImportanceResult": ".head_importance.run",
     "LoadedModel": ".engine.models", "WordAttention": ".engine.words",
     "Thresholds": ".statistics.sums",
     "RealAttentionError": ".engine.errors", "InputError": ".engine.errors",

@@ -41,10 +41,18 @@ class Group(click.Group):
     """The command group: an unexpected exception is a bug; show its traceback, ask for a report, exit 1."""
 
     def invoke(self, ctx: click.Context):
+        import signal
+
+        from .outputs.staging import Terminated, sigterm_as_interrupt
+
         try:
-            return super().invoke(ctx)
+            with sigterm_as_interrupt():  # SIGTERM (kill, timeout, docker stop) cleans up as Ctrl-C does
+                return super().invoke(ctx)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, BrokenPipeError):
             raise  # BrokenPipeError: the reader went away; main() ends quietly
+        except Terminated:
+            click.echo("Terminated.", err=True)
+            ctx.exit(128 + signal.SIGTERM)  # the status a shell reports for a process SIGTERM ended
         except KeyboardInterrupt:
             raise click.exceptions.Abort() from None
         except Exception:  # noqa: BLE001 - a bug, not bad input
@@ -481,6 +489,74 @@ def detect_command(lang, model_name, revision, offline, device, length, repeats,
                                                       formats, wait=not no_wait)
     if not quiet:
         click.echo(f"{result.summary['model']}: {samples} samples of {length} random tokens x {repeats}")
+        click.echo(describe(result))
+        click.echo(f"wrote {results_folder} and {figures_folder}")
+
+
+# ---- importance: which heads matter (Michel et al. 2019) ----------------------------------------------------
+
+
+@cli.command("importance")
+@click.option("--corpus", "corpus", required=True, type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="One sentence a line, or JSON lines {\"text\": ..., \"label\": ...} (labels for --objective label).")
+@click.option("--lang", help="Use the pinned model of this language (es, en); or pass --model.")
+@model_options
+@click.option("--objective", type=click.Choice(["auto", "lm", "mlm", "embedding", "label"]), default="auto",
+              show_default=True,
+              help="The loss the heads are scored by. lm: next-token cross-entropy (decoders); mlm: cross-entropy on "
+                   "15% of the pieces masked (encoders with a masked-LM head); embedding: 1 - cos with the intact "
+                   "model's mean-pooled embedding; label: cross-entropy and accuracy of a classifier on labelled "
+                   "lines. auto: label, lm, mlm, embedding, the first the model and the corpus allow.")
+@click.option("--name", metavar="NAME", help="The folder under results/importance/ and figures/importance/. "
+              "Default: the corpus file's stem.")
+@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Score the first N sentences only.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True, metavar="N",
+              help="Sentences per forward pass (sorted by length first); several masks share a pass.")
+@click.option("--prune-step", type=click.FloatRange(min=0, max=1, min_open=True), default=0.1, show_default=True,
+              metavar="F", help="Fraction of all heads removed at each step of the pruning curves.")
+@click.option("--max-tokens", type=click.IntRange(min=2), metavar="N",
+              help="Cut each sentence to its first N pieces (special ones included); the model's maximum by default.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the random pruning order and of the mlm objective's masked pieces.")
+@out_option
+@format_option
+@wait_option
+@quiet_option
+def importance_command(corpus, lang, model_name, revision, offline, device, objective, name, limit, batch_size,
+                       prune_step, max_tokens, seed, out_dir, formats, no_wait, quiet) -> None:
+    """Which heads matter: each head's importance by ablation and by Michel et al.'s Taylor score, and the
+    objective as heads are pruned in three orders (Michel, Levy and Neubig 2019).
+
+    Writes OUT/results/importance/NAME/ (heads.csv, pruning.csv, summary.json) and
+    OUT/figures/importance/NAME/ (ablation.png, taylor.png, pruning.png).
+    """
+    from tqdm.auto import tqdm
+
+    from .engine.errors import InputError
+    from .engine.models import choose_model, load_model
+    from .head_importance.objectives import HEAD_OF, LABEL, choose_objective, label_ids
+    from .head_importance.run import (describe, folder_name, importance, importance_work, model_config,
+                                      read_corpus, split_sentences, write_importance)
+
+    with friendly_errors():
+        if model_name is None and lang is None:
+            raise InputError("importance needs a model: pass --model ID_OR_PATH (e.g. --model minilm) or --lang es|en")
+        name = folder_name(name or corpus.stem)
+        texts, labels = split_sentences(read_corpus(corpus, limit))
+        choice = choose_model(lang, model_name, revision)
+        config = model_config(choice, offline)
+        chosen = choose_objective(config, objective, labels is not None, choice.name)
+        if chosen == LABEL:
+            label_ids(config, labels or [])  # a label the model lacks, before the model loads
+        loaded = load_model(choice, device=device, offline=offline, head=HEAD_OF[chosen])
+        total = importance_work(loaded.layers, loaded.heads, len(texts), prune_step, chosen != "embedding")
+        with tqdm(total=total, unit="sent", desc=name, disable=quiet, file=sys.stderr, dynamic_ncols=True) as bar:
+            result = importance(loaded, [{"text": t, "label": lab} for t, lab in zip(texts, labels)]
+                                if labels is not None else texts, chosen, batch_size=batch_size,
+                                prune_step=prune_step, seed=seed, max_tokens=max_tokens, corpus=name,
+                                progress=bar.update)
+        results_folder, figures_folder = write_importance(result, out_dir, name, formats, wait=not no_wait)
+    if not quiet:
         click.echo(describe(result))
         click.echo(f"wrote {results_folder} and {figures_folder}")
 

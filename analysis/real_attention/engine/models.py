@@ -68,6 +68,8 @@ class LoadedModel:
     heads: int
     max_tokens: int  # the most tokens one sentence may have, specials included
     causal: bool = False  # a decoder: each token sees itself and the tokens before it, never after
+    full: Any = None  # the model with its head (language-model or classifier) when loaded with one; `model` is
+    # its base model, inside it (same weights)
 
 
 def minilm_path() -> Path:
@@ -384,13 +386,23 @@ def quiet_loading(gguf: bool = False) -> Iterator[None]:
             hf_logging.disable_progress_bar()
 
 
-def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False) -> LoadedModel:
+HEADS = {"causal_lm": "AutoModelForCausalLM", "masked_lm": "AutoModelForMaskedLM",
+         "classification": "AutoModelForSequenceClassification"}  # load_model's `head` -> the transformers class
+
+
+def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False,
+               head: str | None = None) -> LoadedModel:
     """Load tokenizer and model with eager attention, so output_attentions gives every map.
 
     Encoders and decoders load as their base model (AutoModel): no language-model head, whose maps are the same.
+    With `head` (a key of HEADS) the model loads with that head as `full`, and `model` is its base model.
     """
     import torch
-    from transformers import AutoModel, AutoTokenizer
+    import transformers
+    from transformers import AutoTokenizer
+
+    assert head is None or head in HEADS, head
+    AutoModel = getattr(transformers, HEADS[head] if head else "AutoModel")
 
     source = str(choice.path) if choice.path is not None else choice.name
     options = {"local_files_only": True} if choice.path is not None else hub_options(choice, offline)
@@ -426,6 +438,9 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False) 
         model = model.to(torch.device(device)).eval()
     except (RuntimeError, AssertionError) as error:
         raise ModelUnavailable(f"cannot use device {device!r}: {_first_line(error)}") from None
+    full = None
+    if head is not None:
+        full, model = model, model.base_model
     config = model.config
     revision = folder_revision(choice) if choice.path is not None else resolved_commit(choice, options)
     # RoBERTa-style embeddings (RoBERTa, XLM-R, MPNet) number positions from padding_idx + 1
@@ -443,4 +458,5 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False) 
         heads=config.num_attention_heads,
         max_tokens=min(limits),
         causal=is_causal(config),
+        full=full,
     )
