@@ -40,6 +40,9 @@ if TYPE_CHECKING:  # what editors and mypy read; at run time __getattr__ imports
     from .head_importance.run import ImportanceResult as ImportanceResult, importance as importance
     from .head_importance.run import objective as objective, write_importance as write_importance
     from .syntax_probe.probe import SyntaxResult as SyntaxResult, syntax as syntax, write_syntax as write_syntax
+    from .comparison.compare import CompareResult as CompareResult, compare as compare
+    from .comparison.compare import write_compare as write_compare
+    from .comparison.detect import DetectResult as DetectResult, detect as detect, write_detect as write_detect
     from .statistics.sums import Thresholds as Thresholds
 
 # Each public name and the module (relative to this package) that defines it.
@@ -51,6 +54,8 @@ _API = {
     "run": ".api.run", "RunOutput": ".api.run", "MeasureRun": ".api.run",
     "corpus": ".api.corpus", "merge": ".api.corpus", "CorpusOutput": ".api.corpus",
     "syntax": ".syntax_probe.probe", "write_syntax": ".syntax_probe.probe", "SyntaxResult": ".syntax_probe.probe",
+    "compare": ".comparison.compare", "write_compare": ".comparison.compare", "CompareResult": ".comparison.compare",
+    "detect": ".comparison.detect", "write_detect": ".comparison.detect", "DetectResult": ".comparison.detect",
     "importance": ".head_importance.run", "objective": ".head_importance.run",
     "write_importance": ".head_importance.run", "ImportanceResult": ".head_importance.run",
     "LoadedModel": ".engine.models", "WordAttention": ".engine.words",

@@ -388,6 +388,112 @@ def syntax_command(treebank, lang, model_name, revision, offline, device, measur
         click.echo(f"wrote {results_folder} and {figures_folder}")
 
 
+# --- compare and detect: heads side by side, and Olsson's test -----------------------------------------------
+
+
+@cli.command("compare")
+@click.option("--corpus", required=True, type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="UTF-8 text with one sentence per line, or .jsonl with a \"text\" field (read twice: first only "
+                   "tokenized).")
+@click.option("--model", "model_names", multiple=True, metavar="ID_OR_PATH",
+              help="A model to compare; give it twice or more (the same model twice compares it with itself).")
+@click.option("--revision", "revisions", multiple=True, metavar="REV",
+              help="Hub revision of each --model, in the same order: give it once per --model or not at all.")
+@click.option("--offline", is_flag=True, help="Use local files only; never touch the network.")
+@click.option("--device", default="cpu", show_default=True, help="Torch device, e.g. cpu, cuda, mps.")
+@click.option("--measure", type=click.Choice(["weights", "norm"]), default="weights", show_default=True,
+              help="The maps compared: post-softmax weights, or norm (||alpha f(x)||, Kobayashi et al. 2020).")
+@units_option
+@click.option("--name", metavar="NAME", help="The folder under results/compare/ and figures/compare/. "
+              "Default: the models' names joined by -vs-.")
+@click.option("--limit", type=int, metavar="N", help="Compare on the first N sentences only.")
+@click.option("--batch-size", type=int, default=32, show_default=True, help="Sentences per forward pass.")
+@out_option
+@format_option
+@wait_option
+@quiet_option
+def compare_command(corpus, model_names, revisions, offline, device, measure, units, name, limit, batch_size,
+                    out_dir, formats, no_wait, quiet) -> None:
+    """Compare every head of two or more models with every other (Clark et al. 2019, Sec. 6).
+
+    The distance between two heads is the Jensen-Shannon divergence (nats, 0 to ln 2) of their word-level rows,
+    averaged over every query word of every sentence. Writes OUT/results/compare/NAME/ (distances.csv,
+    matching.csv, mds.csv, summary.json) and OUT/figures/compare/NAME/ (mds.png, distances.png and, for two
+    models, layers.png).
+    """
+    from .api.api import load
+    from .comparison.compare import CorpusLines, compare, default_name, describe, folder_name, write_compare
+    from .engine.errors import InputError
+
+    with friendly_errors():
+        if len(model_names) < 2:
+            raise InputError(f"compare needs at least two models: give --model twice or more (got "
+                             f"{len(model_names)}); --model minilm --model minilm compares MiniLM with itself")
+        if revisions and len(revisions) != len(model_names):
+            raise InputError(f"--revision was given {len(revisions)} time(s) for {len(model_names)} --model; give "
+                             "it once per --model, in the same order, or not at all")
+        paired = list(zip(model_names, revisions or [None] * len(model_names)))
+        labels = [model if revision is None else f"{model}@{revision}" for model, revision in paired]
+        for value, option in ((batch_size, "--batch-size"), (limit, "--limit")):
+            if value is not None and value < 1:
+                raise InputError(f"{option} must be at least 1, not {value}")
+        name = name or default_name(labels)
+        folder_name(name, measure)  # a bad --name, before any work
+        lines = CorpusLines(corpus)
+        models = [load(model, revision=revision, device=device, offline=offline) for model, revision in paired]
+        result = compare(models, lines, names=labels, measure=measure, units=units, batch_size=batch_size,
+                         limit=limit, progress=None if quiet else progress_bar)
+        results_folder, figures_folder = write_compare(result, out_dir, name, formats, wait=not no_wait)
+    if not quiet:
+        click.echo(describe(result))
+        click.echo(f"wrote {results_folder} and {figures_folder}")
+
+
+@cli.command("detect")
+@click.option("--lang", help="Use the pinned model of this language (es, en); or pass --model.")
+@model_options
+@click.option("--length", type=int, default=25, show_default=True, help="Random tokens per sequence (at least 2).")
+@click.option("--repeats", type=int, default=4, show_default=True, help="Times each sequence is repeated.")
+@click.option("--samples", type=int, default=32, show_default=True, help="Random sequences.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the draw.")
+@click.option("--batch-size", type=int, default=32, show_default=True, help="Sequences per forward pass.")
+@click.option("--name", metavar="NAME", help="The folder under results/detect/ and figures/detect/. "
+              "Default: the model's last path part.")
+@out_option
+@format_option
+@wait_option
+@quiet_option
+def detect_command(lang, model_name, revision, offline, device, length, repeats, samples, seed, batch_size, name,
+                   out_dir, formats, no_wait, quiet) -> None:
+    """Find induction and previous-token heads by repeated random tokens (Olsson et al. 2022).
+
+    Per head, in the repeats after the first: induction (weight on the token right after the current token's
+    previous occurrence), duplicate (on that occurrence), previous (on the token before), first (on position 0)
+    and the row entropy. Writes OUT/results/detect/NAME/ (heads.csv, summary.json) and
+    OUT/figures/detect/NAME/scores.png.
+    """
+    from .api.api import load
+    from .comparison.detect import check_options, default_name, describe, detect, write_detect
+    from .outputs.folders import plain_folder_name
+
+    with friendly_errors():
+        if model_name is None and lang is None:
+            from .engine.errors import InputError
+
+            raise InputError("detect needs a model: pass --model ID_OR_PATH (e.g. --model smollm2) or --lang es|en")
+        check_options(length, repeats, samples, seed, batch_size)
+        if name is not None:
+            plain_folder_name(name, "--name")
+        loaded = load(model_name, revision=revision, lang=lang, device=device, offline=offline)
+        result = detect(loaded, length=length, repeats=repeats, samples=samples, seed=seed, batch_size=batch_size)
+        results_folder, figures_folder = write_detect(result, out_dir, name or default_name(loaded.choice.name),
+                                                      formats, wait=not no_wait)
+    if not quiet:
+        click.echo(f"{result.summary['model']}: {samples} samples of {length} random tokens x {repeats}")
+        click.echo(describe(result))
+        click.echo(f"wrote {results_folder} and {figures_folder}")
+
+
 # ---- importance: which heads matter (Michel et al. 2019) ----------------------------------------------------
 
 

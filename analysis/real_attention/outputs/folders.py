@@ -5,6 +5,8 @@ one command's name from reaching another command's folder.
     results/lesson/, figures/lesson/               lesson
     results/corpus/<name>/, figures/corpus/<name>/ heads --corpus, merge
     results/syntax/<name>/, figures/syntax/<name>/ syntax
+    results/compare/<name>/, figures/compare/<name>/ compare
+    results/detect/<name>/, figures/detect/<name>/ detect
     results/importance/<name>/, figures/importance/<name>/ importance
     figures/show/<lang>/                           show
 
@@ -22,6 +24,8 @@ OWNED = {
     "corpus": "heads --corpus and merge",
     "lesson": "lesson",
     "syntax": "syntax",
+    "compare": "compare",
+    "detect": "detect",
     "importance": "importance",
     "show": "show",
 }
