@@ -367,15 +367,6 @@ def test_detect_files(tiny_model_dir, tmp_path):
 # --- real models ---------------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def smollm2():
-    pytest.importorskip("gguf")
-    try:
-        return ra.load("smollm2")
-    except ra.ModelUnavailable as error:
-        pytest.skip(str(error))
-
-
 SEED_LINES = (1, 10, 12)  # lines of benchmarks/corpus_seeds.txt; SmolLM2 joins words of lines 10 and 12
 
 

@@ -312,18 +312,6 @@ def test_smollm2_without_gguf_names_what_to_install(monkeypatch):
         load_model(choice)
 
 
-@pytest.fixture(scope="session")
-def smollm2():
-    """The packaged SmolLM2 (about 20 s and 1.2 GB to load), once per session."""
-    from real_attention.engine.errors import ModelUnavailable
-    from real_attention.engine.models import choose_model, load_model
-
-    try:
-        return load_model(choose_model(None, "smollm2", None))
-    except ModelUnavailable as error:
-        pytest.skip(str(error))
-
-
 @pytest.mark.slow
 def test_smollm2_masks_every_later_word_exactly(smollm2):
     from real_attention.engine.extract import encode, forward_layers, pad_batch
