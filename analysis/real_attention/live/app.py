@@ -218,7 +218,7 @@ async def read_body(request) -> bytes:
 
     try:
         return await asyncio.wait_for(receive(), BODY_TIMEOUT)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise BadRequest(f"the body did not arrive within {BODY_TIMEOUT:g} s") from None
 
 
