@@ -39,10 +39,16 @@ def friendly_errors():
 
 @contextmanager
 def loading_notice(quiet: bool):
-    """While in it, a model that starts loading says what it is on stderr, one line (nothing when quiet)."""
+    """While in it, a model that starts loading says what it is on stderr, one line (nothing when quiet); above a
+    progress bar already drawn (heads --corpus draws its bar first), as tqdm.write puts it."""
     from .engine.models import ON_LOADING
 
-    token = ON_LOADING.set(None if quiet else (lambda line: click.echo(line, err=True)))
+    def say(line: str) -> None:
+        from tqdm.auto import tqdm
+
+        tqdm.write(line, file=sys.stderr)
+
+    token = ON_LOADING.set(None if quiet else say)
     try:
         yield
     finally:
