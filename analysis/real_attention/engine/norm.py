@@ -11,6 +11,7 @@ layer runs, and the output projection's weight gives W_O^h; the layer is never r
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import ModelUnavailable
 from .extract import attention_modules
@@ -37,8 +38,8 @@ def _attribute(module, dotted: str):
 class Projections:
     """One layer's value projection (hooked) and its output projection's per-head slices."""
 
-    value: object  # the torch module whose output holds x W_V + b_V, (B, t, kv_heads * d) at `columns`
-    gram: object  # (heads, d, d) float32 tensor W_O^h W_O^h^T, so that ||v W_O^h||^2 = v W_O^h W_O^h^T v^T
+    value: Any  # the torch module whose output holds x W_V + b_V, (B, t, kv_heads * d) at `columns`
+    gram: Any  # (heads, d, d) float32 tensor W_O^h W_O^h^T, so that ||v W_O^h||^2 = v W_O^h W_O^h^T v^T
     group: int  # query heads per key/value head (grouped-query attention; 1 otherwise)
     columns: slice | None = None  # where the values are in the module's output (GPT-2's c_attn gives q, k, v)
 
@@ -129,7 +130,7 @@ class NormHooks:
 
     def __init__(self, loaded):
         self.layers = projections(loaded.model, loaded.heads)
-        self.values: dict[int, object] = {}
+        self.values: dict[int, Any] = {}
         self._handles: list = []
 
     def __enter__(self) -> NormHooks:

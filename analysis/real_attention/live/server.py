@@ -1,6 +1,7 @@
 """`ra.app` (the ASGI app, mountable) and `ra.serve` (the app on uvicorn, until Ctrl-C): the live page's entry points."""
 from __future__ import annotations
 
+import asyncio
 import socket
 import sys
 import threading
@@ -20,7 +21,9 @@ def _timed_protocol(header_timeout: float):
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class TimedH11Protocol(H11Protocol):
-        def connection_made(self, transport) -> None:  # type: ignore[override]
+        _header_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport) -> None:
             super().connection_made(transport)
             self._header_timer = self.loop.call_later(header_timeout, self._no_headers)
 

@@ -124,7 +124,10 @@ def _sentence(path: Path, block: list[tuple[int, str]]) -> TreeSentence | None:
     lines = [(number, line) for number, line in block if not line.startswith("#")]
     if not lines:
         return None
-    words, heads, relations, numbers = [], [], [], []
+    words: list[str] = []
+    heads: list[int] = []
+    relations: list[str] = []
+    numbers: list[int] = []
     for (number, _), token in zip(lines, _parse(path, lines)):
         identifier = token["id"]
         if isinstance(identifier, tuple):  # a multiword token's range (1-2) or an empty node (8.1)

@@ -127,5 +127,5 @@ def run_mixing(loaded, sentence_set, *, units: str = "text", progress: Callable 
                note: Callable[[str], None] | None = None) -> Mixing:
     """compute_mixing on a run's sentences, with their focus and sense words as units (run --mixing)."""
     texts = [sentence.text for sentence in sentence_set.sentences]
-    required = [(sentence_set.focus, sentence.sense) for sentence in sentence_set.sentences]
+    required: list[tuple[str, ...]] = [(sentence_set.focus, sentence.sense) for sentence in sentence_set.sentences]
     return compute_mixing(loaded, texts, units=units, required=required, progress=progress, note=note)

@@ -55,7 +55,7 @@ def blocks(loaded) -> list[Block]:
     modules = attention_modules(model)
     if modules is None or not isinstance(layer_class, type):
         raise _unsupported(model, "gives its maps only through output_attentions")
-    layers = [module for module in model.modules() if isinstance(module, layer_class)]
+    layers: list[Any] = [module for module in model.modules() if isinstance(module, layer_class)]
     if len(layers) != loaded.layers or len(modules) != loaded.layers:
         raise _unsupported(model, "shares one attention module across its layers")
     found = []
