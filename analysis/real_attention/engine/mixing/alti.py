@@ -96,7 +96,8 @@ class Decomposer:
         values = recorded["values"][0]  # (H, t, d), each query head's view
         w_out, b_out = layer.output_weights(heads)  # (H, d, hidden), (hidden,)
         self.x = given.hidden[0]  # (t, hidden)
-        self.moved = torch.einsum("htd,hdk->htk", values, w_out)  # (H, t, hidden) W_O^h v^h_j
+        self.moved = torch.bmm(values.contiguous(), w_out.contiguous())  # (H, t, hidden) W_O^h v^h_j
+        self.moved_by_key = self.moved.transpose(0, 1).contiguous()  # (t_j, H, hidden)
         t = self.x.shape[0]
         self.part: NormPart | None = None
         if self.kind == "pre":
@@ -117,7 +118,10 @@ class Decomposer:
         """The decomposition of queries start .. stop - 1: parts (stop - start, t, hidden)."""
         import torch
 
-        parts = torch.einsum("hij,hjk->ijk", self.weights[:, start:stop], self.moved)  # sum_h alpha W_O v
+        # sum_h alpha^h_ij W_O^h v^h_j as one batched product over keys j: (j, i, h) @ (j, h, hidden). The same
+        # products and sums as torch.einsum("hij,hjk->ijk"), whose strided float64 path is 20x slower.
+        by_key = self.weights[:, start:stop].permute(2, 1, 0).contiguous()  # (t_j, rows, H)
+        parts = torch.bmm(by_key, self.moved_by_key).permute(1, 0, 2)  # (rows, t_j, hidden)
         rows = torch.arange(stop - start)
         if self.kind == "pre":
             parts[rows, rows + start] += self.x[start:stop]
