@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ..statistics.sums import Thresholds
     from ..engine.models import LoadedModel
     from ..engine.pipeline import RunResult
+    from ..engine.progress import Progress
     from ..engine.words import WordAttention
 
 DEFAULT_LANG = "es"  # the lesson's
@@ -398,7 +399,7 @@ def heatmap(sentence: Attention | WordAttention, layer: int, head: int, *, index
 
 
 def corpus_stats(model: LoadedModel, lines: Iterable[str], *, batch_size: int = 32, truncate: bool = False,
-                 thresholds: Thresholds | None = None, progress=None, units: str = "text",
+                 thresholds: Thresholds | None = None, progress: Progress | None = None, units: str = "text",
                  measure: str = "weights") -> pd.DataFrame:
     """The corpus heads.csv table: per head (layer, head from 1), its label and the pooled statistics over
     every word of every line, plus n_sentences and n_words. Blank lines are skipped; lines longer than the
@@ -443,7 +444,8 @@ def _checked_lines(lines: object) -> Iterable[str]:
                 raise InputError(f"lines: line {number} {problem}")
             yield item
 
-    return checked(lines)  # type: ignore[arg-type]
+    assert isinstance(lines, Iterable), "_strings raised for anything else"
+    return checked(lines)
 
 
 def mixing(model: LoadedModel, texts: str | Iterable[str], *, focus: str | None = None,

@@ -337,15 +337,19 @@ class LiveModel:
             self.worker.stop()
 
 
-async def _not_found(_request, _exc):
+# Starlette types every handler as taking any Exception (its keys can be status codes or exception classes)
+async def _not_found(_request, _exc: Exception):
     return error(404, "no such page; the pages are /, /api/attend, /api/report and /api/health")
 
 
-async def _not_allowed(request, _exc):
+async def _not_allowed(request, _exc: Exception):
     return error(405, f"{request.method} is not allowed here")
 
 
-async def _http_error(_request, exc):
+async def _http_error(_request, exc: Exception):
+    from starlette.exceptions import HTTPException
+
+    assert isinstance(exc, HTTPException), "registered for HTTPException only"
     return error(exc.status_code, str(exc.detail))
 
 

@@ -85,20 +85,20 @@ def attend_many(model, queries: list[Query], lang: str = "") -> list:
         attentions, _, rollouts = attend_with_sums(model, texts, units=units, required=required, measure=measure)
     except RealAttentionError:  # each alone, so the message names that query's own sentence numbers
         return [_alone(model, query, lang) for query in queries]
-    answers: list = []  # an Attention, or the RealAttentionError of that query
+    answers: list[Attention | RealAttentionError] = []
     start = 0
     for query, chosen in zip(queries, sets):
-        rows = slice(start, start + len(query.texts))
-        start += len(query.texts)
+        span = slice(start, start + len(query.texts))
+        start = span.stop
         if chosen is None:
-            answers.append(Attention(sentences=tuple(attentions[rows]), model=model.choice.name,
+            answers.append(Attention(sentences=tuple(attentions[span]), model=model.choice.name,
                                      revision=model.revision, versions=versions(), units=units, measure=measure,
-                                     rollout=tuple(rollouts[rows]), causal=model.causal))
+                                     rollout=tuple(rollouts[span]), causal=model.causal))
             continue
         try:
             answers.append(from_result(classify_words(
-                attentions[rows], chosen, model=model.choice.name, revision=model.revision, versions=versions(),
-                units=units, measure=measure, rollout=tuple(rollouts[rows]), causal=model.causal,
+                attentions[span], chosen, model=model.choice.name, revision=model.revision, versions=versions(),
+                units=units, measure=measure, rollout=tuple(rollouts[span]), causal=model.causal,
                 weights_note=model.choice.weights_note)))
         except RealAttentionError as error:
             answers.append(error)

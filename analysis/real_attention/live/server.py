@@ -5,8 +5,12 @@ import asyncio
 import socket
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 from ..engine.errors import InputError
+
+if TYPE_CHECKING:
+    from ..engine.models import LoadedModel
 
 LOCALHOST = "127.0.0.1"
 HEADER_TIMEOUT = 10.0  # seconds a connection may take to send a request's headers (slowloris, half-open)
@@ -62,7 +66,7 @@ def server_config(application, *, header_timeout: float = HEADER_TIMEOUT):
                           timeout_keep_alive=KEEP_ALIVE_TIMEOUT, h11_max_incomplete_event_size=MAX_HEADER_BYTES)
 
 
-def _loaded(model):
+def _loaded(model: LoadedModel | str) -> LoadedModel:
     """A LoadedModel as given, or one loaded from a name ("minilm", a Hub id, a folder)."""
     if isinstance(model, str):
         from ..api.api import load
@@ -71,7 +75,8 @@ def _loaded(model):
     return model
 
 
-def app(model, *, lang: str | None = None, measure: str = "weights", max_sentences: int = 16, max_pieces: int = 256):
+def app(model: LoadedModel | str, *, lang: str | None = None, measure: str = "weights", max_sentences: int = 16,
+        max_pieces: int = 256):
     """The live page and its JSON API as a Starlette (ASGI) app, for one model fixed now.
 
     model: a LoadedModel (`ra.load(...)`) or a name to load. lang: the packaged config's table whose sentences
@@ -118,7 +123,7 @@ def url_of(sock: socket.socket) -> str:
     return f"http://{shown}:{port}/"
 
 
-def serve(model, *, host: str = LOCALHOST, port: int = 8000, lang: str | None = None, measure: str = "weights",
+def serve(model: LoadedModel | str, *, host: str = LOCALHOST, port: int = 8000, lang: str | None = None, measure: str = "weights",
           max_sentences: int = 16, max_pieces: int = 256, open_browser: bool = False, quiet: bool = False) -> None:
     """Serve the live page of `model` on host:port until Ctrl-C (or SIGTERM), then return.
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -93,7 +94,7 @@ def _raw(line: list[str], index: int) -> str:
 
 # The columns the probe never reads (FEATS, DEPS, MISC) stay as written: conllu's parsers for them are most of
 # its time on a treebank. ID, FORM, HEAD and DEPREL are parsed and checked by conllu as usual.
-RAW_FIELDS = {"feats": _raw, "deps": _raw, "misc": _raw}
+RAW_FIELDS: dict[str, Callable[[list[str], int], Any]] = {"feats": _raw, "deps": _raw, "misc": _raw}
 
 
 def _parse(path: Path, lines: list[tuple[int, str]]) -> list:
