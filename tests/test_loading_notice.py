@@ -44,6 +44,8 @@ def test_serve_says_it_before_it_listens(tiny_model_dir, monkeypatch):
     said = CliRunner().invoke(cli, ["serve", "--model", str(tiny_model_dir)])
     assert said.exit_code == 0, said.output
     assert said.stderr.startswith(f"Loading {tiny_model_dir.name} (") and len(seen) == 1
+    quiet = CliRunner().invoke(cli, ["serve", "--model", str(tiny_model_dir), "--quiet"])
+    assert quiet.exit_code == 0 and "Loading " not in quiet.stderr and len(seen) == 2
 
 
 def test_the_line_names_a_pinned_model_and_its_revision():

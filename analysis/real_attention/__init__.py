@@ -37,6 +37,8 @@ if TYPE_CHECKING:  # what editors and mypy read; at run time __getattr__ imports
     from .api.run import MeasureRun as MeasureRun, RunOutput as RunOutput, run as run
     from .live.server import app as app, serve as serve
     from .outputs.readback import read_attention as read_attention
+    from .head_importance.run import ImportanceResult as ImportanceResult, importance as importance
+    from .head_importance.run import objective as objective, write_importance as write_importance
     from .syntax_probe.probe import SyntaxResult as SyntaxResult, syntax as syntax, write_syntax as write_syntax
     from .statistics.sums import Thresholds as Thresholds
 
@@ -49,6 +51,8 @@ _API = {
     "run": ".api.run", "RunOutput": ".api.run", "MeasureRun": ".api.run",
     "corpus": ".api.corpus", "merge": ".api.corpus", "CorpusOutput": ".api.corpus",
     "syntax": ".syntax_probe.probe", "write_syntax": ".syntax_probe.probe", "SyntaxResult": ".syntax_probe.probe",
+    "importance": ".head_importance.run", "objective": ".head_importance.run",
+    "write_importance": ".head_importance.run", "ImportanceResult": ".head_importance.run",
     "LoadedModel": ".engine.models", "WordAttention": ".engine.words",
     "Thresholds": ".statistics.sums",
     "RealAttentionError": ".engine.errors", "InputError": ".engine.errors",

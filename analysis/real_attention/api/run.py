@@ -121,7 +121,7 @@ def run(lang: str = "es", config: str | Path | None = None, model: str | None = 
     from ..outputs.drawing import FIGURE_SENTENCES, Drawing, DrawingPool, font_note, run_jobs, run_texts
     from ..outputs.folders import run_folder_name
     from ..outputs.report import REPORT_NAME, write_report
-    from ..outputs.staging import staged_outputs
+    from ..outputs.staging import check_targets, staged_outputs
     from ..outputs.tables import SentenceTables, check_table_format, write_results
 
     check_measure(measure)
@@ -135,6 +135,7 @@ def run(lang: str = "es", config: str | Path | None = None, model: str | None = 
     measures = COMPARED if compare_measures else (measure,)
     lang = run_folder_name(lang)
     out = Path(out)
+    check_targets(out / kind / (lang + folder_suffix(m)) for kind in ("results", "figures") for m in measures)
     sentence_set = load_sentences(config, lang)
     choice = choose_model(lang, model, revision)
     runs: list[MeasureRun] = []

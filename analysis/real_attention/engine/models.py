@@ -71,6 +71,8 @@ class LoadedModel:
     heads: int
     max_tokens: int  # the most tokens one sentence may have, specials included
     causal: bool = False  # a decoder: each token sees itself and the tokens before it, never after
+    full: Any = None  # the model with its head (language-model or classifier) when loaded with one; `model` is
+    # its base model, inside it (same weights)
 
 
 def minilm_path() -> Path:
@@ -397,13 +399,23 @@ def loading_line(choice: ModelChoice, device: str) -> str:
     return f"Loading {choice.short} ({choice.name} @ {pin}{weights}) on {device}\u2026"
 
 
-def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False) -> LoadedModel:
+HEADS = {"causal_lm": "AutoModelForCausalLM", "masked_lm": "AutoModelForMaskedLM",
+         "classification": "AutoModelForSequenceClassification"}  # load_model's `head` -> the transformers class
+
+
+def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False,
+               head: str | None = None) -> LoadedModel:
     """Load tokenizer and model with eager attention, so output_attentions gives every map.
 
     Encoders and decoders load as their base model (AutoModel): no language-model head, whose maps are the same.
+    With `head` (a key of HEADS) the model loads with that head as `full`, and `model` is its base model.
     """
     import torch
-    from transformers import AutoModel, AutoTokenizer
+    import transformers
+    from transformers import AutoTokenizer
+
+    assert head is None or head in HEADS, head
+    AutoModel = getattr(transformers, HEADS[head] if head else "AutoModel")
 
     notify = ON_LOADING.get()
     if notify is not None:
@@ -442,6 +454,9 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False) 
         model = model.to(torch.device(device)).eval()
     except (RuntimeError, AssertionError) as error:
         raise ModelUnavailable(f"cannot use device {device!r}: {_first_line(error)}") from None
+    full = None
+    if head is not None:
+        full, model = model, model.base_model
     config = model.config
     revision = folder_revision(choice) if choice.path is not None else resolved_commit(choice, options)
     # RoBERTa-style embeddings (RoBERTa, XLM-R, MPNet) number positions from padding_idx + 1
@@ -459,4 +474,5 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False) 
         heads=config.num_attention_heads,
         max_tokens=min(limits),
         causal=is_causal(config),
+        full=full,
     )

@@ -5,6 +5,7 @@ one command's name from reaching another command's folder.
     results/lesson/, figures/lesson/               lesson
     results/corpus/<name>/, figures/corpus/<name>/ heads --corpus, merge
     results/syntax/<name>/, figures/syntax/<name>/ syntax
+    results/importance/<name>/, figures/importance/<name>/ importance
     figures/show/<lang>/                           show
 
 A new command that writes a folder of its own under results/ or figures/ adds its name to OWNED.
@@ -13,11 +14,16 @@ from __future__ import annotations
 
 from ..engine.errors import InputError
 
+# The longest name a folder under --out may have: file systems allow 255 bytes, and the hidden folders beside it
+# add about 40 (`.NAME-value-zeroing.staging-abcd1234`, `NAME-shard-12-of-64`).
+MAX_NAME_BYTES = 128
+
 # folder name under results/ or figures/ -> the command that owns it
 OWNED = {
     "corpus": "heads --corpus and merge",
     "lesson": "lesson",
     "syntax": "syntax",
+    "importance": "importance",
     "show": "show",
 }
 
@@ -32,6 +38,10 @@ def plain_folder_name(name: str, what: str) -> str:
             or any(char in name for char in "/\\\0:") or any(ord(char) < 32 for char in name)):
         raise InputError(f"{what} {name!r} cannot be a folder name: use one plain name without slashes, "
                          "like es or my-corpus")
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if size > MAX_NAME_BYTES:
+        raise InputError(f"{what} {name[:24]!r}... is too long for a folder name: {size} bytes, at most "
+                         f"{MAX_NAME_BYTES} (UTF-8); choose a shorter name")
     return name
 
 
