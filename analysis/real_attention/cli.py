@@ -37,6 +37,24 @@ def friendly_errors():
         raise CommandError(str(error), error.exit_code) from None
 
 
+@contextmanager
+def loading_notice(quiet: bool):
+    """While in it, a model that starts loading says what it is on stderr, one line (nothing when quiet); above a
+    progress bar already drawn (heads --corpus draws its bar first), as tqdm.write puts it."""
+    from .engine.models import ON_LOADING
+
+    def say(line: str) -> None:
+        from tqdm.auto import tqdm
+
+        tqdm.write(line, file=sys.stderr)
+
+    token = ON_LOADING.set(None if quiet else say)
+    try:
+        yield
+    finally:
+        ON_LOADING.reset(token)
+
+
 class Group(click.Group):
     """The command group: an unexpected exception is a bug; show its traceback, ask for a report, exit 1."""
 
@@ -208,7 +226,7 @@ def run_command(no_report: bool, no_figures: bool, model_name: str | None, out_d
     from .api.run import run
     from .outputs.console import run_lines
 
-    with friendly_errors():
+    with friendly_errors(), loading_notice(quiet):
         output = run(model=model_name, out=out_dir, figures=not no_figures, report=not no_report, quiet=quiet,
                      wait=not no_wait, progress=warn, **options)
     for line in output.leftovers + tuple(note for note in (output.unknown_note, output.font_note) if note):
@@ -295,7 +313,7 @@ def heads_command(corpus_specs, more_specs, model_name, out_dir, no_wait, quiet,
     from .api.corpus import corpus
     from .outputs.console import corpus_lines
 
-    with friendly_errors():
+    with friendly_errors(), loading_notice(quiet):
         output = corpus(corpus_specs + more_specs, model=model_name, out=out_dir, wait=not no_wait,
                         progress=None if quiet else progress_bar, **options)
     for line in output.leftovers:
@@ -377,7 +395,8 @@ def syntax_command(treebank, lang, model_name, revision, offline, device, measur
         folder_name(name, measure)  # a bad --name, before any work
         check_options(batch_size, min_count)
         bank = scan_treebank(treebank, limit)
-        loaded = load(model_name, revision=revision, lang=lang, device=device, offline=offline)
+        with loading_notice(quiet):
+            loaded = load(model_name, revision=revision, lang=lang, device=device, offline=offline)
         with tqdm(total=bank.sentences, unit="sent", desc=name, disable=quiet, file=sys.stderr,
                   dynamic_ncols=True) as bar:
             result = syntax(loaded, bank, measure=measure, min_count=min_count, batch_size=batch_size, progress=bar)
@@ -593,7 +612,8 @@ def serve_command(lang, model_name, revision, offline, device, host, port, measu
             from .engine.errors import InputError
 
             raise InputError("serve needs a model: pass --model ID_OR_PATH (e.g. --model minilm) or --lang es|en")
-        loaded = load(model_name, revision=revision, lang=lang, device=device, offline=offline)
+        with loading_notice(quiet):
+            loaded = load(model_name, revision=revision, lang=lang, device=device, offline=offline)
         serve(loaded, host=host, port=port, lang=lang, measure=measure, max_sentences=max_sentences,
               max_pieces=max_pieces, open_browser=open_browser, quiet=quiet)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
 
 from ..engine.errors import InputError
+from ..engine.text import check_text, is_blank, text_problem
 from ..engine.units import check_rule
 
 if TYPE_CHECKING:
@@ -161,7 +162,7 @@ def _text(value: object, name: str, what: str) -> str:
     if not isinstance(value, str) or not value.strip():
         shown = "an empty string" if isinstance(value, str) else f"{_kind(value)} {value!r:.60}"
         raise InputError(f"{name} must be a non-empty string ({what}), not {shown}")
-    return value
+    return check_text(value, name)
 
 
 def _optional_text(value: object, name: str, what: str) -> str | None:
@@ -202,6 +203,7 @@ def _strings(values: object, name: str, item: str = "sentence") -> list[str]:
             raise InputError(f"{name}: {item} {number} is {_kind(value)} {value!r:.60}, not a string")
         if not value.strip():
             raise InputError(f"{name}: {item} {number} is empty; pass non-empty strings")
+        check_text(value, f"{name}: {item} {number}")
     return items
 
 
@@ -437,6 +439,9 @@ def _checked_lines(lines: object) -> Iterable[str]:
         for number, item in enumerate(items, start=1):
             if not isinstance(item, str):
                 raise InputError(f"lines: line {number} is {_kind(item)} {item!r:.60}, not a string")
+            problem = text_problem(item)
+            if problem is not None and not is_blank(item):  # a line with nothing visible is counted as blank
+                raise InputError(f"lines: line {number} {problem}")
             yield item
 
     assert isinstance(lines, Iterable), "_strings raised for anything else"

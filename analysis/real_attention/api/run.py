@@ -85,6 +85,15 @@ def check_formats(formats: str | Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
+def layer_bar(total: int, desc: str):
+    """A tqdm bar on stderr that shows itself only after a second (a short job draws nothing)."""
+    import sys
+
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="layer", file=sys.stderr, dynamic_ncols=True, delay=1.0)
+
+
 def run(lang: str = "es", config: str | Path | None = None, model: str | None = None, revision: str | None = None,
         out: str | Path = ".", units: str = "text", measure: str = "weights", compare_measures: bool = False,
         figures: bool = True, report: bool = True, formats: str | Sequence[str] = ("png",),
@@ -151,7 +160,8 @@ def run(lang: str = "es", config: str | Path | None = None, model: str | None = 
             from ..outputs.mixing import write_mixing
 
             check_mixing(loaded)
-            mixed = run_mixing(loaded, sentence_set, units=units)
+            mixed = run_mixing(loaded, sentence_set, units=units, progress=None if quiet else layer_bar,
+                               note=progress)
         for m in measures:
             folder = lang + folder_suffix(m)
             # The tables are written as each batch of sentences is done; only the maps that the report and the

@@ -11,6 +11,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .errors import InputError, ModelUnavailable
+from .text import check_text
 from .units import DEFAULT_UNITS, GIVEN_WORDS, Joined, MissingWord, UnitError, join_words
 from .words import PAD, group
 
@@ -81,6 +82,8 @@ def encode(tokenizer, texts: list[str], max_tokens: int, truncate: bool = False,
     """
     # split_special_tokens: a user's "[SEP]" or "</s>" is text, encoded as the pieces of its characters; only the
     # tokenizer's own special tokens (added around the text) get special ids.
+    for number, text in enumerate(texts, start=1):  # every entry point checked already: this is the last guard
+        check_text(text, f"sentence {number}")
     specials_as_text(tokenizer)
     options = dict(return_offsets_mapping=True, return_special_tokens_mask=True, verbose=False,
                    split_special_tokens=True)

@@ -4,8 +4,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -30,6 +31,8 @@ SMOLLM2_NAME = "HuggingFaceTB/SmolLM2-135M-Instruct"
 SMOLLM2_WEIGHTS = "dequantised from 4 bits (GGUF Q4_1) to float32"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 MIN_VOCABULARY = 20  # fewer ordinary pieces than this is no real tokenizer (the tests' tiny one has 38)
+# Told "Loading ... on cpu…" as a model starts loading (the CLI sets it to print to stderr; None: nothing said).
+ON_LOADING: ContextVar[Callable[[str], None] | None] = ContextVar("real_attention_on_loading", default=None)
 
 
 @dataclass(frozen=True)
@@ -404,6 +407,16 @@ def resolve_device(device: str) -> str:
     return "cpu"
 
 
+def loading_line(choice: ModelChoice, device: str) -> str:
+    """What is loading, for the line said before it loads: 'Loading all-MiniLM-L6-v2
+    (sentence-transformers/all-MiniLM-L6-v2 @ c9745ed1) on cpu…'."""
+    from .naming import short_revision
+
+    pin = short_revision(choice.revision) if choice.revision else "a local folder"
+    weights = f", {choice.weights_note}" if choice.weights_note else ""
+    return f"Loading {choice.short} ({choice.name} @ {pin}{weights}) on {device}\u2026"
+
+
 HEADS = {"causal_lm": "AutoModelForCausalLM", "masked_lm": "AutoModelForMaskedLM",
          "classification": "AutoModelForSequenceClassification"}  # load_model's `head` -> the transformers class
 
@@ -422,6 +435,9 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False,
     assert head is None or head in HEADS, head
     AutoModel = getattr(transformers, HEADS[head] if head else "AutoModel")
 
+    notify = ON_LOADING.get()
+    if notify is not None:
+        notify(loading_line(choice, device))
     source = str(choice.path) if choice.path is not None else choice.name
     options = {"local_files_only": True} if choice.path is not None else hub_options(choice, offline)
     if choice.gguf_file is not None:  # dequantised on loading; float32, as the maps are

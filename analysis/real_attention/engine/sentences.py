@@ -9,6 +9,7 @@ from importlib import resources
 from pathlib import Path
 
 from .errors import InputError
+from .text import text_problem
 
 DEFAULT_CONFIG_NAME = "sentences.toml"
 
@@ -80,6 +81,9 @@ def _nonempty_str(value: object, where: str) -> str:
         raise ConfigError(f"{where} must be a string, got {value!r}")
     if not value.strip():
         raise ConfigError(f"{where} is empty")
+    problem = text_problem(value)
+    if problem is not None:
+        raise ConfigError(f"{where} {problem}")
     return value.strip()
 
 

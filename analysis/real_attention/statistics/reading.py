@@ -9,6 +9,7 @@ from typing import BinaryIO
 from collections.abc import Iterable, Iterator
 
 from ..engine.errors import InputError
+from ..engine.text import is_blank, text_problem
 
 
 class CorpusError(InputError):
@@ -85,7 +86,7 @@ class CorpusReader:
                 continue
             self.lines += 1
             text = self._text(raw, number)
-            if text:
+            if not is_blank(text):  # blank: nothing visible (whitespace, zero-width or control characters only)
                 yield text
             else:
                 self.blank += 1
@@ -113,4 +114,7 @@ class CorpusReader:
         if "\x00" in text:
             raise CorpusError(f"line {number} of {self.source} holds a NUL byte (\\x00): the file is binary or "
                               "damaged; remove the NUL bytes (e.g. tr -d '\\000' < FILE > CLEAN) and run again")
+        problem = text_problem(text)
+        if problem is not None and not is_blank(text):  # an unpaired surrogate (a JSONL "\\ud83d" escape)
+            raise CorpusError(f"line {number} of {self.source} {problem}")
         return text
