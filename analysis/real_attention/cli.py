@@ -171,7 +171,7 @@ MEASURE_TEXT = ("weights (post-softmax attention), norm (||alpha f(x)||, Kobayas
 
 def measure_option(help_text: str):
     """--measure, with the help of the command that takes it (what the measure changes differs by command)."""
-    from .engine.measures import MEASURES, WEIGHTS
+    from .engine.measure_names import MEASURES, WEIGHTS
 
     def decorate(function):
         return click.option("--measure", type=click.Choice(MEASURES), default=WEIGHTS, show_default=True,

@@ -18,9 +18,7 @@ from .mixing import layers as rerun
 from .mixing import value_zeroing
 from .norm import NORM, norm_maps  # noqa: F401  (norm_maps re-exported)
 
-WEIGHTS = "weights"
-VALUE_ZEROING = value_zeroing.VALUE_ZEROING
-MEASURES = (WEIGHTS, NORM, VALUE_ZEROING)
+from .measure_names import MEASURES, VALUE_ZEROING, WEIGHTS  # noqa: E402, F401  (re-exported)
 COMPARED = (WEIGHTS, NORM)  # the two measures --compare-measures puts side by side
 MEASURE_TEXT = {
     WEIGHTS: "Weights: each head's attention after the softmax (how much of each word's vector the head mixes in).",

@@ -16,7 +16,7 @@ from typing import Any
 from .errors import ModelUnavailable
 from .extract import attention_modules
 
-NORM = "norm"  # the measure's name (--measure norm, folders <lang>-norm; run --mixing's "norm" map)
+from .measure_names import NORM  # noqa: E402, F401  (re-exported; --measure norm, folders <lang>-norm; run --mixing's "norm" map)
 TEXT = ("Norm-based: each weight times the length of what that word adds, ||\u03b1 f(x)|| (Kobayashi et al., "
         "2020), each row rescaled to sum to 1 (100 %).")
 TITLE = "norm-based weight \u2016\u03b1f(x)\u2016"

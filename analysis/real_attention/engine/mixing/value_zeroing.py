@@ -13,7 +13,7 @@ import numpy as np
 
 from .layers import Layer64, LayerInput, each_layer, scale_rows
 
-VALUE_ZEROING = "value-zeroing"  # the measure's name (--measure value-zeroing, folders <lang>-value-zeroing)
+from ..measure_names import VALUE_ZEROING  # noqa: E402  (--measure value-zeroing, folders <lang>-value-zeroing)
 KEY = VALUE_ZEROING.replace("-", "_")  # the same name as an identifier: run --mixing's map key, mixing.csv's
 # measure column and summary.json's value_zeroing_* keys (written so since they first were)
 TEXT = ("Value zeroing per head: how much the layer's output for each word changes (1 - cosine) when this head "
