@@ -51,8 +51,8 @@ def shards(tiny_model_dir, tmp_path_factory):
 @pytest.mark.parametrize("field, text, message", [
     ("blank", "1" + "0" * 400, "field 'blank' is a number of 401 digits, more than any corpus can have"),
     ("sentences", str(2**60), "field 'sentences' is a number of 19 digits, more than any corpus can have"),
-    ("uniform", "Infinity", "field 'uniform' is inf, not a finite number"),
-    ("uniform", "1e400", "field 'uniform' is inf, not a finite number"),
+    ("uniform", "Infinity", "field 'uniform' is inf, not a whole number"),
+    ("uniform", "1e400", "field 'uniform' is inf, not a whole number"),
 ])
 def test_merge_refuses_absurd_or_non_finite_sums(field, text, message, shards, tmp_path):
     edited = tmp_path / shards[1].name
