@@ -29,6 +29,7 @@ from ..engine.measures import NORM, WEIGHTS, check_measure
 from ..engine.units import DEFAULT_UNITS, check_rule
 
 if TYPE_CHECKING:
+    from ..engine.models import LoadedModel
     from ..engine.progress import ProgressBar
 
 DEFAULT_BATCH_SIZE = 32
@@ -278,7 +279,7 @@ def word_rows(loaded, encoded: list, rule: str, measure: str, n: int, common: li
     return out
 
 
-def compare(models: Sequence, sentences: Iterable[str], *, names: Sequence[str] | None = None,
+def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: Sequence[str] | None = None,
             measure: str = WEIGHTS, units: str = DEFAULT_UNITS, batch_size: int = DEFAULT_BATCH_SIZE,
             limit: int | None = None, progress: Callable[..., ProgressBar] | None = None) -> CompareResult:
     """Every pair of heads of two or more models, by the Jensen-Shannon divergence (nats, 0 to ln 2) between

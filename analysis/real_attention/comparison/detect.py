@@ -19,11 +19,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from ..engine.errors import InputError
+
+if TYPE_CHECKING:
+    from ..engine.models import LoadedModel
 
 DEFAULTS = {"length": 25, "repeats": 4, "samples": 32, "seed": 0}
 SCORES = ("induction", "duplicate", "previous", "first", "entropy")
@@ -113,7 +117,7 @@ def layer_scores(weights, queries, length: int):
     return torch.stack([*picked, entropy])
 
 
-def detect(model, *, length: int = 25, repeats: int = 4, samples: int = 32, seed: int = 0,
+def detect(model: LoadedModel, *, length: int = 25, repeats: int = 4, samples: int = 32, seed: int = 0,
            batch_size: int = 32) -> DetectResult:
     """Olsson's repeated-random-token test: every head's induction, duplicate, previous, first and entropy scores.
 
