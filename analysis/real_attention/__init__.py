@@ -15,7 +15,8 @@ The Python API (`import real_attention as ra`)::
 and the `real-attention` command line (real_attention.cli), a thin layer over the same functions. Importing this
 package loads no torch, transformers, matplotlib, pandas or click and changes no global state: each public name
 is imported from its stage on first use (PEP 562). The block under TYPE_CHECKING names the same objects for
-editors and type checkers; tests/test_layout.py checks that it and `_API` agree.
+editors and type checkers; tests/test_layout.py checks that it and `_API` agree. The stage folders and the
+one-way graph of their imports: docs/layout.md.
 """
 from __future__ import annotations
 
