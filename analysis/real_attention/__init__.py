@@ -32,8 +32,9 @@ if TYPE_CHECKING:  # what editors and mypy read; at run time __getattr__ imports
     from .engine.mixing import Mixing as Mixing
     from .engine.models import LoadedModel as LoadedModel
     from .engine.words import WordAttention as WordAttention
-    from .api.api import Attention as Attention, attend as attend, classify as classify
-    from .api.api import corpus_stats as corpus_stats, heatmap as heatmap, load as load, mixing as mixing
+    from .api.api import attend as attend, classify as classify, corpus_stats as corpus_stats, heatmap as heatmap
+    from .api.api import load as load, mixing as mixing
+    from .api.attention import Attention as Attention
     from .api.corpus import CorpusOutput as CorpusOutput, corpus as corpus, merge as merge
     from .api.run import MeasureRun as MeasureRun, RunOutput as RunOutput, run as run
     from .live.server import app as app, serve as serve
@@ -44,7 +45,7 @@ if TYPE_CHECKING:  # what editors and mypy read; at run time __getattr__ imports
 # Each public name and the module (relative to this package) that defines it.
 _API = {
     "load": ".api.api", "attend": ".api.api", "classify": ".api.api", "heatmap": ".api.api",
-    "corpus_stats": ".api.api", "Attention": ".api.api", "mixing": ".api.api",
+    "corpus_stats": ".api.api", "mixing": ".api.api", "Attention": ".api.attention",
     "Mixing": ".engine.mixing",
     "read_attention": ".outputs.readback",
     "run": ".api.run", "RunOutput": ".api.run", "MeasureRun": ".api.run",

@@ -57,7 +57,7 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
     from ..statistics.cluster import Engine, run_corpus
     from ..statistics.inputs import CorpusText, expand
     from ..statistics.sums import CorpusRun, Shard, Thresholds, folder_name, write_corpus
-    from .run import check_formats
+    from ..outputs.formats import check_formats
 
     check_measure(measure)
     check_rule(units)
@@ -102,7 +102,7 @@ def merge(shard_dirs: Sequence[str | Path], *, out: str | Path = ".", formats: s
     the files of the unsharded run. Returns a CorpusOutput."""
     from ..outputs.staging import staged_outputs
     from ..statistics.sums import merge_shards, write_corpus
-    from .run import check_formats
+    from ..outputs.formats import check_formats
 
     formats = check_formats(formats)
     folders = [Path(d) for d in ([shard_dirs] if isinstance(shard_dirs, (str, Path)) else shard_dirs)]
