@@ -8,9 +8,11 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from .checks import whole_number
 from .errors import InputError
 
 DEFAULT_CONFIG_NAME = "sentences.toml"
+DEFAULT_LANG = "es"  # the lesson's: the table of the packaged config that `run`, `show` and `serve` use by default
 
 
 class ConfigError(InputError):
@@ -65,14 +67,8 @@ def read_config(path: str | Path | None) -> tuple[dict, str]:
     return tables, source
 
 
-def _positive_int(value: object, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{where} must be a whole number >= 1, got {value!r}")
-    return value
-
-
 def _optional_occurrence(raw: dict, key: str, where: str) -> int | None:
-    return _positive_int(raw[key], f"{where}: {key}") if key in raw else None
+    return whole_number(raw[key], f"{where}: {key}", error=ConfigError) if key in raw else None
 
 
 def _nonempty_str(value: object, where: str) -> str:
