@@ -27,7 +27,8 @@ Stages. The package's folders are stages that import one way, bottom to top:
 - `outputs/`: what is written or shown: tables, figures, the report, console lines, staged folders, read-back.
 - `lesson/`: the lesson's model-free numbers and figures. `api/`: ra.load, ra.attend, ... (api), their argument
   checks (arguments), Attention (attention), ra.run (run), ra.corpus and ra.merge (corpus).
-- `syntax_probe/`: ra.syntax. `live/`: ra.serve and ra.app. A new folder is a job stage of this level.
+- `syntax_probe/`: ra.syntax. `live/`: ra.serve and ra.app. `head_importance/` and `comparison/` (the importance
+  and compare jobs, where present) are job stages of this level too, as is any new folder.
 
 A module imports its own stage and those below it, never one above it nor another stage of its level (api and
 lesson do not import each other), inside functions and under TYPE_CHECKING too; tests/test_layout.py reads every
