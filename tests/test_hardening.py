@@ -5,25 +5,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from conftest import SPANISH
+from conftest import SPANISH, error_line, invoke, run_tiny
 from real_attention import cli
 
 
-def invoke(*args, **kwargs):
-    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False, **kwargs)
 
-
-def run_tiny(model_dir, out, *extra):
-    return invoke("run", "--model", model_dir, "--out", out, "--no-figures", "--no-report", *extra)
-
-
-def error_line(result) -> str:
-    lines = [line for line in result.output.splitlines() if line.startswith("Error:")]
-    assert len(lines) == 1, result.output
-    assert "Traceback" not in result.output
-    return lines[0]
 
 
 def write(path: Path, text: str, encoding: str = "utf-8") -> Path:

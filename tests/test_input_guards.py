@@ -15,6 +15,7 @@ from real_attention.engine.heads import HeadSums
 from real_attention.engine.words import SPECIAL_KINDS
 from real_attention.outputs.files import json_text, write_json
 
+from conftest import error_line, invoke as shared_invoke
 from real_attention import cli
 
 SENTENCES = ["me senté en el banco de mi jardín .", "fui al banco a sacar dinero .", "el banco de mi jardín .",
@@ -22,14 +23,8 @@ SENTENCES = ["me senté en el banco de mi jardín .", "fui al banco a sacar dine
 
 
 def invoke(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args])
+    return shared_invoke(*args, catch_exceptions=True)
 
-
-def error_line(result) -> str:
-    lines = [line for line in result.output.splitlines() if line.startswith("Error:")]
-    assert len(lines) == 1, result.output
-    assert "Traceback" not in result.output
-    return lines[0]
 
 
 # --- merge refuses corrupt sums; JSON never holds NaN --------------------------------------------------------
@@ -151,10 +146,6 @@ def test_focus_occurrence_two_can_no_longer_pick_the_final_sep(tiny_model_dir, t
 
 
 def test_a_typed_end_of_sentence_is_text_for_xlmr():
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).parent))
     from test_units import SPECIAL_NAMES, xlmr_tokenizer_file
     from transformers import PreTrainedTokenizerFast
 
@@ -167,15 +158,10 @@ def test_a_typed_end_of_sentence_is_text_for_xlmr():
     assert tokenizer("a")["input_ids"][-1] == tokenizer.eos_token_id
 
 
-def test_a_typed_special_is_text_for_a_decoder(tmp_path_factory):
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).parent))
+def test_a_typed_special_is_text_for_a_decoder(tiny_decoders, tmp_path_factory):
     from real_attention.engine.models import choose_model, load_model
-    from test_decoders import tiny_decoder
 
-    folder = tiny_decoder(tmp_path_factory.mktemp("tiny-llama-specials"), "llama")
+    folder = tiny_decoders("llama")
     loaded = load_model(choose_model("en", str(folder), None))
     tokenizer = loaded.tokenizer
     (sentence,), _ = encode(tokenizer, ["the <s> bank <pad> ."], 32)

@@ -64,10 +64,9 @@ def test_norm_agrees_with_the_state_dict_computed_by_hand(tiny_loaded):
     assert not np.allclose(tool, piece_maps(tiny_loaded, SENTENCE, WEIGHTS), atol=1e-3)
 
 
-def test_norm_agrees_with_the_state_dict_on_minilm(needs_minilm):
-    import real_attention as ra
+def test_norm_agrees_with_the_state_dict_on_minilm(minilm):
 
-    loaded = ra.load("minilm")
+    loaded = minilm
     np.testing.assert_allclose(piece_maps(loaded, SENTENCE, NORM), reference_norm(loaded, SENTENCE), atol=1e-5)
 
 

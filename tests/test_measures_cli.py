@@ -10,14 +10,11 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from conftest import SPANISH
+from conftest import SPANISH, invoke
 from real_attention import cli
 
 TEXTS = ["Me senté en el banco de mi jardín.", "Fui al banco a sacar dinero."]
 
-
-def invoke(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
 
 
 def config(tmp_path: Path) -> Path:
@@ -204,12 +201,12 @@ def test_report_data_holds_the_measure_and_the_focus_rollout(tiny_loaded):
         assert sentence["rollout"] == expected.astype(int).tolist()
 
 
-def test_minilm_norm_lowers_the_marker_share_in_most_heads(needs_minilm):
+def test_minilm_norm_lowers_the_marker_share_in_most_heads(minilm):
     """Kobayashi et al. (2020): the vectors of [CLS], [SEP] and punctuation are small, so the norm-based share
     of the focus word's attention on markers is lower than the raw share in most heads."""
     import real_attention as ra
 
-    model = ra.load("minilm")
+    model = minilm
     share = {}
     for measure in ("weights", "norm"):
         att = ra.attend(model, TEXTS, focus="banco", sense=["jardín", "dinero"], measure=measure)

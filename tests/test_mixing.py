@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from conftest import SPANISH
 from real_attention.engine import mixing as mx
 from real_attention.engine.errors import InputError
-from test_decoders import CAUSAL, tiny_decoder
+from conftest import CAUSAL
 
 from real_attention import cli
 
@@ -42,8 +42,8 @@ def bert(tiny_model_dir):
 
 
 @pytest.fixture(scope="module", params=["llama", "gpt2", "gemma2"])
-def decoder(request, tmp_path_factory):
-    return randomise(load(tiny_decoder(tmp_path_factory.mktemp(f"mixing-{request.param}"), request.param)))
+def decoder(tiny_decoders, request, tmp_path_factory):
+    return randomise(load(tiny_decoders(request.param)))
 
 
 def ids(loaded, text: str = SENTENCE) -> np.ndarray:
@@ -97,10 +97,9 @@ def test_alti_reconstructs_the_pre_ln_blocks_of_decoders(decoder):
 
 
 @pytest.mark.slow
-def test_alti_reconstructs_minilm(needs_minilm):
-    from real_attention.api.api import load as api_load
+def test_alti_reconstructs_minilm(minilm):
 
-    check_reconstruction(api_load("minilm"))
+    check_reconstruction(minilm)
 
 
 def test_alti_contribution_is_the_l1_rule_by_hand():
@@ -170,10 +169,10 @@ def test_per_head_value_zeroing_of_a_single_head_model_is_the_layers(tmp_path):
     np.testing.assert_allclose(maps.heads[:, 0], maps.value_zeroing, atol=1e-12)
 
 
-def test_grouped_query_heads_are_zeroed_one_query_head_at_a_time(tmp_path):
+def test_grouped_query_heads_are_zeroed_one_query_head_at_a_time(tiny_decoders, tmp_path):
     """In the tiny Llama two query heads share each key/value head; zeroing one query head's view leaves its
     partner's untouched, so the two heads' maps differ."""
-    loaded = load(tiny_decoder(tmp_path, "llama"))
+    loaded = load(tiny_decoders("llama"))
     assert loaded.model.config.num_key_value_heads == 2 and loaded.heads == 4
     heads = mx.piece_mixing(loaded, [ids(loaded, CAUSAL.sentences[1].text)], alti=False, zeroing=False,
                             heads=True)[0].heads  # (L, 4, t, t)
@@ -425,8 +424,8 @@ def test_the_report_draws_the_mixing_view(tiny_model_dir, tmp_path):
         driver.quit()
 
 
-def test_decoder_agreement_leaves_out_the_upper_triangle_and_the_first_row(tmp_path):
-    loaded = load(tiny_decoder(tmp_path, "gpt2"))
+def test_decoder_agreement_leaves_out_the_upper_triangle_and_the_first_row(tiny_decoders, tmp_path):
+    loaded = load(tiny_decoders("gpt2"))
     mixing = mx.compute_mixing(loaded, [CAUSAL.sentences[0].text])
     n = len(mixing[0].words)
     assert set(mixing.agreement().cells) == {n * (n + 1) // 2 - 1}
@@ -442,14 +441,14 @@ def test_corpus_statistics_take_value_zeroing(tiny_loaded):
     assert not np.allclose(by_zeroing["prev"], by_weight["prev"])
 
 
-def test_alti_refuses_a_block_that_is_not_x_plus_attention(tmp_path):
+def test_alti_refuses_a_block_that_is_not_x_plus_attention(tiny_decoders, tmp_path):
     """OLMo 2 normalises the attention output before adding it, with no norm in front of the feed-forward block:
     no part of its layer receives x + attention(x), so ALTI says so instead of decomposing the wrong sum. Value
     zeroing, which only re-runs the layer, still works."""
     from real_attention.engine.models import LoadedModel, ModelChoice
     from transformers import AutoTokenizer, Olmo2Config, Olmo2Model
 
-    folder = tiny_decoder(tmp_path, "llama")
+    folder = tiny_decoders("llama")
     tokenizer = AutoTokenizer.from_pretrained(folder)
     torch.manual_seed(6)
     model = Olmo2Model(Olmo2Config(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32,

@@ -87,8 +87,8 @@ def test_the_merge_oracle_is_clarks_rule_on_a_hand_example():
 
 
 @pytest.mark.slow
-def test_the_kernel_agrees_with_an_independent_oracle_on_the_seed_corpus(needs_minilm):
-    model = ra.load("minilm")
+def test_the_kernel_agrees_with_an_independent_oracle_on_the_seed_corpus(minilm):
+    model = minilm
     lines = [line for line in SEEDS.read_text(encoding="utf-8").splitlines() if line.strip()]
     expected = oracle(model, lines)
     table = ra.corpus_stats(model, lines, units="tokenizer").sort_values(["layer", "head"])

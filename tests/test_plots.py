@@ -24,6 +24,7 @@ from real_attention.outputs.readback import load_run, stored_head
 from real_attention.engine.sentences import Sentence, SentenceSet, load_sentences
 from real_attention.outputs.tables import write_results
 from real_attention.engine.words import PUNCT, SPECIAL, WORD, WordAttention
+from conftest import error_line, invoke
 from real_attention import cli
 
 REVISION = "3f076fdb1ab68d5b2880cb87a0886f315b8146f8"
@@ -34,15 +35,6 @@ FOCUS, SENSE = 5, 8
 HAND_HEADS = ((SENSE, "sense"), (0, "marker"), (FOCUS - 1, "previous"), (FOCUS + 1, "next"), (2, "other"))
 
 
-def invoke(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
-
-
-def error_line(result) -> str:
-    lines = [line for line in result.output.splitlines() if line.startswith("Error:")]
-    assert len(lines) == 1, result.output
-    assert "Traceback" not in result.output
-    return lines[0]
 
 
 def hand_attention(keys: list[int], seed: int = 0) -> WordAttention:

@@ -7,18 +7,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from click.testing import CliRunner
 
-from conftest import SPANISH
+from conftest import SPANISH, error_line, invoke, run_tiny
 from real_attention import cli
 
 
-def invoke(*args: str):
-    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
-
-
-def run_tiny(model_dir, out, *extra):
-    return invoke("run", "--model", model_dir, "--out", out, "--no-figures", "--no-report", *extra)
 
 
 def write_config(tmp_path: Path, text: str) -> Path:
@@ -26,12 +19,6 @@ def write_config(tmp_path: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
     return path
 
-
-def error_line(result) -> str:
-    lines = [line for line in result.output.splitlines() if line.startswith("Error:")]
-    assert len(lines) == 1, result.output
-    assert "Traceback" not in result.output
-    return lines[0]
 
 
 def test_every_command_has_help():

@@ -249,10 +249,11 @@ def test_queued_queries_answered_together_equal_each_alone(tiny_loaded):
             pd.testing.assert_frame_equal(ra.classify(alone), ra.classify(batched), atol=1e-5)
 
 
-def test_a_decoder_through_the_api_has_lower_triangular_maps_and_the_first_token(tmp_path_factory):
-    from test_decoders import CAUSAL, load, tiny_decoder
+def test_a_decoder_through_the_api_has_lower_triangular_maps_and_the_first_token(tiny_decoders, tmp_path_factory):
+    from conftest import CAUSAL
+    from test_decoders import load
 
-    model = load(tiny_decoder(tmp_path_factory.mktemp("serve-llama"), "llama"))
+    model = load(tiny_decoders("llama"))
     texts = [s.text for s in CAUSAL.sentences]
     body = {"texts": texts, "focus": CAUSAL.focus, "sense": [s.sense for s in CAUSAL.sentences], "page": True}
     with TestClient(ra.app(model)) as decoder:

@@ -235,22 +235,21 @@ def pieces_by_word(tokenizer, words) -> list[list[str]]:
     return list(grouped.values())
 
 
-def test_given_words_with_wordpiece(needs_minilm):
-    tokenizer = ra.load("minilm").tokenizer
+def test_given_words_with_wordpiece(minilm):
+    tokenizer = minilm.tokenizer
     words = ["I", "do", "n't", "know", "Smith", "'s", "e-mail", "."]
     assert pieces_by_word(tokenizer, words) == [["[CLS]"], ["i"], ["do"], ["n", "'", "t"], ["know"], ["smith"],
                                                 ["'", "s"], ["e", "-", "mail"], ["."], ["[SEP]"]]
     _, _, missing = encode_words(tokenizer, [("a", "\u200b", "b")], 512)  # BERT drops the zero-width space
     assert [(i, str(e)) for i, e in missing] == [(0, "word 2 ('\\u200b') gets no piece from the tokenizer")]
     with pytest.raises(MissingWord, match=r"sentence 1: word 2"):
-        ra.attend(ra.load("minilm"), words=[["a", "\u200b", "b"]])
+        ra.attend(minilm, words=[["a", "\u200b", "b"]])
 
 
-def test_given_words_with_byte_level_bpe_whose_offsets_hold_the_space(tmp_path):
-    from test_decoders import tiny_decoder
+def test_given_words_with_byte_level_bpe_whose_offsets_hold_the_space(tiny_decoders, tmp_path):
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(tiny_decoder(tmp_path, "gpt2"))  # untrimmed: " bank" has the space
+    tokenizer = AutoTokenizer.from_pretrained(tiny_decoders("gpt2"))  # untrimmed: " bank" has the space
     words = ["the", "river", "flooded", "the", "bank", "."]
     groups = pieces_by_word(tokenizer, words)
     assert len(groups) == len(words)
@@ -270,10 +269,10 @@ def test_attend_takes_texts_or_words_exactly_once(tiny_loaded):
         ra.attend(tiny_loaded, ["el banco"], words=[["el", "banco"]])
 
 
-def test_a_decoders_dep_to_head_points_only_left(tmp_path):
-    from test_decoders import load, tiny_decoder
+def test_a_decoders_dep_to_head_points_only_left(tiny_decoders, tmp_path):
+    from test_decoders import load
 
-    loaded = load(tiny_decoder(tmp_path, "llama"))
+    loaded = load(tiny_decoders("llama"))
     att = ra.attend(loaded, words=[["the", "river", "flooded", "the", "bank", "."]])
     keep = [i for i, w in enumerate(att[0].words) if w != "<s>"]
     maps = torch.from_numpy(att[0].weights[:, :, keep][:, :, :, keep])  # (L, H, W, W) as a batch of L
@@ -323,11 +322,11 @@ def test_the_norm_measure_writes_its_own_folder(tiny_model_dir, tmp_path):
 
 
 @pytest.mark.slow
-def test_minilm_on_ewt_dev_finds_a_determiner_head_above_the_baseline(needs_minilm, tmp_path):
+def test_minilm_on_ewt_dev_finds_a_determiner_head_above_the_baseline(minilm, tmp_path):
     folder = ud_folder()
     if folder is None:
         pytest.skip("UD English-EWT dev not found: set REAL_ATTENTION_UD or put shared/data/ud beside the checkout")
-    result = ra.syntax(ra.load("minilm"), folder / "en_ewt-ud-dev.conllu", limit=200)
+    result = ra.syntax(minilm, folder / "en_ewt-ud-dev.conllu", limit=200)
     det = result.best.set_index("relation").loc["det"]
     assert result.summary["counts"]["sentences"] == 200 and det.total > 300
     assert det.accuracy > det.baseline_accuracy + 0.1, det

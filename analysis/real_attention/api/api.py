@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ..engine.mixing import Mixing
     from ..statistics.sums import Thresholds
     from ..engine.models import LoadedModel
+    from ..engine.progress import Progress
     from ..engine.words import WordAttention
 
 
@@ -180,7 +181,7 @@ def heatmap(sentence: Attention | WordAttention, layer: int, head: int, *, index
 
 
 def corpus_stats(model: LoadedModel, lines: Iterable[str], *, batch_size: int = 32, truncate: bool = False,
-                 thresholds: Thresholds | None = None, progress=None, units: str = "text",
+                 thresholds: Thresholds | None = None, progress: Progress | None = None, units: str = "text",
                  measure: str = "weights") -> pd.DataFrame:
     """The corpus heads.csv table: per head (layer, head from 1), its label and the pooled statistics over
     every word of every line, plus n_sentences and n_words. Blank lines are skipped; lines longer than the

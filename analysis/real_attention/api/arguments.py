@@ -85,4 +85,5 @@ def checked_lines(lines: object) -> Iterable[str]:
                 raise InputError(f"lines: line {number} is {kind(item)} {item!r:.60}, not a string")
             yield item
 
-    return checked(lines)  # type: ignore[arg-type]
+    assert isinstance(lines, Iterable), "strings raised for anything else"
+    return checked(lines)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from ..engine.errors import InputError
 
 if TYPE_CHECKING:
+    from ..engine.progress import ProgressBar
     from ..statistics.cluster import CorpusResult
     from ..statistics.sums import CorpusRun
 
@@ -43,7 +44,7 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
            shard: str | None = None, thresholds: dict[str, float] | Sequence[str] | None = None,
            workers: int | None = None, scheduler: str | None = None, threads: int | None = None,
            partition_size: int = 1024, formats: str | Sequence[str] = ("png",), offline: bool = False,
-           device: str = "cpu", progress: Callable | None = None, wait: bool = True) -> CorpusOutput:
+           device: str = "cpu", progress: Callable[..., ProgressBar] | None = None, wait: bool = True) -> CorpusOutput:
     """Pool every head's statistics over a corpus and write the files of `heads --corpus`.
 
     inputs: files, globs or fsspec URLs ('-' for stdin), read in order as one corpus. shard: "i/N" for lines

@@ -35,7 +35,7 @@ class Encoded:
 
 
 class TooLong(NamedTuple):
-    index: int  # 0-based position in the texts
+    position: int  # 0-based position in the texts (`index` would shadow tuple.index)
     tokens: int  # its piece count, specials included
 
 

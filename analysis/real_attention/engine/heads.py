@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TypedDict, TypeGuard
 
 import numpy as np
 
@@ -80,7 +81,17 @@ def kernel(weights, units, kinds, keep_maps: bool = False, causal: bool = False)
     return (maps if keep_maps else None), unit_totals(maps, kinds, causal)
 
 
-def sentence_counts(units: list[int], pieces: int = 0, causal: bool = False) -> dict[str, float]:
+class SentenceCounts(TypedDict):
+    """The counts that sentences add to HeadSums, by field name (a plain dict at run time)."""
+
+    sentences: int
+    units: int
+    pairs: int
+    uniform: float
+    tokens: int
+
+
+def sentence_counts(units: list[int], pieces: int = 0, causal: bool = False) -> SentenceCounts:
     """The counts that sentences of `units` units each add to HeadSums; pieces: their pieces, if known.
 
     An encoder's n query units each see n keys (uniform entropy ln n each); a decoder's query units 1..n-1
@@ -172,11 +183,11 @@ COUNT_FIELDS = ("sentences", "units", "pairs", "uniform", "tokens", "lines", "bl
 SUM_SLACK = 1e-2
 
 
-def _whole(value) -> bool:
+def _whole(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _number(value) -> bool:
+def _number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -346,7 +357,7 @@ def report_from_scores(scores: dict[str, np.ndarray], senses: np.ndarray, sums: 
     return HeadReport(
         **scores,
         sense_head=(top_key == senses[:, None, None]).all(axis=0),
-        marker_head=scores["top_is_marker"].all(axis=0),
+        marker_head=np.all(scores["top_is_marker"], axis=0),
         **sums.means(),
         causal=causal,
     )

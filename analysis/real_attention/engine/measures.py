@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from collections.abc import Callable
+from typing import Any
 
 from .errors import InputError, ModelUnavailable
 
@@ -74,8 +75,8 @@ def _attribute(module, dotted: str):
 class Projections:
     """One layer's value projection (hooked) and its output projection's per-head slices."""
 
-    value: object  # the torch module whose output holds x W_V + b_V, (B, t, kv_heads * d) at `columns`
-    gram: object  # (heads, d, d) float32 tensor W_O^h W_O^h^T, so that ||v W_O^h||^2 = v W_O^h W_O^h^T v^T
+    value: Any  # the torch module whose output holds x W_V + b_V, (B, t, kv_heads * d) at `columns`
+    gram: Any  # (heads, d, d) float32 tensor W_O^h W_O^h^T, so that ||v W_O^h||^2 = v W_O^h W_O^h^T v^T
     group: int  # query heads per key/value head (grouped-query attention; 1 otherwise)
     columns: slice | None = None  # where the values are in the module's output (GPT-2's c_attn gives q, k, v)
 
@@ -183,7 +184,7 @@ class Measurer:
         self.measure = check_measure(measure)
         self.layers = projections(loaded.model, loaded.heads) if measure == NORM else []
         assert measure != VALUE_ZEROING, "value zeroing re-runs the layers: forward_measured computes it"
-        self.values: dict[int, object] = {}
+        self.values: dict[int, Any] = {}  # layer -> its (B, t, kv_heads * d) value tensor
         self._handles: list = []
 
     def __enter__(self) -> Measurer:

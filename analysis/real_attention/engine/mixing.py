@@ -95,7 +95,7 @@ def blocks(loaded) -> list[Block]:
     modules = attention_modules(model)
     if modules is None or not isinstance(layer_class, type):
         raise _unsupported(model, "gives its maps only through output_attentions")
-    layers = [module for module in model.modules() if isinstance(module, layer_class)]
+    layers: list[Any] = [module for module in model.modules() if isinstance(module, layer_class)]
     if len(layers) != loaded.layers or len(modules) != loaded.layers:
         raise _unsupported(model, "shares one attention module across its layers")
     found = []
@@ -670,6 +670,7 @@ def compute_mixing(loaded, texts: list[str], *, units: str = "text",
     sentences, smallest, near = [], None, []
     for row, (sentence, piece) in enumerate(zip(encoded, pieces)):
         n, length = len(sentence.words), len(sentence.ids)
+        assert piece.alti is not None and piece.value_zeroing is not None and piece.raw_sums is not None  # asked
         unit = torch.from_numpy(sentence.units)[None]  # (1, t)
         layer_maps = {name: means[name][row, :, :length, :length].cpu() for name in (ATTENTION, NORM)}
         rolled_maps = {name: rolled_means[name][row, :, :length, :length].cpu() for name in (ATTENTION, NORM)}
@@ -710,5 +711,5 @@ def decompositions(loaded, ids: np.ndarray) -> list[Decomposition]:
 def run_mixing(loaded, sentence_set, *, units: str = "text") -> Mixing:
     """compute_mixing on a run's sentences, with their focus and sense words as units (run --mixing)."""
     texts = [sentence.text for sentence in sentence_set.sentences]
-    required = [(sentence_set.focus, sentence.sense) for sentence in sentence_set.sentences]
+    required: list[tuple[str, ...]] = [(sentence_set.focus, sentence.sense) for sentence in sentence_set.sentences]
     return compute_mixing(loaded, texts, units=units, required=required)

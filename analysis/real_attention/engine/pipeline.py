@@ -4,6 +4,7 @@ from __future__ import annotations
 import platform
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -15,6 +16,9 @@ from .measures import WEIGHTS
 from .sentences import SentenceSet
 from .units import DEFAULT_UNITS
 from .words import WordAttention
+
+if TYPE_CHECKING:
+    from .mixing import Mixing
 
 
 @dataclass(frozen=True)
@@ -36,7 +40,7 @@ class RunResult:
     rollout: tuple[np.ndarray, ...] = ()
     causal: bool = False  # a decoder's maps: W[i, j] = 0 for j > i
     weights_note: str | None = None  # how the model's weights differ from the original (e.g. dequantised)
-    mixing: object | None = None  # real_attention.engine.mixing.Mixing of the same sentences (run --mixing); None if not
+    mixing: Mixing | None = None  # real_attention.engine.mixing.Mixing of the same sentences (run --mixing); None if not
 
     @property
     def maps_kept(self) -> int:
@@ -95,8 +99,8 @@ def attend_with_sums(loaded, texts: list[str] | None, *, units: str = DEFAULT_UN
         assert texts is not None
         encoded, too_long = encode(loaded.tokenizer, texts, loaded.max_tokens, units=units, required=required)
     check_length(loaded, too_long)
-    attentions: list[WordAttention | None] = [None] * len(encoded)
-    rollouts: list[np.ndarray | None] = [None] * len(encoded)
+    attentions: dict[int, WordAttention] = {}  # text index -> its maps, filled batch by batch
+    rollouts: dict[int, np.ndarray] = {}
     totals = np.zeros((len(STATISTICS), loaded.layers, loaded.heads))  # float64
     tokens = 0
     for indices in index_batches([len(s.ids) for s in encoded], batch_size):
@@ -107,7 +111,8 @@ def attend_with_sums(loaded, texts: list[str] | None, *, units: str = DEFAULT_UN
         for i, attention, rolled in zip(indices, batch_attentions, batch_rollouts):
             attentions[i], rollouts[i] = attention, rolled
     counts = sentence_counts([len(s.words) for s in encoded], pieces=tokens, causal=loaded.causal)
-    return attentions, HeadSums(totals=totals, causal=loaded.causal, **counts), rollouts  # type: ignore[return-value]
+    order = range(len(encoded))
+    return [attentions[i] for i in order], HeadSums(totals=totals, causal=loaded.causal, **counts), [rollouts[i] for i in order]
 
 
 def _attend_batch(loaded, encoded, measure: str, pieces: bool):
@@ -200,12 +205,12 @@ def analyse(loaded, sentence_set: SentenceSet, *, units: str = DEFAULT_UNITS, me
     sentences' rollouts.
     """
     texts = [sentence.text for sentence in sentence_set.sentences]
-    required = [(sentence_set.focus, sentence.sense) for sentence in sentence_set.sentences]
+    required: list[tuple[str, ...]] = [(sentence_set.focus, sentence.sense) for sentence in sentence_set.sentences]
     if keep_maps is None and on_sentence is None:
-        attentions, sums, rollouts = attend_with_sums(loaded, texts, units=units, required=required,
-                                                      measure=measure, batch_size=batch_size, pieces=pieces)
+        attentions, sums, every_rollout = attend_with_sums(loaded, texts, units=units, required=required,
+                                                           measure=measure, batch_size=batch_size, pieces=pieces)
         return classify_words(attentions, sentence_set, model=loaded.choice.name, revision=loaded.revision,
-                              versions=versions(), sums=sums, units=units, measure=measure, rollout=tuple(rollouts),
+                              versions=versions(), sums=sums, units=units, measure=measure, rollout=tuple(every_rollout),
                               causal=loaded.causal, weights_note=loaded.choice.weights_note)
     from .extract import encode
 

@@ -181,9 +181,9 @@ def assign(text: str, tokens: Sequence[str], special: np.ndarray, offsets: np.nd
     merged = np.concatenate([[0], np.cumsum(~linked[:-1])])  # (units,) the joined unit of each rule unit
     # a piece of only whitespace (SentencePiece's lone "▁") belongs to the next piece's unit, else the previous
     t = len(special)
-    index = np.arange(t)
-    following = np.minimum.accumulate(np.where(empty, t, index)[::-1])[::-1]  # (t,) next non-empty piece, or t
-    preceding = np.maximum.accumulate(np.where(empty, -1, index))  # (t,) last non-empty piece so far, or -1
+    pieces = np.arange(t)
+    following = np.minimum.accumulate(np.where(empty, t, pieces)[::-1])[::-1]  # (t,) next non-empty piece, or t
+    preceding = np.maximum.accumulate(np.where(empty, -1, pieces))  # (t,) last non-empty piece so far, or -1
     source = np.where(following < t, following, preceding)  # (t,) the piece whose unit each piece takes
     group = np.where(source < 0, 0, merged[np.maximum(first[np.clip(source, 0, t - 1)], 0)])
     group = np.where(special, -1, group).astype(np.int64)

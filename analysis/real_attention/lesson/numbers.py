@@ -2,13 +2,30 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict
 
 import numpy as np
 
 from ..engine.errors import InputError
 
+
+
+class LessonNumbers(TypedDict):
+    """The lesson's printed numbers, by name (a plain dict at run time)."""
+
+    scene_weights_unscaled: tuple[float, ...]
+    scene_output_unscaled: tuple[float, ...]
+    scene_weights_scaled: tuple[float, ...]
+    scene_output_scaled: tuple[float, ...]
+    std_unscaled: dict[int, float]
+    std_scaled: dict[int, float]
+    saturation_unscaled: float
+    saturation_scaled: float
+    saturation_tolerance: float
+
+
 # What the lesson prints, to the digits it prints. The report and the tests compare against these.
-LESSON = {
+LESSON: LessonNumbers = {
     "scene_weights_unscaled": (0.02, 0.2, 0.02, 0.02, 0.1, 0.02, 0.02, 0.6),
     "scene_output_unscaled": (0.75, 0.05),
     "scene_weights_scaled": (0.04, 0.21, 0.04, 0.04, 0.13, 0.04, 0.04, 0.46),
@@ -271,8 +288,11 @@ class SaturationSweep:
     p90_scaled: np.ndarray
 
 
+SATURATION_DIMS: tuple[int, ...] = tuple(2**i for i in range(10))  # 1, 2, 4, ..., 512
+
+
 def saturation_sweep(
-    dims: tuple[int, ...] = tuple(2**i for i in range(10)), n_keys: int = 8, n_draws: int = 100, seed: int = 2
+    dims: tuple[int, ...] = SATURATION_DIMS, n_keys: int = 8, n_draws: int = 100, seed: int = 2
 ) -> SaturationSweep:
     """The largest weight for d_k from 1 to 512 (powers of 2), n_draws each, one generator in order of dims."""
     rng = np.random.default_rng(seed)

@@ -49,13 +49,13 @@ def scene_figure(scene: Scene) -> Figure:
     ax_vec.set_ylabel("key dimension 2")
     ax_vec.set_title("Keys (grey) and the query of «banco»")
 
-    x = np.arange(len(scene.words))
+    slots = np.arange(len(scene.words))
     width = 0.4
-    bars_u = ax_bar.bar(x - width / 2, scene.weights_unscaled, width, color=UNSCALED, label="q·k")
-    bars_s = ax_bar.bar(x + width / 2, scene.weights_scaled, width, color=SCALED, label="q·k / √2")
+    bars_u = ax_bar.bar(slots - width / 2, scene.weights_unscaled, width, color=UNSCALED, label="q·k")
+    bars_s = ax_bar.bar(slots + width / 2, scene.weights_scaled, width, color=SCALED, label="q·k / √2")
     ax_bar.bar_label(bars_u, fmt="%.2f", fontsize=7, padding=1)
     ax_bar.bar_label(bars_s, fmt="%.2f", fontsize=7, padding=1)
-    ax_bar.set_xticks(x, scene.words, rotation=30)
+    ax_bar.set_xticks(slots, scene.words, rotation=30)
     ax_bar.set_ylim(0, 0.7)
     ax_bar.set_ylabel("weight of «banco» on the word")
     ou, os_ = scene.output_unscaled, scene.output_scaled

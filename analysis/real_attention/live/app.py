@@ -273,13 +273,15 @@ def make_app(model, *, lang: str | None = None, measure: str = "weights", max_se
         text, media_type = assets[request.path_params["name"]]
         return Response(text, media_type=f"{media_type}; charset=utf-8")
 
-    async def not_found(_request: Request, _exc: HTTPException) -> Response:
+    # Starlette types every handler as taking any Exception (its keys can be status codes or exception classes)
+    async def not_found(_request: Request, _exc: Exception) -> Response:
         return error(404, "no such page; the pages are /, /api/attend, /api/report and /api/health")
 
-    async def not_allowed(request: Request, _exc: HTTPException) -> Response:
+    async def not_allowed(request: Request, _exc: Exception) -> Response:
         return error(405, f"{request.method} is not allowed here")
 
-    async def http_error(_request: Request, exc: HTTPException) -> Response:
+    async def http_error(_request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException), "registered for HTTPException only"
         return error(exc.status_code, str(exc.detail))
 
     routes = [

@@ -77,7 +77,8 @@ def attend_many(model, queries: list[Query], lang: str = "") -> list:
         stripped = [[text.strip() for text in query.texts] for query in queries]  # as ra.attend takes them
         sets = [None if q.focus is None and q.sense is None else sentence_set(texts, q.focus, q.sense, lang)
                 for q, texts in zip(queries, stripped)]
-        texts, required = [], []  # required[i]: the words that must be units of sentence i
+        texts: list[str] = []
+        required: list[tuple[str, ...]] = []  # required[i]: the words that must be units of sentence i
         for part, chosen in zip(stripped, sets):
             texts += part
             required += [()] * len(part) if chosen is None else [(chosen.focus, s.sense) for s in chosen.sentences]
@@ -85,18 +86,19 @@ def attend_many(model, queries: list[Query], lang: str = "") -> list:
         attentions, _, rollouts = attend_with_sums(model, texts, units=units, required=required, measure=measure)
     except RealAttentionError:  # each alone, so the message names that query's own sentence numbers
         return [_alone(model, query, lang) for query in queries]
-    answers, start = [], 0
+    answers: list[Attention | RealAttentionError] = []
+    start = 0
     for query, chosen in zip(queries, sets):
-        part = slice(start, start + len(query.texts))
-        start = part.stop
+        span = slice(start, start + len(query.texts))
+        start = span.stop
         if chosen is None:
-            answers.append(Attention.from_maps(model, attentions[part], rollouts[part], units=units,
+            answers.append(Attention.from_maps(model, attentions[span], rollouts[span], units=units,
                                                measure=measure))
             continue
         try:
             answers.append(Attention.from_result(classify_words(
-                attentions[part], chosen, model=model.choice.name, revision=model.revision, versions=versions(),
-                units=units, measure=measure, rollout=tuple(rollouts[part]), causal=model.causal,
+                attentions[span], chosen, model=model.choice.name, revision=model.revision, versions=versions(),
+                units=units, measure=measure, rollout=tuple(rollouts[span]), causal=model.causal,
                 weights_note=model.choice.weights_note)))
         except RealAttentionError as error:
             answers.append(error)
@@ -174,7 +176,8 @@ class Worker:
     def _take(pending: collections.deque) -> list:
         """The first job and the queued ones of the same measure and unit rule, up to BATCH_SENTENCES sentences."""
         first = pending.popleft()
-        batch, kept, count = [first], collections.deque(), len(first[0].texts)
+        batch, count = [first], len(first[0].texts)
+        kept: collections.deque = collections.deque()
         key = (first[0].measure, first[0].units)
         while pending:
             job = pending.popleft()

@@ -4,13 +4,17 @@ from __future__ import annotations
 import socket
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 from ..engine.errors import InputError
+
+if TYPE_CHECKING:
+    from ..engine.models import LoadedModel
 
 LOCALHOST = "127.0.0.1"
 
 
-def _loaded(model):
+def _loaded(model: LoadedModel | str) -> LoadedModel:
     """A LoadedModel as given, or one loaded from a name ("minilm", a Hub id, a folder)."""
     if isinstance(model, str):
         from ..api.api import load
@@ -19,7 +23,8 @@ def _loaded(model):
     return model
 
 
-def app(model, *, lang: str | None = None, measure: str = "weights", max_sentences: int = 16, max_pieces: int = 256):
+def app(model: LoadedModel | str, *, lang: str | None = None, measure: str = "weights", max_sentences: int = 16,
+        max_pieces: int = 256):
     """The live page and its JSON API as a Starlette (ASGI) app, for one model fixed now.
 
     model: a LoadedModel (`ra.load(...)`) or a name to load. lang: the packaged config's table whose sentences
@@ -66,7 +71,7 @@ def url_of(sock: socket.socket) -> str:
     return f"http://{shown}:{port}/"
 
 
-def serve(model, *, host: str = LOCALHOST, port: int = 8000, lang: str | None = None, measure: str = "weights",
+def serve(model: LoadedModel | str, *, host: str = LOCALHOST, port: int = 8000, lang: str | None = None, measure: str = "weights",
           max_sentences: int = 16, max_pieces: int = 256, open_browser: bool = False, quiet: bool = False) -> None:
     """Serve the live page of `model` on host:port until Ctrl-C (or SIGTERM), then return.
 

@@ -332,7 +332,7 @@ def run_jobs(folder: Path, result: RunResult, formats: Sequence[str],
         layer, head = chosen
         for number, sentence in enumerate(drawn):
             attention = sentence.attention
-            arguments = dict(weights=attention.weights[layer, head], words=attention.words, focus=sentence.focus,
+            arguments = dict(weights=attention.checked_weights()[layer, head], words=attention.words, focus=sentence.focus,
                              sense=sentence.sense, layer=layer, head=head, sentence=number, text=attention.text,
                              role=role, **common)
             jobs.append(("heatmap", arguments, folder, f"{prefix}_L{layer + 1}H{head + 1}_s{number + 1}", formats))
@@ -344,7 +344,7 @@ def run_jobs(folder: Path, result: RunResult, formats: Sequence[str],
     if best is not None:
         for number, sentence in enumerate(drawn):
             attention = sentence.attention
-            arguments = dict(weights=attention.weights[best[0], best[1], sentence.focus], words=attention.words,
+            arguments = dict(weights=attention.checked_weights()[best[0], best[1], sentence.focus], words=attention.words,
                              focus=sentence.focus, sense=sentence.sense, layer=best[0], head=best[1],
                              sentence=number, text=attention.text, **common)
             jobs.append(("focus_bars", arguments, folder, f"focus_bars_s{number + 1}", formats))

@@ -60,7 +60,7 @@ def agreement_frame(mixing: Mixing) -> pd.DataFrame:
     layer maps and of the rolled maps; a decoder's cells above the diagonal (always 0) and its first unit's row
     (always all on itself) are left out, as the statistics leave them out."""
     layers = mixing.sentences[0].maps[mixing.measures[0]].shape[0]
-    cells = {kind: {m: [] for m in mixing.measures} for kind in ("maps", "rolled")}
+    cells: dict[str, dict[str, list[np.ndarray]]] = {kind: {m: [] for m in mixing.measures} for kind in ("maps", "rolled")}
     for sentence in mixing.sentences:
         visible = _visible(mixing, len(sentence.words))
         for kind in cells:

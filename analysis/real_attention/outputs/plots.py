@@ -12,6 +12,7 @@ import math
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import numpy as np
@@ -38,6 +39,9 @@ from .fonts import text_families
 from ..engine.measures import MEASURE_TITLE, WEIGHTS
 from ..engine.naming import short_revision
 
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
+
 
 SENSE_COLOUR = CATEGORY_COLOURS["sense"]
 BAR_COLOUR = "#9DB4CC"
@@ -63,7 +67,7 @@ def _figure_text(draw):
         texts = [value for value in (*args, *kwargs.values()) if isinstance(value, str)]
         texts += [item for value in (*args, *kwargs.values()) if isinstance(value, (list, tuple))
                   for item in value if isinstance(item, str)]
-        style = {"text.parse_math": False}  # read when each Text is made, as is font.family
+        style: dict[RcKeyType, Any] = {"text.parse_math": False}  # read when each Text is made, as is font.family
         families = text_families(texts)
         if families is not None:
             style["font.family"] = families
@@ -414,7 +418,7 @@ def draw_overview(
                         title_fontsize=LABEL_SIZE, handlelength=1.6, handleheight=1.1,
                         title=f"where «{focus_word}» looks most\nin every sentence",
                         bbox_to_anchor=((x0 + body_w + 0.3) / width, (y0 + body_h + 0.05) / height))
-    legend._legend_box.align = "left"  # title flush with the entries
+    legend.set_alignment("left")  # title flush with the entries
     fig.text(x0 / width, 0.12 / height, "\n".join(notes), fontsize=9, color="0.3", va="bottom", ha="left")
     fig.suptitle(title, fontsize=TITLE_SIZE, x=0.5, y=1 - 0.15 / height, va="top")
     return fig

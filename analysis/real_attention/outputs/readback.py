@@ -79,7 +79,7 @@ def table_path(folder: Path, name: str) -> Path | None:
 _INTEGER_COLUMNS = ("sentence", "layer", "head", "query_index", "key_index")
 
 
-def read_attention(path) -> pd.DataFrame:
+def read_attention(path: str | Path) -> pd.DataFrame:
     """attention.csv or attention.parquet (`run --table-format`) read back as one DataFrame, the same for both:
     the columns of attention.csv (rollout.csv's, for a rollout table) in order, integers as int64, words as
     str, weights as float64 (the CSV holds 6 decimals, Parquet float32's 7 digits).
@@ -161,9 +161,9 @@ def stored_head(run: StoredRun, layer: int, head: int, sentence: int) -> StoredH
     query, key = rows["query_index"].to_numpy(), rows["key_index"].to_numpy()
     weights = np.zeros((n, n), dtype=np.float32)
     weights[query, key] = rows["weight"].to_numpy(dtype=np.float32)  # (n, n), one scatter, no loop
-    words = np.empty(n, dtype=object)
-    words[key] = rows["key"].to_numpy()
-    words = tuple(str(w) for w in words)
+    keys = np.empty(n, dtype=object)
+    keys[key] = rows["key"].to_numpy()
+    words = tuple(str(w) for w in keys)
     info = run.summary["sentences"][sentence - 1]
     positions = run.summary.get("word_positions")
     if positions:

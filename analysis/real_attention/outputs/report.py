@@ -125,7 +125,8 @@ def heatmap_colours(name: str = HEATMAP_CMAP) -> list[str]:
 def sentence_gaps(attention: WordAttention) -> list[str | None]:
     """(n,) what the page writes before each unit to show the sentence as written: " ", "" (glued, as in
     "banco." or "«dinero»"), or None for a special token, which the sentence does not show."""
-    gaps, cursor, shown = [], 0, False
+    gaps: list[str | None] = []
+    cursor, shown = 0, False
     for word, kind in zip(attention.words, attention.kinds):
         if kind.group == "special":
             gaps.append(None)
@@ -207,7 +208,7 @@ def report_data(result: RunResult, summary: dict, max_sentences: int | None = RE
                 "sense": sentence.sense,
                 "top_key": report.top_key[i].reshape(-1).tolist(),  # (layers * heads,)
                 "top_weight": _scaled(report.top_weight[i]),  # (layers * heads,)
-                "weights": _packed(sentence.attention.weights),  # (layers * heads * n * n,) packed
+                "weights": _packed(sentence.attention.checked_weights()),  # (layers * heads * n * n,) packed
                 # (layers * n,) the focus word's rollout row after each layer; None if not computed
                 "rollout": _scaled(result.rollout[i][:, sentence.focus]) if result.rollout else None,
                 # measure -> (layers * n,) the focus word's rolled context-mixing row; None without run --mixing
@@ -293,6 +294,7 @@ def page_html(result: RunResult | None, summary: dict | None, *, styles: str, sc
         values = {name: html.escape(text) for name, text in header.items()}
         values.update({"sentences": "", "summary_lines": "", "data": ""})
     else:
+        assert summary is not None, "a run comes with its summary"
         data = report_data(result, summary) if data is None else data
         values = {name: html.escape(text) for name, text in header_text(result, summary, tool).items()}
         values.update({

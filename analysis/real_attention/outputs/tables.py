@@ -27,16 +27,16 @@ def sentence_frame(number: int, words: tuple[str, ...], weights: np.ndarray) -> 
     """One sentence's rows of attention.csv (number from 1): weights (layers, heads, n, n), in C order, which
     is already the table's order."""
     layer, head, query, key = np.indices(weights.shape).reshape(4, -1)
-    words = np.array(words, dtype=object)
+    labels = np.array(words, dtype=object)
     return pd.DataFrame(
         {
             "sentence": number,
             "layer": layer + 1,
             "head": head + 1,
             "query_index": query,
-            "query": words[query],
+            "query": labels[query],
             "key_index": key,
-            "key": words[key],
+            "key": labels[key],
             "weight": weights.reshape(-1).astype(np.float64),
         }
     )[ATTENTION_COLUMNS]
@@ -45,7 +45,7 @@ def sentence_frame(number: int, words: tuple[str, ...], weights: np.ndarray) -> 
 def attention_frames(attentions: list[WordAttention]):
     """attention.csv's rows, one sentence's frame at a time (sorted within, and in sentence order)."""
     for number, attention in enumerate(attentions, start=1):
-        yield sentence_frame(number, attention.words, attention.weights)
+        yield sentence_frame(number, attention.words, attention.checked_weights())
 
 
 def attention_frame(attentions: list[WordAttention]) -> pd.DataFrame:
@@ -172,7 +172,7 @@ class SentenceTables:
 
     def add(self, number: int, sentence: FocusedSentence, rolled: np.ndarray | None = None) -> None:
         """Sentence `number` (from 1): its (layers, heads, n, n) maps, and its (layers, n, n) rollout if given."""
-        self.attention.add(number, sentence.attention.words, sentence.attention.weights)
+        self.attention.add(number, sentence.attention.words, sentence.attention.checked_weights())
         if rolled is not None:
             self.rollout.add(number, sentence.attention.words, rolled[:, None])  # (layers, 1, n, n)
 

@@ -161,9 +161,11 @@ def run_corpus(engine: Engine, sentences, *, lang: str | None, model: str | None
         pinned = resolved_revision(choice, offline)
         spec = ModelSpec(lang=lang, model=model, request=None if choice.path is not None else pinned,
                          expected=pinned, device=device, offline=offline)
-        with connect(engine.workers, engine.scheduler, engine.worker_threads) as client:
+        threads = engine.worker_threads
+        assert threads is not None, "a cluster's workers get 1 torch thread unless --threads says otherwise"
+        with connect(engine.workers, engine.scheduler, threads) as client:
             workers = len(client.scheduler_info()["workers"])
-            sums, count = dask_sums(client, spec, engine.worker_threads, parts, batch_size, truncate, progress,
+            sums, count = dask_sums(client, spec, threads, parts, batch_size, truncate, progress,
                                     on_partition, units=units, measure=measure)
         record = engine_record(engine, workers, count)
         name = choice.name

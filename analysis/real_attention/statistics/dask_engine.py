@@ -20,6 +20,7 @@ from distributed import Client, LocalCluster, WorkerPlugin, as_completed, get_wo
 from .partitions import OrderedSum, Partition, partition_sums
 from .sums import CorpusError, HeadSums
 from ..engine.errors import ModelUnavailable, RealAttentionError
+from ..engine.models import LoadedModel
 from ..engine.units import DEFAULT_UNITS
 
 PLUGIN_NAME = "real-attention-model"
@@ -54,7 +55,7 @@ class ModelPlugin(WorkerPlugin):
 
     def __init__(self, spec: ModelSpec, threads: int):
         self.spec, self.threads = spec, threads
-        self.loaded = None
+        self.loaded: LoadedModel | None = None
         self.error: RealAttentionError | None = None
 
     def setup(self, worker) -> None:

@@ -20,15 +20,16 @@ import lzma
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
-from collections.abc import Iterator
+from typing import Any, BinaryIO
+from collections.abc import Callable, Iterator
 
 from .sums import CorpusError, CorpusReader, Shard, corpus_format, count_lines
 
 STDIN = "-"
 GLOB_CHARACTERS = "*?["
 # Compressed inputs, by suffix: the standard library's reader of each, and fsspec's name for it.
-COMPRESSIONS = {".gz": (gzip.open, "gzip"), ".bz2": (bz2.open, "bz2"), ".xz": (lzma.open, "xz")}
+COMPRESSIONS: dict[str, tuple[Callable[..., Any], str]] = {
+    ".gz": (gzip.open, "gzip"), ".bz2": (bz2.open, "bz2"), ".xz": (lzma.open, "xz")}
 
 
 def compression(name: str) -> str | None:
@@ -176,4 +177,5 @@ class CorpusText:
     def total_lines(self) -> int | None:
         """How many lines of the shard the inputs hold, if every input is a local file (for the progress bar)."""
         counts = [item.lines() for item in self.inputs]
-        return None if None in counts else sum(self.shard.lines_of(count) for count in counts)
+        known = [count for count in counts if count is not None]
+        return None if len(known) < len(counts) else sum(self.shard.lines_of(count) for count in known)

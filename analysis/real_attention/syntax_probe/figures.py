@@ -64,7 +64,7 @@ def relations_figure(heads: pd.DataFrame, best: pd.DataFrame, title: str):
         grid[part["direction"].map(DIRECTIONS.index), part["layer"] - 1, part["head"] - 1] = part["accuracy"]
         image = ax.imshow(grid.max(axis=0) * 100, vmin=0, vmax=100, cmap="viridis", aspect="auto")
         top = np.unravel_index(int(np.argmax(np.moveaxis(grid, 0, 2))), (layers, per_layer, len(DIRECTIONS)))
-        ax.add_patch(_frame(top[1], top[0]))
+        ax.add_patch(_frame(int(top[1]), int(top[0])))
         ax.set_title(f"{relation} ({int(totals[relation]):,}): L{top[0] + 1}H{top[1] + 1} "
                      f"{100 * grid[top[2], top[0], top[1]]:.0f}%", fontsize=9)
         ax.set_xticks(range(per_layer), [str(h + 1) for h in range(per_layer)], fontsize=6)

@@ -14,6 +14,7 @@ import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -31,6 +32,10 @@ from .scoring import (
     heads_frame,
 )
 from .treebank import TreeSentence, check_treebank, file_sha256, read_treebank
+
+if TYPE_CHECKING:
+    from ..engine.models import LoadedModel
+    from ..engine.progress import Progress
 
 DEFAULT_BATCH_SIZE = 32
 KEEP_SENTENCES = 20_000  # a checked treebank of at most this many sentences is kept in memory (a few MB)
@@ -126,7 +131,7 @@ def _is_example(sentence: TreeSentence, relation: str) -> bool:
 
 
 def syntax_counts(loaded, sentences: Iterable[TreeSentence], batch_size: int = DEFAULT_BATCH_SIZE,
-                  measure: str = WEIGHTS, progress=None) -> tuple[SyntaxCounts, dict[str, list[TreeSentence]]]:
+                  measure: str = WEIGHTS, progress: Progress | None = None) -> tuple[SyntaxCounts, dict[str, list[TreeSentence]]]:
     """Stream the sentences through the model in length-sorted batches and count every head's correct
     predictions. -> (the counts, the first EXAMPLES candidate sentences of each EXAMPLE_RELATIONS, in file
     order). `progress`: tqdm's update(n), one per sentence."""
@@ -205,8 +210,8 @@ def examples(loaded, best: pd.DataFrame, candidates: dict[str, list[TreeSentence
     return tuple(result)
 
 
-def syntax(model, treebank: str | Path | Treebank, *, measure: str = WEIGHTS, min_count: int = DEFAULT_MIN_COUNT,
-           limit: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE, progress=None) -> SyntaxResult:
+def syntax(model: LoadedModel, treebank: str | Path | Treebank, *, measure: str = WEIGHTS, min_count: int = DEFAULT_MIN_COUNT,
+           limit: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE, progress: Progress | None = None) -> SyntaxResult:
     """Which head best predicts each dependency relation of a CoNLL-U treebank, against fixed-offset baselines.
 
     model: a LoadedModel (ra.load). treebank: a .conllu file (or scan_treebank's record of one). Each sentence's

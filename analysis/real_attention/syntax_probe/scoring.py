@@ -112,18 +112,17 @@ class SyntaxCounts:
     layers: int
     heads: int
     relations: list[str] = field(default_factory=list)  # (R,) names, in order of first appearance
-    correct: np.ndarray = None  # (2, layers, heads, R) int64 correct predictions per direction and head
-    baseline: np.ndarray = None  # (len(OFFSETS), R) int64 correct predictions per offset
-    totals: np.ndarray = None  # (R,) int64 words per relation
+    correct: np.ndarray = field(init=False)  # (2, layers, heads, R) int64 correct predictions per direction and head
+    baseline: np.ndarray = field(init=False)  # (len(OFFSETS), R) int64 correct predictions per offset
+    totals: np.ndarray = field(init=False)  # (R,) int64 words per relation
     sentences: int = 0  # sentences scored
     skipped: int = 0  # sentences over the model's maximum length, skipped (never cut)
     no_piece: int = 0  # sentences with a word the tokenizer gives no piece, skipped
 
     def __post_init__(self) -> None:
-        if self.correct is None:
-            self.correct = np.zeros((len(DIRECTIONS), self.layers, self.heads, 0), dtype=np.int64)
-            self.baseline = np.zeros((len(OFFSETS), 0), dtype=np.int64)
-            self.totals = np.zeros(0, dtype=np.int64)
+        self.correct = np.zeros((len(DIRECTIONS), self.layers, self.heads, 0), dtype=np.int64)
+        self.baseline = np.zeros((len(OFFSETS), 0), dtype=np.int64)
+        self.totals = np.zeros(0, dtype=np.int64)
 
     def relation_ids(self, names: Sequence[str]) -> np.ndarray:
         """(W,) int64 ids of the relations named, registering new ones (the count arrays grow by a column)."""

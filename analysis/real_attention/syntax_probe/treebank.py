@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -92,7 +93,7 @@ def _raw(line: list[str], index: int) -> str:
 
 # The columns the probe never reads (FEATS, DEPS, MISC) stay as written: conllu's parsers for them are most of
 # its time on a treebank. ID, FORM, HEAD and DEPREL are parsed and checked by conllu as usual.
-RAW_FIELDS = {"feats": _raw, "deps": _raw, "misc": _raw}
+RAW_FIELDS: dict[str, Callable[[list[str], int], Any]] = {"feats": _raw, "deps": _raw, "misc": _raw}
 
 
 def _parse(path: Path, lines: list[tuple[int, str]]) -> list:
@@ -123,7 +124,10 @@ def _sentence(path: Path, block: list[tuple[int, str]]) -> TreeSentence | None:
     lines = [(number, line) for number, line in block if not line.startswith("#")]
     if not lines:
         return None
-    words, heads, relations, numbers = [], [], [], []
+    words: list[str] = []
+    heads: list[int] = []
+    relations: list[str] = []
+    numbers: list[int] = []
     for (number, _), token in zip(lines, _parse(path, lines)):
         identifier = token["id"]
         if isinstance(identifier, tuple):  # a multiword token's range (1-2) or an empty node (8.1)

@@ -1,0 +1,160 @@
+"""The package as a user's tools see it, from a folder outside the checkout: one import name, the same version
+from every entry point, and the public API typed for editors (jedi's goto, pyright's types).
+
+Every check runs in a subprocess whose working folder is a temporary one and whose PYTHONPATH is this checkout's
+source root (analysis/), as an installed package would be found: nothing of the checkout's root is importable.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCE_ROOT = REPO / "analysis"
+PACKAGE = SOURCE_ROOT / "real_attention"
+
+# The names whose definitions an editor must find (issue 26), and those pyright must type (a few of them).
+GOTO_NAMES = ("attend", "run", "syntax", "mixing", "serve", "read_attention")
+TYPED = {"attend": "(model: LoadedModel", "run": "(lang: str", "cli": "Group", "__version__": "str"}
+
+
+def outside(folder: Path, *command: str | Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`command` run in `folder` with only the source root on PYTHONPATH."""
+    env = {**os.environ, "PYTHONPATH": str(SOURCE_ROOT)}
+    return subprocess.run([str(part) for part in command], cwd=folder, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def python(folder: Path, code: str, *args: str, timeout: float = 300) -> str:
+    """What `code` (given `args`) prints, run by this interpreter in `folder`; fails the test if it fails."""
+    done = outside(folder, sys.executable, "-c", code, *args, timeout=timeout)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+# --- one import name -------------------------------------------------------------------------------------
+
+def test_only_the_package_is_importable_from_outside_the_checkout(tmp_path):
+    found = json.loads(python(tmp_path, """if True:
+        import importlib, json, real_attention
+        missing = {}
+        for name in ("analysis", "tests", "benchmarks"):
+            try:
+                importlib.import_module(name)
+            except ModuleNotFoundError:
+                missing[name] = True
+            else:
+                missing[name] = False
+        print(json.dumps({"file": real_attention.__file__, "missing": missing}))
+    """))
+    assert found["file"].endswith(os.path.join("real_attention", "__init__.py"))
+    assert Path(found["file"]) == PACKAGE / "__init__.py"  # this checkout's package, not another install's
+    assert all((REPO / name).is_dir() for name in found["missing"])  # each is there, to be (not) found
+    assert found["missing"] == {"analysis": True, "tests": True, "benchmarks": True}
+
+
+def test_every_entry_point_reports_the_same_version(tmp_path):
+    """python real_attention.py, python -m real_attention and the real-attention script; pyproject's too."""
+    import real_attention
+
+    version = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    assert real_attention.__version__ == version
+    script = Path(sys.executable).with_name("real-attention")
+    if not script.exists():
+        pytest.skip(f"no real-attention script next to {sys.executable} (the project is not installed here)")
+    runs = {
+        "real_attention.py": outside(tmp_path, sys.executable, REPO / "real_attention.py", "--version"),
+        "-m real_attention": outside(tmp_path, sys.executable, "-m", "real_attention", "--version"),
+        "real-attention": outside(tmp_path, script, "--version"),
+    }
+    for how, done in runs.items():
+        assert done.returncode == 0, (how, done.stderr)
+    outputs = {how: done.stdout.strip() for how, done in runs.items()}
+    assert set(outputs.values()) == {f"real-attention, version {version}"}, outputs
+
+
+# --- editors ---------------------------------------------------------------------------------------------
+
+GOTO = """if True:
+    import inspect, json, sys
+    import jedi
+    import real_attention as ra
+
+    names = sys.argv[1:]
+    code = "import real_attention as ra\\n" + "".join(f"ra.{name}\\n" for name in names)
+    script = jedi.Script(code, path="notebook.py")
+    found = {}
+    for line, name in enumerate(names, start=2):
+        definitions = script.goto(line, len("ra."), follow_imports=True)
+        found[name] = {
+            "goto": [{"module_path": str(d.module_path), "type": d.type, "name": d.name, "line": d.line}
+                     for d in definitions],
+            "defined_in": inspect.getsourcefile(getattr(ra, name)),  # where Python finds it at run time
+        }
+    print(json.dumps(found))
+"""
+
+
+@pytest.mark.slow  # jedi parses the package and its imports: seconds
+def test_jedi_goto_lands_on_each_public_functions_definition(tmp_path):
+    pytest.importorskip("jedi")
+    found = json.loads(python(tmp_path, GOTO, *GOTO_NAMES, timeout=600))
+    for name in GOTO_NAMES:
+        definitions = found[name]["goto"]
+        assert len(definitions) == 1, (name, definitions)  # none: jedi cannot see through the lazy import
+        definition = definitions[0]
+        module = Path(definition["module_path"])
+        assert module == Path(found[name]["defined_in"]), name  # the defining module, not __init__'s import
+        assert module.is_relative_to(PACKAGE) and module.name != "__init__.py", (name, module)
+        assert (definition["type"], definition["name"]) == ("function", name)
+        source_line = module.read_text(encoding="utf-8").splitlines()[definition["line"] - 1]
+        assert source_line.startswith(f"def {name}("), (name, source_line)
+
+
+def _pyright() -> Path:
+    """The venv's pyright, if it runs here (the PyPI package fetches its Node.js part on first use)."""
+    pyright = Path(sys.executable).with_name("pyright")
+    if not pyright.exists():
+        pytest.skip("pyright is not installed in this environment")
+    try:
+        done = subprocess.run([str(pyright), "--version"], capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.skip("pyright --version did not answer in 2 minutes (fetching Node.js or pyright offline?)")
+    if done.returncode != 0 or "pyright" not in done.stdout:
+        pytest.skip(f"pyright cannot run here: {(done.stderr or done.stdout).strip()[:200]}")
+    return pyright
+
+
+@pytest.mark.slow  # pyright starts Node.js and reads the package: seconds
+def test_pyright_types_every_public_name(tmp_path):
+    """reveal_type of every name in __all__ is its real type, no Unknown in it, where a name outside the API is
+    Any (the lazy __getattr__): the check can tell the two apart."""
+    import real_attention
+
+    pyright = _pyright()
+    names = [*real_attention.__all__, "not_a_public_name"]
+    assert set(TYPED) <= set(names)
+    probe = tmp_path / "probe.py"
+    probe.write_text("import real_attention as ra\n\n" + "".join(f"reveal_type(ra.{name})\n" for name in names),
+                     encoding="utf-8")
+    done = outside(tmp_path, pyright, "--outputjson", "--pythonpath", sys.executable, probe, timeout=600)
+    report = json.loads(done.stdout)
+    diagnostics = report["generalDiagnostics"]
+    assert [d for d in diagnostics if d["severity"] != "information"] == [], diagnostics
+    revealed = {}
+    for diagnostic in diagnostics:
+        name = names[diagnostic["range"]["start"]["line"] - 2]  # line 2 (from 0) is the first reveal_type
+        prefix = f'Type of "ra.{name}" is "'
+        assert diagnostic["message"].startswith(prefix), diagnostic["message"]
+        revealed[name] = diagnostic["message"][len(prefix):-1]
+    assert revealed.keys() == set(names)
+    assert revealed.pop("not_a_public_name") == "Any"
+    assert {name: text for name, text in revealed.items() if "Unknown" in text or text == "Any"} == {}
+    for name, start in TYPED.items():
+        assert revealed[name].startswith(start), (name, revealed[name])
