@@ -112,9 +112,13 @@ def test_parquet_has_typed_columns_and_reads_back_as_the_csv(runs):
     csv, parquet = ra.read_attention(runs["csv"]), ra.read_attention(runs["parquet"])
     assert list(parquet.columns) == list(csv.columns) and dict(parquet.dtypes) == dict(csv.dtypes)
     pd.testing.assert_frame_equal(parquet, csv, check_exact=False, rtol=0, atol=5.1e-7)
-    # the other files are the same
-    for name in ("focus.csv", "heads.csv", "summary.json"):
+    # the other files are the same, but for summary.json's records of the tables it names
+    for name in ("focus.csv", "heads.csv"):
         assert (runs["csv"] / name).read_bytes() == (runs["parquet"] / name).read_bytes(), name
+    summaries = [json.loads((runs[fmt] / "summary.json").read_text()) for fmt in ("csv", "parquet")]
+    assert [sorted(s.pop("tables")) for s in summaries] == [["attention.csv", "rollout.csv"],
+                                                            ["attention.parquet", "rollout.parquet"]]
+    assert summaries[0] == summaries[1]
 
 
 def test_parquet_is_deterministic(tiny_model_dir, runs, tmp_path):

@@ -119,8 +119,9 @@ def test_the_possessive_case_scores_the_next_word_and_survives_a_final_possessor
 def test_baselines_are_fixed_offsets_clamped_to_the_sentence():
     gold = GoldBatch.of(SENTENCES, SyntaxCounts(1, 1).relation_ids)
     predictions = gold.baseline_predictions()
-    assert predictions[:, 0].tolist() == [[0, 0, 0, 0], [0, 0, 0, 1], [0, 0, 1, 2], [0, 1, 2, 3], [1, 2, 3, 3],
-                                          [2, 3, 3, 3]]
+    # before the start: the root (-1), as Clark's offset_predictor; past the end: the last word
+    assert predictions[:, 0].tolist() == [[-1, -1, -1, 0], [-1, -1, 0, 1], [-1, 0, 1, 2], [0, 1, 2, 3],
+                                          [1, 2, 3, 3], [2, 3, 3, 3]]
     assert predictions[OFFSETS.index(1), 1, :2].tolist() == [1, 1]
     counts = counted(SENTENCES, maps_of([np.eye(4), np.eye(2)]))
     frame = baselines_frame(counts)
@@ -130,6 +131,22 @@ def test_baselines_are_fixed_offsets_clamped_to_the_sentence():
     best = best_frame(counts, min_count=1).set_index("relation")
     assert best.loc["all", "baseline_offset"] == 1 and best.loc["all", "baseline_accuracy"] == 3 / 6
     assert best.loc["obj", "baseline_offset"] == -1 and best.loc["nsubj", "baseline_accuracy"] == 1
+
+
+def test_a_baseline_word_before_the_sentence_is_the_root_and_never_correct():
+    # "Go home now": Go is the root, home and now hang on Go. The old rule clamped i - 2 and i - 3 to the first
+    # word, Go, and so credited -2 with home and -3 with home and now; Clark's rule predicts the root there.
+    sentence = tree(["Go", "home", "now"], [0, 1, 1], ["root", "obj", "advmod"])
+    counts = SyntaxCounts(layers=1, heads=1)
+    gold = GoldBatch.of([sentence], counts.relation_ids)
+    assert gold.baseline_predictions()[:, 0].tolist() == [[-1, -1, -1], [-1, -1, 0], [-1, 0, 1], [0, 1, 2],
+                                                          [1, 2, 2], [2, 2, 2]]
+    counts.add_gold(gold)
+    frame = baselines_frame(counts)
+    everything = frame[frame.relation == "all"].set_index("offset")
+    # -1 predicts the root for Go, the root word: still not credited (no head can predict the root either)
+    assert everything.correct.to_dict() == {-3: 0, -2: 1, -1: 1, 0: 0, 1: 0, 2: 0}
+    assert frame[(frame.relation == "root")].correct.sum() == 0
 
 
 def test_the_best_head_breaks_ties_by_layer_head_then_direction_and_skips_rare_root_and_punct():
@@ -186,6 +203,9 @@ BAD = {
     "cycle": (SNIPPET.replace("3\tdog\tdog\tNOUN\t_\t_\t4", "3\tdog\tdog\tNOUN\t_\t_\t1"),
               "line 13: the HEADs of words 1, 3 form a cycle; a dependency tree reaches the root (0) from every word"),
     "empty": ("", "line 1: no sentence: the file is empty"),
+    "two roots": (SNIPPET.replace("5\tyesterday\tyesterday\tNOUN\t_\t_\t4\tobl:tmod", "5\tyesterday\tyesterday\tNOUN\t_\t_\t0\troot"),
+                  "line 17: the sentence that starts on line 12 has 2 roots (words 4, 5 have HEAD 0); a dependency "
+                  "tree has exactly one"),
     "bad HEAD": (SNIPPET.replace("6\t.\t.\tPUNCT\t_\t_\t4", "6\t.\t.\tPUNCT\t_\t_\tx"),
                  "line 10: not CoNLL-U: Failed parsing field 'head'"),
 }
@@ -220,6 +240,15 @@ def test_bad_options_are_one_error_line(options, expected, tmp_path):
     assert result.exit_code == 2, result.output
     (line,) = result.output.strip().splitlines()
     assert line.startswith(expected), line
+
+
+def test_a_treebank_that_is_not_a_regular_file_says_so(tmp_path):
+    result = CliRunner().invoke(cli, ["syntax", "--treebank", "/dev/zero", "--model", str(tmp_path / "no-model"),
+                                      "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == ("Error: /dev/zero is not a regular file (a device, a pipe or a socket); pass a "
+                                     "CoNLL-U treebank file (.conllu), e.g. UD English-EWT's en_ewt-ud-dev.conllu")
+    assert not (tmp_path / "out").exists()
 
 
 # --- the given-words rule on real tokenizers -----------------------------------------------------------------

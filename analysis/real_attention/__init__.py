@@ -17,26 +17,8 @@ package loads no torch, transformers, matplotlib, pandas or click and changes no
 is imported from its stage on first use (PEP 562). The block under TYPE_CHECKING names the same objects for
 editors and type checkers; tests/test_layout.py checks that it and `_API` agree.
 
-Stages. The package's folders are stages that import one way, bottom to top:
-
-    engine < statistics < outputs < {lesson, api} < {syntax_probe, live, other job stages} < cli.py, __init__.py
-
-- `engine/`: the maths, no file written: models, units and words, extraction, batches, measures, mixing, rollout,
-  focus, heads, the pipeline, the config's sentences, errors and the argument checks every stage shares.
-- `statistics/`: statistics pooled over a corpus: inputs, sums and labels, partitions, one process or Dask.
-- `outputs/`: what is written or shown: tables, figures, the report, console lines, staged folders, read-back.
-- `lesson/`: the lesson's model-free numbers and figures. `api/`: ra.load, ra.attend, ... (api), their argument
-  checks (arguments), Attention (attention), ra.run (run), ra.corpus and ra.merge (corpus).
-- `syntax_probe/`: ra.syntax. `live/`: ra.serve and ra.app. `head_importance/` and `comparison/` (the importance
-  and compare jobs, where present) are job stages of this level too, as is any new folder.
-
-A module imports its own stage and those below it, never one above it nor another stage of its level (api and
-lesson do not import each other), inside functions and under TYPE_CHECKING too; tests/test_layout.py reads every
-import with ast and names the file, line and edge of any that breaks this. A result type lives with the job that
-returns it; display code below the job reads it through a Protocol (outputs/console.py). Importing a subpackage
-binds its name on the package, so a folder named like a public function would overwrite it (`import
-real_attention.syntax` would replace ra.syntax): hence `syntax_probe`, `statistics` (beside ra.corpus) and `live`
-(behind ra.serve), and no stage named run, mixing or heads.
+The stage folders import one way (engine < statistics < outputs < api, lesson < syntax_probe, live, other jobs <
+cli.py, __init__.py): docs/layout.md says what each holds and why, tests/test_layout.py keeps every import to it.
 """
 from __future__ import annotations
 

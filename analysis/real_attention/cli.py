@@ -41,10 +41,18 @@ class Group(click.Group):
     """The command group: an unexpected exception is a bug; show its traceback, ask for a report, exit 1."""
 
     def invoke(self, ctx: click.Context):
+        import signal
+
+        from .outputs.staging import Terminated, sigterm_as_interrupt
+
         try:
-            return super().invoke(ctx)
+            with sigterm_as_interrupt():  # SIGTERM (kill, timeout, docker stop) cleans up as Ctrl-C does
+                return super().invoke(ctx)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, BrokenPipeError):
             raise  # BrokenPipeError: the reader went away; main() ends quietly
+        except Terminated:
+            click.echo("Terminated.", err=True)
+            ctx.exit(128 + signal.SIGTERM)  # the status a shell reports for a process SIGTERM ended
         except KeyboardInterrupt:
             raise click.exceptions.Abort() from None
         except Exception:  # noqa: BLE001 - a bug, not bad input
@@ -77,7 +85,7 @@ def format_option(function):
 
 def quiet_option(function):
     return click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors and warnings: no summary, "
-                        "no progress bar.")(function)
+                        "no banner, no progress bar.")(function)
 
 
 def wait_option(function):
@@ -137,16 +145,20 @@ def lesson_command(out_dir: Path, formats: tuple[str, ...], quiet: bool) -> None
         click.echo(f"Wrote {results_dir}/ and {figures_dir}/")
 
 
-def measure_option(function):
+MEASURE_TEXT = ("weights (post-softmax attention), norm (||alpha f(x)||, Kobayashi et al. 2020) or value-zeroing "
+                "(1 - cosine of the layer's output when that head alone loses a word's value vector, Mohebbi et al. "
+                "2023), rows rescaled to sum to 1")
+
+
+def measure_option(help_text: str):
+    """--measure, with the help of the command that takes it (what the measure changes differs by command)."""
     from .engine.measures import MEASURES, WEIGHTS
 
-    return click.option(
-        "--measure", type=click.Choice(MEASURES), default=WEIGHTS, show_default=True,
-        help="What each head's map shows: weights (post-softmax attention), norm (||alpha f(x)||, Kobayashi et "
-             "al. 2020) or value-zeroing (1 - cosine of the layer's output when that head alone loses a word's value "
-             "vector, Mohebbi et al. 2023), rows rescaled to sum to 1; results go to folders named LANG-norm or "
-             "LANG-value-zeroing.",
-    )(function)
+    def decorate(function):
+        return click.option("--measure", type=click.Choice(MEASURES), default=WEIGHTS, show_default=True,
+                            help=help_text)(function)
+
+    return decorate
 
 
 @cli.command("run")
@@ -157,7 +169,8 @@ def measure_option(function):
 @model_options
 @units_option
 @out_option
-@measure_option
+@measure_option(f"What each head's map shows: {MEASURE_TEXT}. Results go to folders named LANG-norm or LANG-value-zeroing "
+                "(weights: LANG).")
 @click.option("--compare-measures", is_flag=True,
               help="Run both measures (results/LANG/ and results/LANG-norm/) and put them side by side per head: "
                    "results/LANG/measures.csv and figures/LANG/measures.png.")
@@ -188,7 +201,7 @@ def run_command(no_report: bool, no_figures: bool, model_name: str | None, out_d
     Figures in OUT/figures/LANG/: a heatmap per sentence of the best sense-word, previous-word,
     next-word and top marker-weight heads (e.g. sense_L1H4_s1.png), overview.png, focus_bars_s1.png, ... and
     rollout_s1.png, ..., for the first 10 sentences unless --all-figures.
-    With --measure norm the folders are LANG-norm instead of LANG.
+    With --measure norm or value-zeroing the folders are LANG-norm or LANG-value-zeroing instead of LANG.
     OUT/figures/LANG/ always holds exactly what this run drew: with --no-figures --no-report it is removed.
     """
     from .api.run import run
@@ -210,15 +223,17 @@ def run_command(no_report: bool, no_figures: bool, model_name: str | None, out_d
 @click.option("--sentence", type=int, help="Sentence number, counted from 1. Default: every sentence.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
               show_default=True, help="The --out folder of `real-attention run`; figures go to OUT/figures/show/LANG/.")
-@measure_option
+@measure_option("Which run to draw from: that of `run --measure MEASURE`, read from results/LANG/ (weights), "
+                "results/LANG-norm/ or results/LANG-value-zeroing/; the figures go to figures/show/ under the same "
+                "name.")
 @format_option
 @quiet_option
 def show_command(lang, layer, head, sentence, out_dir, measure, formats, quiet) -> None:
     """Draw the word x word heatmap of any one head from a finished run (no model is loaded).
 
     Reads OUT/results/LANG/attention.csv and summary.json, writes OUT/figures/show/LANG/head_L<l>H<h>_s<k>.png
-    (its own folder: a later `run` replaces figures/LANG/ whole) and prints its path. With --measure norm: the
-    LANG-norm folders of `run --measure norm`.
+    (its own folder: a later `run` replaces figures/LANG/ whole) and prints its path. With --measure norm or
+    value-zeroing: the LANG-norm or LANG-value-zeroing folders of that run.
     """
     from .outputs.drawing import show_head
 
@@ -260,7 +275,8 @@ def show_command(lang, layer, head, sentence, out_dir, measure, formats, quiet) 
 @click.option("--partition-size", type=click.IntRange(min=1), default=1024, show_default=True, metavar="N",
               help="Sentences per partition, the unit of work of a worker (a single process cuts the same "
                    "partitions, so its result is the cluster's).")
-@measure_option
+@measure_option(f"Which maps the statistics pool: {MEASURE_TEXT}. Results go to results/corpus/NAME-norm/ or "
+                "NAME-value-zeroing/ (weights: NAME/); shards of different measures do not merge.")
 @out_option
 @format_option
 @wait_option
@@ -272,8 +288,8 @@ def heads_command(corpus_specs, more_specs, model_name, out_dir, no_wait, quiet,
     special tokens ([CLS], [SEP], <s>, </s>, ...) and punctuation, and the mean row entropy, pooled over every
     word of every sentence. Writes
     OUT/results/corpus/NAME/ (heads.csv, summary.json, sums.json) and OUT/figures/corpus/NAME/ (labels.png,
-    statistics.png). With --workers or --scheduler the partitions run on a Dask cluster. With --measure norm
-    the statistics pool the norm-based maps, into NAME-norm/ folders.
+    statistics.png). With --workers or --scheduler the partitions run on a Dask cluster. With --measure norm or
+    value-zeroing the statistics pool those maps, into NAME-norm/ or NAME-value-zeroing/ folders.
     """
     from .api.corpus import corpus
     from .outputs.console import corpus_lines
@@ -326,7 +342,8 @@ def progress_bar(total: int, desc: str):
               help="A CoNLL-U treebank, e.g. UD English-EWT's en_ewt-ud-dev.conllu.")
 @click.option("--lang", help="Use the pinned model of this language (es, en); or pass --model.")
 @model_options
-@measure_option
+@measure_option(f"Which maps predict each word's head: {MEASURE_TEXT}. Results go to results/syntax/NAME-norm/ or "
+                "NAME-value-zeroing/ (weights: NAME/).")
 @click.option("--name", metavar="NAME", help="The folder under results/syntax/ and figures/syntax/. "
               "Default: the treebank's stem.")
 @click.option("--min-count", type=int, default=100, show_default=True,
@@ -378,14 +395,16 @@ def syntax_command(treebank, lang, model_name, revision, offline, device, measur
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on; 0.0.0.0 lets anyone on the network use the model (a warning says so).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="TCP port; 0: a free one.")
-@measure_option
+@measure_option(f"The form's measure when the page opens: {MEASURE_TEXT}. Each request may name its own; nothing is "
+                "written.")
 @click.option("--max-sentences", type=click.IntRange(min=1), default=16, show_default=True,
               help="The most sentences one request may have.")
 @click.option("--max-pieces", type=click.IntRange(min=1), default=256, show_default=True,
               help="The most word pieces one request may have, over all its sentences.")
 @click.option("--open", "open_browser", is_flag=True, help="Open the page in the default browser.")
+@quiet_option
 def serve_command(lang, model_name, revision, offline, device, host, port, measure, max_sentences, max_pieces,
-                  open_browser) -> None:
+                  open_browser, quiet) -> None:
     """Serve a live page where anyone types sentences and sees every head; the model loads once.
 
     GET / is the page (the report's views, drawn for each answer, offline); POST /api/attend is the JSON API;
@@ -401,7 +420,7 @@ def serve_command(lang, model_name, revision, offline, device, host, port, measu
             raise InputError("serve needs a model: pass --model ID_OR_PATH (e.g. --model minilm) or --lang es|en")
         loaded = load(model_name, revision=revision, lang=lang, device=device, offline=offline)
         serve(loaded, host=host, port=port, lang=lang, measure=measure, max_sentences=max_sentences,
-              max_pieces=max_pieces, open_browser=open_browser)
+              max_pieces=max_pieces, open_browser=open_browser, quiet=quiet)
 
 
 def main() -> None:

@@ -96,10 +96,11 @@ def run(lang: str = DEFAULT_LANG, config: str | Path | None = None, model: str |
     from ..engine.models import check_encodes, choose_model, load_model
     from ..engine.sentences import load_sentences
     from ..outputs.drawing import DrawingPool, font_note, run_texts
-    from ..outputs.staging import staged_outputs
+    from ..outputs.staging import check_targets, staged_outputs
 
     settings, measures = _checked(lang, out, units, measure, compare_measures, figures, report, formats,
                                   all_figures, quiet, table_format, report_sentences)
+    check_targets(folder(m) for folder in (settings.results_dir, settings.figures_dir) for m in measures)
     sentence_set = load_sentences(config, settings.lang)
     choice = choose_model(settings.lang, model, revision)
     runs: list[MeasureRun] = []

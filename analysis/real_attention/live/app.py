@@ -254,6 +254,9 @@ def make_app(model, *, lang: str | None = None, measure: str = "weights", max_se
 
     async def report_endpoint(request: Request) -> Response:
         async def respond(att, _page):
+            if att.result is None:  # no focus word: the maps alone, which /api/attend gives; a report needs more
+                return error(422, '/api/report needs "focus" and "sense" (one sense word per sentence): the report '
+                                  'is built around the focus word; /api/attend answers without them')
             page_html = await run_in_threadpool(att.report_html)
             return Response(page_html, media_type="text/html; charset=utf-8",
                             headers={"content-disposition": 'attachment; filename="report.html"'})

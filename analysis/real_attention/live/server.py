@@ -75,8 +75,9 @@ def serve(model: LoadedModel | str, *, host: str = LOCALHOST, port: int = 8000, 
           max_sentences: int = 16, max_pieces: int = 256, open_browser: bool = False, quiet: bool = False) -> None:
     """Serve the live page of `model` on host:port until Ctrl-C (or SIGTERM), then return.
 
-    Prints one line when it listens: the URL, the model and its revision (and a warning first if `host` is not a
-    loopback address). The arguments are those of `app`; open_browser opens the page in the default browser.
+    Prints one line when it listens: the URL, the model and its revision (none with quiet), and a warning first if
+    `host` is not a loopback address (also with quiet). The arguments are those of `app`; open_browser opens the
+    page in the default browser.
     """
     import uvicorn
 
@@ -87,7 +88,7 @@ def serve(model: LoadedModel | str, *, host: str = LOCALHOST, port: int = 8000, 
     sock = bind(host, port)
     url = url_of(sock)
     warning = exposure_warning(host)
-    if warning and not quiet:
+    if warning:  # a warning is shown even with quiet, as every command's --quiet promises
         print(f"Warning: {warning}", file=sys.stderr, flush=True)
     if not quiet:
         print(f"Serving {url} with {loaded.choice.name} @ {short_revision(loaded.revision)} (Ctrl-C stops it)",

@@ -1,8 +1,8 @@
 """What the commands print after a job: a few lines per result, built from the job's output, no files read.
 
 The jobs' result types (api.run.RunOutput, api.corpus.CorpusOutput) live with their jobs, a stage above this
-one; the protocols below name the fields these lines read, so this module imports no job (the stage graph is in
-real_attention/__init__.py).
+one; the protocols below name the fields these lines read, so this module imports no job (the stage graph:
+docs/layout.md).
 """
 from __future__ import annotations
 

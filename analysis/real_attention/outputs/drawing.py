@@ -87,6 +87,9 @@ def _start_worker(parent: int, started) -> None:  # started: the write end of Dr
     # Ctrl-C reaches the whole process group: the main process stops the run and ends the workers; a worker
     # of its own would only print a KeyboardInterrupt traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # SIGTERM ends a worker at once (DrawingPool.terminate sends it), not through the handler the parent set
+    # for itself (staging.sigterm_as_interrupt), which a forked worker inherits.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     started.send(os.getpid())  # one small write: atomic on a pipe, done before any job runs
     try:
         from .plots import warm_up

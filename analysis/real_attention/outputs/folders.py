@@ -13,6 +13,10 @@ from __future__ import annotations
 
 from ..engine.errors import InputError
 
+# The longest name a folder under --out may have: file systems allow 255 bytes, and the hidden folders beside it
+# add about 40 (`.NAME-value-zeroing.staging-abcd1234`, `NAME-shard-12-of-64`).
+MAX_NAME_BYTES = 128
+
 # folder name under results/ or figures/ -> the command that owns it
 OWNED = {
     "corpus": "heads --corpus and merge",
@@ -32,6 +36,10 @@ def plain_folder_name(name: str, what: str) -> str:
             or any(char in name for char in "/\\\0:") or any(ord(char) < 32 for char in name)):
         raise InputError(f"{what} {name!r} cannot be a folder name: use one plain name without slashes, "
                          "like es or my-corpus")
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if size > MAX_NAME_BYTES:
+        raise InputError(f"{what} {name[:24]!r}... is too long for a folder name: {size} bytes, at most "
+                         f"{MAX_NAME_BYTES} (UTF-8); choose a shorter name")
     return name
 
 

@@ -4,7 +4,7 @@ Latin-only text keeps matplotlib's default font untouched (the same bytes as eve
 default font lacks gets the default family followed by an installed font that has them (matplotlib >= 3.6 falls
 back glyph by glyph). When none is installed, `missing_glyphs_note` gives one line naming the package to install.
 
-The one global change this tool makes (documented in the README's Python API section): the first time a text
+The one global change this tool makes (documented in docs/python.md): the first time a text
 needs a fallback, fonts installed after matplotlib built its font cache are added to matplotlib's shared
 `font_manager.fontManager` (`_load_new_system_fonts`, once per process). Adding a font changes no rcParams and no
 default family, so every figure that does not ask for those fonts draws as before; matplotlib has no way to

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..engine.errors import InputError
+from .table_checks import DamagedTable, damaged, read_checked, read_summary  # noqa: F401  (DamagedTable re-exported)
 
 
 class ResultsError(InputError):
@@ -51,19 +52,51 @@ class StoredRun:
 
 def load_run(out_dir: Path, lang: str, measure: str = "weights") -> StoredRun:
     """Read OUT/results/LANG/ (LANG-norm/ for the norm measure); ResultsError (with the command to run first)
-    if it is not there."""
+    if it is not there, DamagedTable (naming the file) if summary.json or the table is not what `run` wrote."""
     from ..engine.measures import WEIGHTS, folder_suffix
 
     folder = Path(out_dir) / "results" / (lang + folder_suffix(measure))
     summary_path = folder / "summary.json"
-    if not (summary_path.is_file() and table_path(folder, "attention") is not None):
+    table = table_path(folder, "attention")
+    if not (summary_path.is_file() and table is not None):
         option = "" if measure == WEIGHTS else f" --measure {measure}"
         option = _model_option(Path(out_dir), lang) + option
         raise ResultsError(
             f"no results in {folder}; run `real-attention run --lang {lang}{option} --out {out_dir}` first"
         )
-    summary = json.loads(summary_path.read_text(encoding="utf-8"))
-    return StoredRun(summary=summary, attention=read_attention(folder))
+    summary = check_run_summary(summary_path, read_summary(summary_path))
+    return StoredRun(summary=summary, attention=read_checked(table, summary))
+
+
+def check_run_summary(path: Path, summary: dict) -> dict:
+    """The fields of a run's summary.json that a reader of its tables uses, checked; DamagedTable names the
+    first that is not as `run` writes it."""
+    def whole(value) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+    def text(value) -> bool:
+        return isinstance(value, str)
+
+    def index(value) -> bool:
+        return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
+
+    checks = [("layers", whole, "a whole number >= 1"), ("heads_per_layer", whole, "a whole number >= 1"),
+              ("focus", text, "a word"),
+              ("sentences", lambda v: isinstance(v, list) and len(v) > 0 and all(
+                  isinstance(s, dict) and text(s.get("text")) and text(s.get("sense")) for s in v),
+               'a list of {"text", "sense"} objects')]
+    for name, valid, expected in checks:
+        if name not in summary:
+            raise damaged(path, f"it has no field {name!r}")
+        if not valid(summary[name]):
+            raise damaged(path, f"its field {name!r} is not {expected}")
+    positions = summary.get("word_positions")
+    if positions is not None and not (
+            isinstance(positions, list) and len(positions) == len(summary["sentences"])
+            and all(isinstance(p, dict) and index(p.get("focus_index")) and index(p.get("sense_index"))
+                    for p in positions)):
+        raise damaged(path, "its field 'word_positions' is not one {focus_index, sense_index} per sentence")
+    return summary
 
 
 TABLE_SUFFIXES = (".parquet", ".csv")  # run --table-format: a run writes one of them
@@ -75,17 +108,16 @@ def table_path(folder: Path, name: str) -> Path | None:
                  if path.is_file()), None)
 
 
-# The table's types as read back, whatever the format: the CSV's (int64, str, float64).
-_INTEGER_COLUMNS = ("sentence", "layer", "head", "query_index", "key_index")
-
-
 def read_attention(path: str | Path) -> pd.DataFrame:
     """attention.csv or attention.parquet (`run --table-format`) read back as one DataFrame, the same for both:
     the columns of attention.csv (rollout.csv's, for a rollout table) in order, integers as int64, words as
     str, weights as float64 (the CSV holds 6 decimals, Parquet float32's 7 digits).
 
     path: the table file, or a results folder (results/LANG/), which holds one of the two. Also reads rollout
-    tables. ResultsError if there is no such table.
+    tables. ResultsError if there is no such table. The table is checked as it is read
+    (real_attention.outputs.table_checks): against the row count and sha256 that the summary.json beside it
+    records, and for the structure every such table has (whole numbers, weights in [0, 1], complete n x n
+    blocks, rows summing to 1); DamagedTable (an InputError) names the file if it is not what `run` wrote.
     """
     path = Path(path)
     if path.is_dir():
@@ -95,23 +127,9 @@ def read_attention(path: str | Path) -> pd.DataFrame:
         path = found
     if not path.is_file():
         raise ResultsError(f"no attention table at {path}")
-    if path.suffix == ".parquet":
-        try:
-            import pyarrow.parquet as pq
-        except ImportError:
-            raise ResultsError(f"{path} is a Parquet file, read with pyarrow: pip install "
-                               "\"real-attention[parquet]\"") from None
-        frame = pq.read_table(path).to_pandas()
-        for name in ("query", "key"):
-            if name in frame:
-                frame[name] = frame[name].astype(str)
-        for name in _INTEGER_COLUMNS:
-            if name in frame:
-                frame[name] = frame[name].astype(np.int64)
-        frame["weight"] = frame["weight"].astype(np.float64)
-        return frame
-    # Words are text: never let pandas read "null", "NA" or "1" as a missing value or a number.
-    return pd.read_csv(path, dtype={"query": str, "key": str}, keep_default_na=False, na_filter=False)
+    summary_path = path.with_name("summary.json")
+    summary = read_summary(summary_path) if summary_path.is_file() else None
+    return read_checked(path, summary)
 
 
 def _model_option(out_dir: Path, lang: str) -> str:

@@ -219,7 +219,7 @@ def report_data(result: RunResult, summary: dict, max_sentences: int | None = RE
             for i, sentence in enumerate(sentences)
         ],
         "mixing_labels": _mixing_labels(result),  # [measure, label] in the order drawn; [] without --mixing
-        "summary": summary,
+        "summary": {key: value for key, value in summary.items() if key != "tables"},  # no checksums in the page
         "summary_lines": describe_run(summary).splitlines(),
     }
 

@@ -15,8 +15,10 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,7 +26,8 @@ from pathlib import Path
 from ..engine.errors import InputError, OutputError, RealAttentionError
 from .folders import plain_folder_name
 
-__all__ = ["OutputError", "Staging", "plain_folder_name", "staged_outputs", "write_failure"]
+__all__ = ["OutputError", "Staging", "Terminated", "plain_folder_name", "sigterm_as_interrupt", "staged_outputs",
+           "write_failure"]
 
 # Errors of the disk, not of the input or the code: a full disk, a file too large, a read-only or forbidden folder.
 WRITE_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.ENAMETOOLONG}
@@ -114,14 +117,15 @@ class Staging:
     def commit(self) -> None:
         for staging, target in self._staged:
             backup = None
-            if target.exists():
-                backup = target.with_name(f".{target.name}.old-{os.getpid()}")
-                try:
-                    os.rename(target, backup)
-                except OSError as error:
-                    raise OutputError(f"cannot replace {target}: {error.strerror or error}") from None
-            if staging is not None:
-                os.rename(staging, target)
+            with _signals_held():  # the two renames: both or neither
+                if target.exists():
+                    backup = target.with_name(f".{target.name}.old-{os.getpid()}")
+                    try:
+                        os.rename(target, backup)
+                    except OSError as error:
+                        raise OutputError(f"cannot replace {target}: {error.strerror or error}") from None
+                if staging is not None:
+                    os.rename(staging, target)
             if backup is not None:
                 problems: list[str] = []
                 remove_tree(backup, problems=problems)
@@ -191,10 +195,21 @@ class FolderLock:
 
 
 def check_replaceable(target: Path) -> None:
-    """A target that is a symbolic link is refused: the swap would replace the link, not the folder it names."""
+    """A target that is a symbolic link is refused: the swap would replace the link, not the folder it names. So
+    is one that is there but no folder (a plain file, a device, a pipe): it is not ours to replace."""
+    target = Path(target)
     if target.is_symlink():
         raise InputError(f"{target} is a symbolic link; real-attention replaces its output folders whole and will "
                          "not replace a link. Remove the link, or pass the folder it points to as --out")
+    if target.exists() and not target.is_dir():
+        raise InputError(f"{target} is a file, not a folder; real-attention writes a folder there and will not "
+                         "replace a file. Move the file away, or choose another --out")
+
+
+def check_targets(targets) -> None:
+    """check_replaceable for each target, before any work: InputError for the first a run could not replace."""
+    for target in targets:
+        check_replaceable(Path(target))
 
 
 def remove_tree(path: Path, *, ignore_errors: bool = False, problems: list[str] | None = None) -> None:
@@ -209,27 +224,77 @@ def remove_tree(path: Path, *, ignore_errors: bool = False, problems: list[str] 
         shutil.rmtree(path, onerror=lambda _function, failed, info: sink.append(f"{failed}: {info[1]}"))
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived (`kill`, `timeout`, systemd, docker stop): handled as Ctrl-C is, so every staged folder is
+    removed, every lock released and the earlier results stay as they were."""
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While the block runs, SIGTERM raises Terminated (a KeyboardInterrupt) in this process, as Ctrl-C would.
+
+    Only where Python lets a handler be set (the main thread) and only over the default action (a handler the
+    program set stays). A process forked meanwhile (a drawing worker) inherits the handler: there it falls back to
+    the default action, so the worker simply ends, as before.
+    """
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+    owner = os.getpid()
+
+    def terminate(number, _frame) -> None:
+        if os.getpid() != owner:  # a forked child: die as SIGTERM would have made it
+            signal.signal(number, signal.SIG_DFL)
+            os.kill(os.getpid(), number)
+            return
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait until the block is done (on the main thread, where Python handles them): a swap of
+    a target for its staged folder is never left half done, the old folder moved aside and the new not in place."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 @contextmanager
 def staged_outputs(*, wait: bool = True, on_wait: Callable[[str], None] | None = None) -> Iterator[Staging]:
-    """Everything written into the staged folders lands only if the block finishes; else nothing does.
+    """Everything written into the staged folders lands only if the block finishes; else nothing does, also
+    when the process gets Ctrl-C or SIGTERM (sigterm_as_interrupt).
 
     A disk error while writing (no space, a file too large, a read-only or forbidden folder) becomes one
     OutputError naming the path and the cause. `wait`/`on_wait`: see Staging.
     """
     staging = Staging(wait=wait, on_wait=on_wait)
-    try:
-        yield staging
-    except OSError as error:
-        where = staging.where()
-        staging.discard()
-        if error.errno in WRITE_ERRNOS and not isinstance(error, RealAttentionError):
-            raise write_failure(error, where) from None
-        raise
-    except BaseException:  # Ctrl-C included: leave no partial files
-        staging.discard()
-        raise
-    try:
-        staging.commit()
-    except BaseException:
-        staging.discard()  # the targets not yet swapped in keep their old contents
-        raise
+    with sigterm_as_interrupt():  # SIGTERM, like Ctrl-C, leaves no partial files
+        try:
+            yield staging
+        except OSError as error:
+            where = staging.where()
+            staging.discard()
+            if error.errno in WRITE_ERRNOS and not isinstance(error, RealAttentionError):
+                raise write_failure(error, where) from None
+            raise
+        except BaseException:  # Ctrl-C included: leave no partial files
+            staging.discard()
+            raise
+        try:
+            staging.commit()
+        except BaseException:
+            staging.discard()  # the targets not yet swapped in keep their old contents
+            raise

@@ -12,6 +12,7 @@ from ..engine.measures import MEASURE_TEXT, WEIGHTS
 from ..engine.pipeline import RunResult
 from ..engine.words import WordAttention
 from .files import FLOAT_FORMAT, csv_flags, write_csv, write_csv_chunks, write_json  # noqa: F401  (re-exported)
+from .table_checks import table_records
 
 ATTENTION_COLUMNS = ["sentence", "layer", "head", "query_index", "query", "key_index", "key", "weight"]
 FOCUS_COLUMNS = ["sentence", "layer", "head", "top_key", "top_weight", "sense_weight", "marker_weight"]
@@ -281,7 +282,8 @@ def summary(result: RunResult) -> dict:
 
 
 def write_results(folder: Path, result: RunResult, *, tables_written: bool = False) -> dict:
-    """Write the result files into `folder` (rollout.csv when the rollout was computed); returns the summary.
+    """Write the result files into `folder` (rollout.csv when the rollout was computed); returns the summary,
+    whose "tables" records the row count and sha256 of attention and rollout as written.
 
     tables_written: attention and rollout are there already (a SentenceTables wrote them as the run went);
     write the others only. Otherwise the result must hold every sentence's maps.
@@ -295,6 +297,9 @@ def write_results(folder: Path, result: RunResult, *, tables_written: bool = Fal
     write_csv(focus_frame(sentences, report), folder / "focus.csv")
     write_csv(heads_frame(report), folder / "heads.csv")
     data = summary(result)
+    layers, heads = report.shape
+    # The per-sentence tables' row counts and sha256, which every reader checks (outputs/table_checks.py)
+    data["tables"] = table_records(folder, [s.attention.words for s in sentences], layers, heads)
     write_json(data, folder / "summary.json")
     return data
 

@@ -6,7 +6,7 @@ they finish in. The single process and a cluster therefore compute the same batc
 sums in the same order: with the same number of torch threads per process the results are equal bit for bit.
 (MKL's float32 matrix products may split their work differently for another thread count, which moves the
 means in the 7th significant digit; MKL_CBWR=AVX2,STRICT in every process's environment removes that, at a
-cost in speed; see README "On a cluster".)
+cost in speed; see docs/corpus.md, "On a cluster".)
 
 Dask is an optional extra: real_attention.statistics.dask_engine imports it, and only a run that asks for a cluster imports
 that module.

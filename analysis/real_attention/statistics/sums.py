@@ -28,6 +28,7 @@ from ..engine.extract import Encoded
 from ..engine.heads import COUNT_FIELDS, STATISTICS, HeadSums, kernel, sentence_counts  # noqa: F401  (re-exported)
 from ..outputs.files import write_csv, write_json
 from ..engine.units import DEFAULT_UNITS
+from .sums_checks import validate_sums_json
 
 CORPUS_HEADS_COLUMNS = ["layer", "head", "label", *STATISTICS, "n_sentences", "n_words"]
 
@@ -458,6 +459,7 @@ def read_shard(folder: Path) -> tuple[dict, HeadSums]:
         raise CorpusError(f"{folder} holds an unreadable summary.json or sums.json ({error})") from None
     check_summary(folder, data)
     try:
+        validate_sums_json(sums)
         head_sums = HeadSums.from_json(sums)
     except ValueError as error:  # check_sums_json names the field
         raise CorpusError(f"{folder / 'sums.json'}: {error}; merge takes the sums.json that `heads --shard` "

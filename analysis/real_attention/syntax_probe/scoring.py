@@ -6,7 +6,9 @@ For every layer, head and direction, each word's predicted head is the word the 
 after the diagonal is set to 0 and the special tokens' rows and columns are dropped. The root is never
 predicted (a prediction is always a word). Possessives (Clark's special case): when a word's relation is
 `poss` and the next word is 's, s', ’s or s’, the next word's prediction is scored instead.
-Baselines: the word at a fixed offset i + k, k = -3..+2, clamped to the sentence (Clark's offset_predictor).
+Baselines: the word at a fixed offset i + k, k = -3..+2, as Clark's offset_predictor has it: past the sentence's
+end, the last word; before its start, the root, which is never a correct head here (the probe scores word heads
+only, and no attention head can predict the root either, so the baselines get no credit the heads cannot get).
 Counts are exact integers accumulated per relation, direction, layer and head; no map is kept.
 """
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pandas as pd
 
 from .treebank import POSS, TreeSentence
 
+ROOT = -1  # a baseline's prediction of the root (a word before the sentence's start); never counted correct
 DIRECTIONS = ("dep->head", "head<-dep")  # the word map as it is; its transpose
 OFFSETS = (-3, -2, -1, 0, 1, 2)  # the fixed-offset baselines
 POSS_MARKERS = ("'s", "s'", "\u2019s", "s\u2019")  # the possessive words after a poss word (compared lower-cased)
@@ -90,7 +93,8 @@ class GoldBatch:
         lead = predictions.shape[:-2]
         scored = np.broadcast_to(self.scored, predictions.shape)
         picked = np.take_along_axis(predictions, scored, axis=-1)  # (..., B, W)
-        hit = (picked == self.heads) & (self.relations >= 0)  # pads: gold -2 never hit; the root (-1) never either
+        # pads: gold -2 never hit; the root (ROOT, a baseline's word before the start) is never a correct head
+        hit = (picked == self.heads) & (self.relations >= 0) & (picked != ROOT)
         onehot = np.zeros((self.relations.size, relations))  # (B * W, R) float64: exact counts through BLAS
         real = self.relations.reshape(-1) >= 0
         onehot[np.flatnonzero(real), self.relations.reshape(-1)[real]] = 1.0
@@ -98,11 +102,12 @@ class GoldBatch:
         return np.rint(counts).astype(np.int64).reshape(*lead, relations)
 
     def baseline_predictions(self) -> np.ndarray:
-        """(len(OFFSETS), B, W) int64: the word at i + offset, clamped to each sentence's words."""
+        """(len(OFFSETS), B, W) int64: the word at i + offset; past the end of its sentence the last word, before
+        its start ROOT (Clark's offset_predictor: max(0, min(i + offset + 1, n)), counted from 1 with 0 the root)."""
         index = np.arange(self.heads.shape[1])
         last = np.maximum(self.lengths - 1, 0)[None, :, None]
         shifted = index[None, None, :] + np.array(OFFSETS)[:, None, None]  # (O, 1, W)
-        return np.clip(shifted, 0, last)
+        return np.clip(shifted, ROOT, last)
 
 
 @dataclass

@@ -56,6 +56,10 @@ def file_sha256(path: Path) -> str:
 def check_treebank(path: str | Path) -> Path:
     """The path of a readable file, else TreebankError."""
     path = Path(path)
+    if path.exists() and not path.is_file():
+        kind = "a folder" if path.is_dir() else "not a regular file (a device, a pipe or a socket)"
+        raise TreebankError(f"{path} is {kind}; pass a CoNLL-U treebank file (.conllu), e.g. UD English-EWT's "
+                            "en_ewt-ud-dev.conllu")
     if not path.is_file():
         raise TreebankError(f"{path}: no such file; pass a CoNLL-U treebank (.conllu), e.g. UD English-EWT's "
                             "en_ewt-ud-dev.conllu")
@@ -151,6 +155,13 @@ def _sentence(path: Path, block: list[tuple[int, str]]) -> TreeSentence | None:
         if not 0 <= head <= count:
             raise TreebankError(f"{path}, line {number}: HEAD {head} points outside the sentence (its words are "
                                 f"1 to {count}, and 0 is the root)")
+    roots = [word for word, head in enumerate(heads, start=1) if head == 0]
+    if len(roots) != 1:
+        where = numbers[roots[1] - 1] if roots else lines[0][0]
+        found = f"words {', '.join(map(str, roots))} have HEAD 0" if roots else "no word has HEAD 0"
+        raise TreebankError(f"{path}, line {where}: the sentence that starts on line {block[0][0]} has "
+                            f"{len(roots) or 'no'} root{'s' if len(roots) != 1 else ''} ({found}); a dependency "
+                            "tree has exactly one")
     _check_tree(path, np.array(heads, dtype=np.int64), numbers)
     return TreeSentence(tuple(words), np.array(heads, dtype=np.int64) - 1, tuple(relations), block[0][0])
 

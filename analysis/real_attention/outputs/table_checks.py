@@ -1,0 +1,313 @@
+"""A table read back is the table `run` wrote, or one error that names the file and says it is damaged.
+
+On write, summary.json records each per-sentence table (attention and rollout, CSV or Parquet) under "tables":
+its row count and the sha256 of its bytes. On read, a table is checked
+
+  - against that record, when summary.json has one (results written before it have none);
+  - for what every such table is, record or not: the columns in order; whole numbers where they belong (layers,
+    heads and sentences from 1, indices from 0), words as text, every weight a finite number in [0, 1]; each
+    sentence's (layer, head) blocks complete, one n x n block each, in the order run writes them; one word per
+    unit; every query row summing to 1 (every measure run writes has rows that do: weights, norm and value
+    zeroing are rescaled so, rollout keeps it); and, given the run's summary, its sentences, layers and heads.
+
+Any reader failure (a truncated or empty Parquet, a CSV that is not UTF-8, a cut-off line) is the same one error.
+"""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..engine.errors import InputError
+from ..engine.measures import NORM, WEIGHTS
+
+ATTENTION_COLUMNS = ["sentence", "layer", "head", "query_index", "query", "key_index", "key", "weight"]
+ROLLOUT_COLUMNS = ["sentence", "layer", "query_index", "query", "key_index", "key", "weight"]
+INTEGER_COLUMNS = ("sentence", "layer", "head", "query_index", "key_index")
+WORD_COLUMNS = ("query", "key")
+TABLES = ("attention", "rollout")  # the per-sentence tables a run writes and ra.read_attention reads
+SUFFIXES = (".parquet", ".csv")
+
+# A weight may pass 1 or a row sum miss 1 by rounding only: the CSV's 6 decimals (5e-7 a cell) or float32's
+# (6e-8 relative) on maps that were float32 to begin with. Per row: ROW_SLACK plus CELL_SLACK per cell.
+ROW_SLACK = 1e-4
+CELL_SLACK = 1e-6
+
+
+class DamagedTable(InputError):
+    """A results file that cannot be what `run` wrote: the message names the file and says what is wrong."""
+
+
+def damaged(path: Path, what: str) -> DamagedTable:
+    return DamagedTable(f"{path} is damaged: {what}; it is not the file `real-attention run` wrote. Run "
+                        "`real-attention run` again to write it anew")
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+# --- on write -----------------------------------------------------------------------------------------------------
+
+
+def table_records(folder: Path, words: list[tuple[str, ...]], layers: int, heads: int) -> dict:
+    """summary.json's "tables": for each per-sentence table in `folder`, {"rows": ..., "sha256": ...}.
+
+    words: (S,) each sentence's units, as in the tables; the rows are sum(layers * heads * n^2) for attention and
+    sum(layers * n^2) for rollout.
+    """
+    squares = sum(len(units) ** 2 for units in words)
+    rows = {"attention": layers * heads * squares, "rollout": layers * squares}
+    records = {}
+    for name in TABLES:
+        for suffix in SUFFIXES:
+            path = Path(folder) / f"{name}{suffix}"
+            if path.is_file():
+                records[path.name] = {"rows": rows[name], "sha256": file_sha256(path)}
+    return records
+
+
+# --- on read ------------------------------------------------------------------------------------------------------
+
+
+def read_summary(path: Path) -> dict:
+    """summary.json as a dict; DamagedTable if it is not JSON (cut off, overwritten) or not an object."""
+    import json
+
+    try:
+        data = json.loads(Path(path).read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise damaged(path, f"it is not UTF-8 text ({error.reason} at byte {error.start})") from None
+    except ValueError as error:  # json.JSONDecodeError
+        raise damaged(path, f"it is not complete JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise damaged(path, "it is not a JSON object")
+    return data
+
+
+def check_record(path: Path, summary: dict | None) -> dict | None:
+    """The table's record in summary.json, checked against the file's bytes; None when there is none (an older
+    run). DamagedTable if the bytes differ, or the record itself is not one `run` writes."""
+    if summary is None or "tables" not in summary:
+        return None
+    tables = summary["tables"]
+    record = tables.get(path.name) if isinstance(tables, dict) else None
+    if record is None:
+        return None
+    rows, digest = (record.get("rows"), record.get("sha256")) if isinstance(record, dict) else (None, None)
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0 or not isinstance(digest, str):
+        raise damaged(path.with_name("summary.json"), f"its record of {path.name} is {record!r}, not a row count "
+                                                      "and a sha256")
+    actual = file_sha256(path)
+    if actual != digest:
+        raise damaged(path, f"its sha256 is {actual[:12]}..., but summary.json records {digest[:12]}... for the "
+                            "file as written (the bytes changed since)")
+    return record
+
+
+def _read_parquet(path: Path, columns: list[str]) -> pd.DataFrame:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        from .readback import ResultsError
+
+        raise ResultsError(f"{path} is a Parquet file, read with pyarrow: pip install "
+                           "\"real-attention[parquet]\"") from None
+    try:
+        table = pq.read_table(path)
+    except Exception as error:  # noqa: BLE001  pyarrow raises ArrowInvalid, OSError, ValueError, ... on a bad file
+        raise damaged(path, f"it cannot be read as Parquet ({type(error).__name__}: {_first_line(error)})") from None
+    if table.column_names != columns:
+        raise damaged(path, f"its columns are {', '.join(table.column_names) or 'none'}, expected "
+                            f"{', '.join(columns)}")
+    for name in columns:
+        kind = table.schema.field(name).type
+        if pa.types.is_dictionary(kind):
+            kind = kind.value_type
+        expected = (pa.types.is_integer if name in INTEGER_COLUMNS else pa.types.is_floating if name == "weight"
+                    else lambda t: pa.types.is_string(t) or pa.types.is_large_string(t))
+        if not expected(kind):
+            raise damaged(path, f"its column {name!r} holds {kind}")
+    try:
+        frame = table.to_pandas()
+    except Exception as error:  # noqa: BLE001  a damaged page can still fail here
+        raise damaged(path, f"it cannot be read as Parquet ({type(error).__name__}: {_first_line(error)})") from None
+    for name in WORD_COLUMNS:
+        if name in frame:
+            if frame[name].isna().any():
+                raise damaged(path, f"its column {name!r} has missing words")
+            frame[name] = frame[name].astype(str)
+    for name in INTEGER_COLUMNS:
+        if name in frame:
+            if frame[name].isna().any():
+                raise damaged(path, f"its column {name!r} has missing numbers")
+            frame[name] = frame[name].astype(np.int64)
+    frame["weight"] = frame["weight"].astype(np.float64)
+    return frame
+
+
+def _read_csv(path: Path, columns: list[str]) -> pd.DataFrame:
+    try:
+        with open(path, "rb") as handle:
+            header = handle.readline().decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError as error:
+        raise damaged(path, f"it is not UTF-8 text ({error.reason} at byte {error.start})") from None
+    if header != ",".join(columns):
+        shown = header if len(header) <= 80 else header[:80] + "..."
+        raise damaged(path, f"its header is {shown!r}, expected {','.join(columns)!r}")
+    types = {name: (np.int64 if name in INTEGER_COLUMNS else str if name in WORD_COLUMNS else np.float64)
+             for name in columns}
+    try:
+        # Words are text: never let pandas read "null", "NA" or "1" as a missing value or a number.
+        frame = pd.read_csv(path, dtype=types, keep_default_na=False, na_filter=False, encoding="utf-8",
+                            encoding_errors="strict")
+    except UnicodeDecodeError as error:
+        raise damaged(path, f"it is not UTF-8 text ({error.reason})") from None
+    except (ValueError, OverflowError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+        raise damaged(path, f"a line is not a row of numbers and words as written ({_first_line(error)})") from None
+    if list(frame.columns) != columns:
+        raise damaged(path, f"its columns are {', '.join(map(str, frame.columns))}")
+    return frame
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    line = text[0] if text else ""
+    return line if len(line) <= 160 else line[:160] + "..."
+
+
+def read_checked(path: Path, summary: dict | None = None) -> pd.DataFrame:
+    """attention or rollout (.csv or .parquet) read back and checked (see the module's docstring); the columns
+    of the CSV in order, integers int64, words str, weights float64. summary: the run's summary.json, if known."""
+    path = Path(path)
+    columns = ROLLOUT_COLUMNS if path.stem == "rollout" else ATTENTION_COLUMNS
+    record = check_record(path, summary)
+    frame = _read_parquet(path, columns) if path.suffix == ".parquet" else _read_csv(path, columns)
+    if record is not None and len(frame) != record["rows"]:
+        raise damaged(path, f"it has {len(frame)} rows, but summary.json records {record['rows']}")
+    check_structure(path, frame, summary)
+    return frame
+
+
+def _shape(summary: dict | None) -> tuple[int | None, int | None, int | None]:
+    """(sentences, layers, heads) as summary.json says, each None where it does not say."""
+    if not isinstance(summary, dict):
+        return None, None, None
+
+    def count(value) -> int | None:
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
+
+    sentences = summary.get("sentences")
+    return (len(sentences) if isinstance(sentences, list) else None, count(summary.get("layers")),
+            count(summary.get("heads_per_layer")))
+
+
+def check_structure(path: Path, frame: pd.DataFrame, summary: dict | None = None) -> None:
+    """DamagedTable unless `frame` has the structure every attention or rollout table of `run` has (the module's
+    docstring); vectorised, a few passes over the columns."""
+    if len(frame) == 0:
+        raise damaged(path, "it has no rows")
+    rollout = "head" not in frame.columns
+    sentence = frame["sentence"].to_numpy()
+    layer = frame["layer"].to_numpy()
+    head = np.ones_like(layer) if rollout else frame["head"].to_numpy()
+    query = frame["query_index"].to_numpy()
+    key = frame["key_index"].to_numpy()
+    weight = frame["weight"].to_numpy()
+
+    finite = np.isfinite(weight)
+    if not finite.all():
+        row = int(np.flatnonzero(~finite)[0])
+        raise damaged(path, f"row {row + 1} has weight {weight[row]}, not a finite number")
+    outside = (weight < -CELL_SLACK) | (weight > 1 + CELL_SLACK)
+    if outside.any():
+        row = int(np.flatnonzero(outside)[0])
+        raise damaged(path, f"row {row + 1} has weight {weight[row]:g}, outside 0 to 1 "
+                            f"({int(outside.sum())} rows are)")
+    for name, values, low in (("sentence", sentence, 1), ("layer", layer, 1), ("head", head, 1),
+                              ("query_index", query, 0), ("key_index", key, 0)):
+        if values.min() < low:
+            raise damaged(path, f"its column {name!r} holds {int(values.min())}; it counts from {low}")
+
+    # The blocks: one per sentence, layer and head, in that order, each n x n in query-then-key order.
+    starts = np.flatnonzero(np.r_[True, (sentence[1:] != sentence[:-1]) | (layer[1:] != layer[:-1])
+                                  | (head[1:] != head[:-1])])  # (G,) the first row of each block
+    sizes = np.diff(np.r_[starts, len(frame)])  # (G,)
+    n = np.rint(np.sqrt(sizes)).astype(np.int64)  # (G,) units per sentence of each block
+    if not (n * n == sizes).all():
+        block = int(np.flatnonzero(n * n != sizes)[0])
+        raise damaged(path, f"sentence {sentence[starts[block]]}, layer {layer[starts[block]]}"
+                            f"{'' if rollout else f', head {head[starts[block]]}'} has {sizes[block]} rows, not "
+                            "n x n for its n words")
+    block_of = np.repeat(np.arange(len(starts)), sizes)  # (N,)
+    position = np.arange(len(frame)) - starts[block_of]
+    units = n[block_of]
+    wrong = (query != position // units) | (key != position % units)
+    if wrong.any():
+        row = int(np.flatnonzero(wrong)[0])
+        raise damaged(path, f"row {row + 1} has query_index {query[row]} and key_index {key[row]} where "
+                            f"{position[row] // units[row]} and {position[row] % units[row]} belong")
+    block_sentence, block_layer, block_head = sentence[starts], layer[starts], head[starts]
+    sentences, layers, heads = _shape(summary)
+    sentences = sentences or int(block_sentence.max())
+    layers = layers or int(block_layer.max())
+    heads = 1 if rollout else heads or int(block_head.max())
+    expected = np.indices((sentences, layers, heads)).reshape(3, -1) + 1  # (3, S * L * H) in run's order
+    found = np.stack([block_sentence, block_layer, block_head])
+    if found.shape != expected.shape or not (found == expected).all():
+        if found.shape == expected.shape:
+            block = int(np.flatnonzero((found != expected).any(axis=0))[0])
+        else:
+            block = min(found.shape[1], expected.shape[1])
+        what = "" if rollout else " and head"
+        if block < found.shape[1] and block < expected.shape[1]:
+            raise damaged(path, f"block {block + 1} is sentence {found[0, block]}, layer {found[1, block]}"
+                                f"{'' if rollout else f', head {found[2, block]}'}; expected sentence "
+                                f"{expected[0, block]}, layer {expected[1, block]}"
+                                f"{'' if rollout else f', head {expected[2, block]}'}")
+        raise damaged(path, f"it holds {found.shape[1]} (sentence, layer{what}) blocks, but the run has "
+                            f"{expected.shape[1]} ({sentences} sentences x {layers} layers"
+                            f"{'' if rollout else f' x {heads} heads'})")
+    per_sentence = n.reshape(sentences, layers * heads)
+    if not (per_sentence == per_sentence[:, :1]).all():
+        bad = int(np.flatnonzero((per_sentence != per_sentence[:, :1]).any(axis=1))[0])
+        raise damaged(path, f"sentence {bad + 1} has blocks of different sizes")
+
+    # One word per unit: every block of a sentence names its units as the sentence's first block does. Compared as
+    # codes of the distinct words (a hash of each column once), not word by word.
+    key_codes, key_words = pd.factorize(frame["key"])  # (N,) int64, (V,) distinct words
+    query_codes, query_words = pd.factorize(frame["query"])
+    query_codes = pd.Index(key_words).get_indexer(query_words)[query_codes]  # in key_words' codes; -1: no key
+    units_of = per_sentence[:, 0]  # (S,)
+    first_block = starts[np.arange(0, len(starts), layers * heads)]  # (S,) the first block of each sentence
+    first_row = np.r_[0, np.cumsum(units_of)][:-1]  # (S,) where each sentence's units start in `names`
+    names = key_codes[np.repeat(first_block - first_row, units_of) + np.arange(units_of.sum())]  # (sum n,)
+    sentence_of = np.repeat(np.arange(sentences), layers * heads)[block_of]  # (N,) sentence index of each row
+    mismatch = (key_codes != names[first_row[sentence_of] + key]) | (query_codes != names[first_row[sentence_of] + query])
+    if mismatch.any():
+        row = int(np.flatnonzero(mismatch)[0])
+        raise damaged(path, f"row {row + 1} names unit {key[row]} {frame['key'].iloc[row]!r} (or unit {query[row]} "
+                            f"{frame['query'].iloc[row]!r}), where the sentence's other rows name another word")
+
+    # Every query row sums to 1; under the norm measure a row whose keys all add nothing stays all 0, so there (and
+    # for a table read without its summary, whose measure is not known) 0 is a row sum too.
+    row_starts = np.flatnonzero(key == 0)
+    sums = np.add.reduceat(weight, row_starts)  # (rows,)
+    slack = ROW_SLACK + CELL_SLACK * np.diff(np.r_[row_starts, len(frame)])
+    off = np.abs(sums - 1) > slack
+    measure = summary.get("measure", WEIGHTS) if isinstance(summary, dict) else None
+    if not rollout and measure in (None, NORM):
+        off &= np.abs(sums) > slack
+    if off.any():
+        bad = int(np.flatnonzero(off)[0])
+        row = int(row_starts[bad])
+        raise damaged(path, f"the weights of sentence {sentence[row]}, layer {layer[row]}"
+                            f"{'' if rollout else f', head {head[row]}'}, query {query[row]} sum to {sums[bad]:.6g}, "
+                            f"not 1 ({int(off.sum())} of {len(sums)} rows do not)")

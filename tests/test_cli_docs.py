@@ -1,0 +1,73 @@
+"""What the docs promise about the command line and the server holds: each command's own `--measure` help, `--quiet`
+on every command (serve included: no banner, warnings still shown), and a `/api/report` that says in HTTP terms
+what it needs."""
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+import real_attention as ra
+from real_attention.cli import cli
+from real_attention.engine.measures import MEASURES
+
+TEXTS = ["Me senté en el banco de mi jardín.", "Fui al banco a sacar dinero."]
+MEASURED = ("run", "show", "heads", "syntax", "serve")
+
+
+def measure_help(command: str) -> str:
+    [param] = [param for param in cli.commands[command].params if param.name == "measure"]
+    assert param.help
+    return param.help
+
+
+def test_every_command_that_takes_a_measure_explains_its_own():
+    helps = {command: measure_help(command) for command in MEASURED}
+    assert len(set(helps.values())) == len(MEASURED), "a command's --measure help is copied from another's"
+    assert all(all(measure in text for measure in MEASURES) for text in helps.values()), helps
+    assert "LANG-value-zeroing" in helps["run"]
+    assert "read from results/LANG/" in helps["show"] and "figures/show/" in helps["show"]
+    assert "results/corpus/NAME-norm/" in helps["heads"]
+    assert "results/syntax/NAME-norm/" in helps["syntax"]
+    assert "nothing is written" in helps["serve"] and "folder" not in helps["serve"]
+
+
+def test_the_help_text_shows_each_commands_own_measure_help():
+    for command in MEASURED:
+        shown = " ".join(CliRunner().invoke(cli, [command, "--help"], terminal_width=200).output.split())
+        assert "[weights|norm|value-zeroing]" in shown
+        assert " ".join(measure_help(command).split()) in shown
+
+
+def test_every_command_takes_quiet():
+    for name, command in cli.commands.items():
+        assert any("--quiet" in param.opts for param in command.params), f"{name} has no --quiet"
+
+
+def test_serve_quiet_leaves_out_the_banner_but_not_the_warning(tiny_model_dir, monkeypatch):
+    uvicorn = pytest.importorskip("uvicorn")
+    pytest.importorskip("starlette")
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: None)  # listen, then stop at once
+    args = ["serve", "--model", str(tiny_model_dir), "--host", "0.0.0.0", "--port", "0"]
+    loud = CliRunner().invoke(cli, args)
+    assert loud.exit_code == 0, loud.output
+    assert "Serving http://" in loud.stdout and "Warning: listening on 0.0.0.0" in loud.stderr
+    quiet = CliRunner().invoke(cli, args + ["--quiet"])
+    assert quiet.exit_code == 0, quiet.output
+    assert quiet.stdout == ""
+    assert "Warning: listening on 0.0.0.0" in quiet.stderr
+
+
+def test_api_report_says_in_http_terms_what_it_needs(tiny_loaded):
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    body = {"texts": TEXTS}  # no focus, no sense: /api/attend gives the maps alone
+    with TestClient(ra.app(tiny_loaded)) as client:
+        assert client.post("/api/attend", json=body).status_code == 200
+        answer = client.post("/api/report", json=body)
+        whole = client.post("/api/report", json={**body, "focus": "banco", "sense": ["jardín", "dinero"]})
+    assert answer.status_code == 422
+    message = answer.json()["error"]
+    assert '"focus"' in message and '"sense"' in message and "/api/attend" in message
+    assert "ra.attend" not in message and "call " not in message
+    assert whole.status_code == 200 and whole.text.startswith("<!DOCTYPE html>")
