@@ -17,8 +17,13 @@ least 2000 lines. The model: the packaged MiniLM (--model minilm). Reported:
    come and go, so RSS climbs to a plateau over the first few thousand sentences whatever runs on top of
    the forward pass, by a different amount in each process.
 
+4. with --post-forward alone: the work after the forward pass per sentence of the seeds corpus (the attentions
+   computed once beforehand; then the text rule's units, padding, the merge, every statistic and the exact
+   accumulator, timed; wall and process CPU time, median of interleaved repeats). Target: 0.15 ms per sentence.
+
     python benchmarks/bench_corpus.py [--batch-size 32] [--repeats 5] [--naive-sentences N] [--skip-memory]
                                       [--memory-repeats 3] [--sentences 2000] [--skip-naive] [--json OUT.json]
+    python benchmarks/bench_corpus.py --post-forward [--repeats 7]
 
 A quick look at ratio 2 alone (a few minutes instead of ~20):
     python benchmarks/bench_corpus.py --sentences 600 --repeats 3 --skip-memory --skip-naive
@@ -181,6 +186,56 @@ def naive(loaded, texts: list[str]) -> dict[str, np.ndarray]:
     return {name: value / (pairs if name in ("prev", "next") else units) for name, value in totals.items()}
 
 
+def post_forward(loaded, texts: list[str], batch_size: int, repeats: int) -> dict:
+    """The work after the forward pass alone, per sentence: the attentions of every batch are computed once
+    beforehand and kept; then, timed (process CPU time and wall time, median of interleaved repeats), the text
+    rule's units (extract.encode minus the bare tokenizer call), padding, the exact merge and every statistic
+    (heads.kernel) and the device accumulator. Target: at most 0.15 ms of wall time per sentence."""
+    import torch
+
+    from real_attention.engine.extract import encode, forward_layers, pad_batch
+    from real_attention.engine.heads import FixedAccumulator, kernel
+    from real_attention.statistics.streaming import length_batches
+
+    encoded, _ = encode(loaded.tokenizer, texts, loaded.max_tokens)
+    batches = [pad_batch(part, loaded.tokenizer.pad_token_id or 0) for part in length_batches(encoded, batch_size)]
+    kept = []
+    for batch in batches:  # the attentions, once, outside the timing
+        layers: list = []
+        forward_layers(loaded, batch, lambda layer, weights, layers=layers: layers.append(weights.clone()))
+        kept.append(layers)
+    options = dict(return_offsets_mapping=True, return_special_tokens_mask=True, verbose=False,
+                   split_special_tokens=True)
+    results: dict[str, list[float]] = {"tokenize_s": [], "encode_s": [], "kernel_s": [], "kernel_cpu_s": []}
+    for _ in range(repeats):
+        start = time.perf_counter()
+        loaded.tokenizer(texts, **options)
+        results["tokenize_s"].append(time.perf_counter() - start)
+        start = time.perf_counter()
+        again, _ = encode(loaded.tokenizer, texts, loaded.max_tokens)
+        results["encode_s"].append(time.perf_counter() - start)
+        start, cpu = time.perf_counter(), time.process_time()
+        accumulator = FixedAccumulator(loaded.layers, loaded.heads, loaded.device)
+        for part, layers in zip(length_batches(again, batch_size), kept):
+            padded = pad_batch(part, loaded.tokenizer.pad_token_id or 0)
+            units = torch.from_numpy(padded.units)
+            kinds = torch.from_numpy(padded.kinds)
+            accumulator.reserve([len(s.kinds) for s in part])
+            for layer, weights in enumerate(layers):
+                accumulator.add(layer, kernel(weights, units, kinds, causal=loaded.causal)[1])
+        accumulator.result()
+        results["kernel_s"].append(time.perf_counter() - start)
+        results["kernel_cpu_s"].append(time.process_time() - cpu)
+    median = {name: statistics.median(runs) for name, runs in results.items()}
+    units_s = max(0.0, median["encode_s"] - median["tokenize_s"])
+    per_sentence = 1000 * (units_s + median["kernel_s"]) / len(texts)
+    return {"sentences": len(texts), "repeats": repeats, "median_s": {k: round(v, 4) for k, v in median.items()},
+            "units_ms_per_sentence": round(1000 * units_s / len(texts), 4),
+            "merge_and_statistics_ms_per_sentence": round(1000 * median["kernel_s"] / len(texts), 4),
+            "merge_and_statistics_cpu_ms_per_sentence": round(1000 * median["kernel_cpu_s"] / len(texts), 4),
+            "post_forward_ms_per_sentence": round(per_sentence, 4), "target_ms": 0.15}
+
+
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -235,7 +290,15 @@ def main() -> None:
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
     parser.add_argument("--memory-of", default="ours", help=argparse.SUPPRESS)
     parser.add_argument("--memory-every", type=int, default=MIN_SENTENCES, help=argparse.SUPPRESS)
+    parser.add_argument("--post-forward", action="store_true", help="Only the post-forward cost per sentence of "
+                        "the seeds corpus (attentions computed once beforehand).")
     args = parser.parse_args()
+    if args.post_forward:
+        result = post_forward(load(), seed_lines(), args.batch_size, args.repeats)
+        print(json.dumps(result, indent=2))
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        return
     if args.memory_child:
         memory_child(args.memory_child, args.batch_size, args.memory_of, args.memory_every)
         return

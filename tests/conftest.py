@@ -209,6 +209,18 @@ def minilm(minilm_available):
     return ra.load("minilm")
 
 
+@pytest.fixture(scope="session")
+def smollm2():
+    """The packaged SmolLM2 (about 20 s and 1.2 GB to load), once per session."""
+    from real_attention.engine.errors import ModelUnavailable
+    from real_attention.engine.models import choose_model, load_model
+
+    try:
+        return load_model(choose_model(None, "smollm2", None))
+    except ModelUnavailable as error:
+        pytest.skip(str(error))
+
+
 @pytest.fixture(autouse=True)
 def _close_figures():
     yield

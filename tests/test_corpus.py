@@ -10,6 +10,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+from real_attention.statistics import streaming
 from real_attention.statistics import sums as corpus
 from real_attention.statistics.sums import (STATISTICS, CorpusError, CorpusReader, HeadSums, LABELS, Shard, Thresholds, corpus_sums,
                              label_heads, merge_shards)
@@ -35,14 +36,15 @@ TOO_LONG = " ".join(["the bank"] * 20)  # 40 words: over the tiny model's 24 pos
 
 
 def totals_of(maps: np.ndarray, units: np.ndarray, kinds: np.ndarray) -> np.ndarray:
-    """The kernel on numpy input, layer by layer: maps (L, B, H, t, t), units (B, t), kinds (B, n)."""
+    """The kernel on numpy input, layer by layer: maps (L, B, H, t, t), units (B, t), kinds (B, n) ->
+    (len(STATISTICS), L, H) int64 fixed-point totals over the batch."""
     units, kinds = torch.from_numpy(units), torch.from_numpy(kinds)
-    return np.stack([kernel(torch.from_numpy(layer), units, kinds)[1].numpy() for layer in maps], axis=1)
+    return np.stack([kernel(torch.from_numpy(layer), units, kinds)[1].sum(dim=0).numpy() for layer in maps], axis=1)
 
 
 def sums_of(maps, units, kinds) -> HeadSums:
     sizes = (kinds != PAD).sum(axis=1)
-    return HeadSums(totals=totals_of(maps, units, kinds), sentences=len(sizes), units=int(sizes.sum()),
+    return HeadSums(fixed=totals_of(maps, units, kinds), sentences=len(sizes), units=int(sizes.sum()),
                     pairs=int((sizes - 1).sum()), uniform=float((sizes * np.log(sizes)).sum()))
 
 
@@ -75,7 +77,9 @@ def test_a_previous_head_and_a_next_head_have_known_statistics():
     np.testing.assert_allclose(means["punct"], [[1 / n, 1 / n, 1 / n]], atol=1e-7)
     np.testing.assert_allclose(means["markers"], means["first_special"] + means["last_special"] + means["punct"], atol=1e-7)
     np.testing.assert_allclose(means["entropy"], [[0, 0, np.log(n)]], atol=1e-6)
-    labels = label_heads(means, np.log(n), Thresholds())
+    # the uniform head puts 3 x float32(1/6) = 0.50000001 on the markers, exactly summed: just above the marker
+    # threshold of 0.5, which it would meet first; a hair higher threshold leaves it broad
+    labels = label_heads(means, np.log(n), Thresholds(marker=0.5 + 1e-6))
     assert labels.tolist() == [["previous", "next", "broad"]]
 
 
@@ -383,7 +387,7 @@ def test_a_missing_or_empty_corpus_is_bad_input(tmp_path, tiny_model_dir):
 @pytest.mark.parametrize("error", [KeyboardInterrupt, RuntimeError])
 def test_an_interrupted_or_failing_run_leaves_nothing(tmp_path, corpus_file, tiny_model_dir, monkeypatch, error):
     calls = []
-    real = corpus.kernel
+    real = streaming.kernel  # where corpus_sums calls it
 
     def fail_on_the_second_layer(*args, **options):
         calls.append(1)
@@ -391,7 +395,7 @@ def test_an_interrupted_or_failing_run_leaves_nothing(tmp_path, corpus_file, tin
             raise error("stop")
         return real(*args, **options)
 
-    monkeypatch.setattr(corpus, "kernel", fail_on_the_second_layer)
+    monkeypatch.setattr(streaming, "kernel", fail_on_the_second_layer)
     result = CliRunner().invoke(cli, heads_args(corpus_file, tiny_model_dir, tmp_path / "out", "--batch-size", "2"))
     assert result.exit_code != 0 and len(calls) == 2
     assert [p for p in (tmp_path / "out").rglob("*") if p.is_file()] == []

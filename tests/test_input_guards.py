@@ -69,16 +69,18 @@ def set_field(name, value):
 
 
 @pytest.mark.parametrize("change, field, what", [
-    (set_total("prev", math.nan), "totals.prev", "is nan at layer 2, head 3, not a finite number >= 0"),
+    (set_total("prev", math.nan), "totals.prev", "is nan at layer 2, head 3, not a whole number >= 0"),
+    (set_total("punct", 0.5), "totals.punct", "is 0.5 at layer 2, head 3, not a whole number >= 0 (of 2**-32)"),
     (set_total("markers", math.inf), "totals.markers", "is inf at layer 2, head 3"),
     (set_total("entropy", -0.5), "totals.entropy", "is -0.5 at layer 2, head 3"),
     (set_field("units", 0), "units", "is 0, fewer than the"),
     (set_field("sentences", 2.5), "sentences", "is 2.5, not a whole number >= 0"),
     (set_field("tokens", -3), "tokens", "is -3, not a whole number >= 0"),
-    (set_field("uniform", math.nan), "uniform", "is nan, not a finite number >= 0"),
-    (set_total("self", 1e6), "totals.self", "reaches 1000000.0, above its count, units"),
-    (set_total("next", 1e6), "totals.next", "above its count, pairs"),
-    (set_total("entropy", 1e6), "totals.entropy", "above the entropy of uniform attention"),
+    (set_field("uniform", math.nan), "uniform", "is nan, not a whole number >= 0"),
+    (set_field("fixed_point_bits", 16), "fixed_point_bits", "is 16, not 32"),
+    (set_total("self", 10**6 << 32), "totals.self", "reaches 1000000.0, above its count, units"),  # fixed point
+    (set_total("next", 10**6 << 32), "totals.next", "above its count, pairs"),
+    (set_total("entropy", 10**6 << 32), "totals.entropy", "above the entropy of uniform attention"),
 ])
 def test_merge_refuses_corrupt_sums_naming_the_file_and_the_field(tmp_path, two_shards, change, field, what):
     shards = corrupted(tmp_path, two_shards, change)

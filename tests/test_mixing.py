@@ -358,7 +358,7 @@ def mpnet_dir(tmp_path_factory):
 def test_an_unsupported_model_is_one_error_before_any_work(mpnet_dir, tmp_path, option):
     out = tmp_path / "out"
     result = CliRunner().invoke(cli, ["run", "--model", str(mpnet_dir), "--config", str(config(tmp_path)),
-                                      "--out", str(out), *option])
+                                      "--out", str(out), "--quiet", *option])
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: --mixing and --measure value-zeroing re-run each layer")
@@ -376,7 +376,8 @@ def test_a_sentence_too_long_is_one_error(tiny_model_dir, tiny_loaded, tmp_path)
     path.write_text(f'[es]\nfocus = "banco"\n[[es.sentences]]\ntext = "{long} jardín"\nsense = "jardín"\n')
     result = CliRunner().invoke(cli, ["run", "--model", str(tiny_model_dir), "--config", str(path), "--out",
                                       str(tmp_path / "out"), "--mixing"])
-    assert result.exit_code == 2 and result.output.startswith("Error: sentence 1 has"), result.output
+    assert result.exit_code == 2 and result.stderr.startswith("Loading "), result.output  # then the error:
+    assert result.output.splitlines()[1].startswith("Error: sentence 1 has"), result.output
 
 
 def test_api_checks_its_inputs(tiny_loaded):
@@ -461,3 +462,98 @@ def test_alti_refuses_a_block_that_is_not_x_plus_attention(tiny_decoders, tmp_pa
         mx.decompositions(loaded, piece_ids)
     zeroed = mx.piece_mixing(loaded, [piece_ids], alti=False)[0].value_zeroing
     np.testing.assert_allclose(zeroed.sum(axis=-1), 1.0, atol=1e-12)
+
+
+# ------------------------------------------------------------------------------------------- long sentences
+
+
+def alti_both_ways(loaded, text: str) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Each layer's raw ALTI as one array (today's rule: alti_contributions(decompose(...))) and in chunks of
+    one query (the smallest budget)."""
+    found = mx.blocks(loaded)
+    out = []
+    for block, given in zip(found, mx.layer_inputs(loaded, found, ids(loaded, text))):
+        layer = mx.Layer64(block)
+        _, recorded = layer.run(given, given.hidden, record=True)
+        whole = mx.alti_contributions(mx.decompose(layer, given, loaded.heads, recorded))
+        out.append((whole, mx.alti_raw(layer, given, loaded.heads, recorded, budget=1)))
+        assert torch.equal(whole, mx.alti_raw(layer, given, loaded.heads, recorded))  # one chunk: to the bit
+    return out
+
+
+def test_alti_in_chunks_of_queries_is_alti_in_one_array(bert):
+    for whole, chunked in alti_both_ways(bert, SENTENCE):
+        assert chunked.shape == whole.shape and chunked.dtype == torch.float64
+        np.testing.assert_allclose(chunked.numpy(), whole.numpy(), atol=1e-12, rtol=0)
+
+
+def test_alti_in_chunks_on_decoders(decoder):
+    for whole, chunked in alti_both_ways(decoder, CAUSAL.sentences[1].text):
+        np.testing.assert_allclose(chunked.numpy(), whole.numpy(), atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("t, hidden", [(512, 384), (512, 576), (2048, 768), (8192, 4096), (15, 16)])
+def test_a_chunk_of_alti_queries_fits_the_budget_whatever_the_length(t, hidden):
+    from real_attention.engine.mixing.alti import ALTI_BUDGET, LIVE_COPIES
+
+    rows = mx.alti_rows(t, hidden)
+    assert rows >= 1
+    assert rows == 1 or LIVE_COPIES * 8 * rows * t * hidden <= ALTI_BUDGET
+    assert ALTI_BUDGET <= 2**30 // 2  # with value zeroing's own budget, under 1 GB at 512 pieces
+    if t == 15:
+        assert rows >= t  # a short sentence is one array: today's numbers to the bit
+
+
+def test_value_masks_built_per_chunk_are_the_whole_masks():
+    for per_head in (False, True):
+        whole = mx.token_keep(5, 3, per_head)
+        size = whole.shape[0]
+        parts = torch.cat([mx.token_keep(5, 3, per_head, start, min(start + 4, size)) for start in range(0, size, 4)])
+        assert torch.equal(parts, whole)
+    assert torch.equal(mx.token_keep(3, 2, False)[:, 0], 1 - torch.eye(3, dtype=torch.float64))
+
+
+def test_progress_counts_every_layer_of_every_sentence(bert):
+    steps: list[int] = []
+
+    class Bar:
+        def __init__(self, total, desc):
+            self.total = total
+
+        def update(self, n):
+            steps.append(n)
+
+        def close(self):
+            steps.append(-1)
+
+    mx.piece_mixing(bert, [ids(bert), ids(bert, "el banco .")], alti=True, zeroing=False, progress=Bar)
+    assert steps == [2] * bert.layers + [-1]
+
+
+def test_a_long_sentence_is_announced_before_the_work(bert, monkeypatch):
+    from real_attention.engine.mixing import compute
+
+    assert mx.long_note([12, 40], 6) is None
+    line = mx.long_note([12, mx.LONG_PIECES + 3, mx.LONG_PIECES], 6)
+    assert line.startswith(f"sentence 2 has {mx.LONG_PIECES + 3} word pieces (and 1 more of {mx.LONG_PIECES} "
+                           "pieces or more): context mixing re-runs each of the 6 layers")
+    assert "takes minutes" in line
+    monkeypatch.setattr(compute, "LONG_PIECES", 5)
+    said: list[str] = []
+    mx.compute_mixing(bert, [SENTENCE], note=said.append)
+    assert len(said) == 1 and said[0].startswith("sentence 1 has ")
+    with pytest.warns(UserWarning, match="context mixing re-runs each of the 3 layers"):
+        mx.compute_mixing(bert, [SENTENCE])
+
+
+def test_run_mixing_warns_on_stderr_up_front(tiny_model_dir, tmp_path, monkeypatch):
+    from real_attention.engine.mixing import compute
+
+    monkeypatch.setattr(compute, "LONG_PIECES", 5)
+    result = CliRunner().invoke(cli, ["run", "--model", str(tiny_model_dir), "--config", str(config(tmp_path)),
+                                      "--out", str(tmp_path / "out"), "--mixing", "--no-figures", "--no-report",
+                                      "--quiet"])
+    assert result.exit_code == 0, result.output
+    warned = [line for line in result.stderr.splitlines() if line.startswith("Warning: sentence ")]
+    assert len(warned) == 1 and "takes minutes" in warned[0]
+    assert (tmp_path / "out" / "results" / "es" / "mixing.csv").is_file()

@@ -95,10 +95,34 @@ def test_api_heads_are_ra_classify_and_summary_is_summary_json(client, tiny_load
     heads = pd.DataFrame(data["heads"])[list(frame.columns)]
     assert heads[["layer", "head"]].to_numpy().tolist() == frame[["layer", "head"]].to_numpy().tolist()
     for flag in ("sense_head", "marker_head"):
-        assert heads[flag].tolist() == (frame[flag] == "true").tolist()
+        assert heads[flag].tolist() == frame[flag].tolist()
     numbers = [c for c in frame.columns if c not in ("layer", "head", "sense_head", "marker_head")]
     assert np.abs(heads[numbers].to_numpy() - frame[numbers].to_numpy()).max() <= 5e-7 + 1e-9
     assert data["summary"] == json.loads(json.dumps(att.summary()))
+
+
+@pytest.mark.parametrize("body", [LESSON, {"texts": [TEXTS[1]], "focus": "banco", "sense": ["dinero"]},
+                                  {"texts": [TEXTS[0]], "focus": "banco", "sense": ["jardín"]}])
+def test_api_head_flags_are_ra_classifys_booleans(client, tiny_loaded, body):
+    """Each head's sense_head and marker_head in /api/attend are ra.classify's, not all false (issue 27.11)."""
+    data = client.post("/api/attend", json=body).json()
+    att = ra.attend(tiny_loaded, body["texts"], focus=body["focus"], sense=body["sense"], lang="es")
+    frame = ra.classify(att)
+    assert frame["sense_head"].dtype == bool and frame["marker_head"].dtype == bool
+    for flag in ("sense_head", "marker_head"):
+        assert [row[flag] for row in data["heads"]] == frame[flag].tolist()
+        assert all(isinstance(row[flag], bool) for row in data["heads"])
+    counted = data["summary"]
+    assert sum(row["marker_head"] for row in data["heads"]) == int(frame["marker_head"].sum())
+    assert counted is not None
+
+
+def test_some_flag_is_true_on_the_lesson_sentences(client):
+    """The check above would pass with every flag false; on one sentence the tiny model has true flags."""
+    flags = [row[flag] for body in ({"texts": [TEXTS[1]], "focus": "banco", "sense": ["dinero"]},
+                                    {"texts": [TEXTS[0]], "focus": "banco", "sense": ["jardín"]})
+             for row in client.post("/api/attend", json=body).json()["heads"] for flag in ("sense_head", "marker_head")]
+    assert any(flags)
 
 
 def test_without_a_focus_word_the_api_gives_the_maps_only(client, tiny_loaded):
@@ -397,7 +421,7 @@ def test_sixteen_concurrent_clients_all_get_their_own_answer(tiny_server, tiny_l
         for sentence, own in zip(data["sentences"], att.sentences):
             assert sentence["words"] == list(own.words)
             np.testing.assert_allclose(np.array(sentence["weights"]), own.weights, atol=2e-6)
-        assert [row["sense_head"] for row in data["heads"]] == (ra.classify(att)["sense_head"] == "true").tolist()
+        assert [row["sense_head"] for row in data["heads"]] == ra.classify(att)["sense_head"].tolist()
     assert health_times and max(health_times) < 5.0  # it answered throughout (a generous bound, not a timing test)
 
 

@@ -13,8 +13,8 @@ The Python API (`import real_attention as ra`)::
     att                                         # in Jupyter: the interactive report, inline and offline
 
 and the `real-attention` command line (real_attention.cli), a thin layer over the same functions. Importing this
-package loads no torch, transformers, matplotlib, pandas or click and changes no global state: each public name
-is imported from its stage on first use (PEP 562). The block under TYPE_CHECKING names the same objects for
+package loads no torch, transformers, matplotlib or pandas (only click, for `ra.cli`) and changes no global state:
+each other public name is imported from its stage on first use (PEP 562). The block under TYPE_CHECKING names the same objects for
 editors and type checkers; tests/test_layout.py checks that it and `_API` agree.
 
 The stage folders import one way (engine < statistics < outputs < api, lesson < syntax_probe, live, other jobs <
@@ -27,8 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
+# The command group is bound now, not lazily: importing the submodule real_attention.cli (as `python -m
+# real_attention` and the `real-attention` script do) would otherwise leave the module, not the group, as `ra.cli`.
+# It costs click's import (about 15 ms), none of torch, transformers, matplotlib or pandas.
+from .cli import cli as cli, main as main  # noqa: E402
+
 if TYPE_CHECKING:  # what editors and mypy read; at run time __getattr__ imports each name on first use
-    from .cli import cli as cli, main as main
     from .engine.errors import InputError as InputError, ModelUnavailable as ModelUnavailable
     from .engine.errors import OutputError as OutputError, RealAttentionError as RealAttentionError
     from .engine.mixing import Mixing as Mixing
@@ -41,7 +45,12 @@ if TYPE_CHECKING:  # what editors and mypy read; at run time __getattr__ imports
     from .api.run import MeasureRun as MeasureRun, RunOutput as RunOutput, run as run
     from .live.server import app as app, serve as serve
     from .outputs.readback import read_attention as read_attention
+    from .head_importance.run import ImportanceResult as ImportanceResult, importance as importance
+    from .head_importance.run import objective as objective, write_importance as write_importance
     from .syntax_probe.probe import SyntaxResult as SyntaxResult, syntax as syntax, write_syntax as write_syntax
+    from .comparison.compare import CompareResult as CompareResult, compare as compare
+    from .comparison.compare import write_compare as write_compare
+    from .comparison.detect import DetectResult as DetectResult, detect as detect, write_detect as write_detect
     from .statistics.sums import Thresholds as Thresholds
 
 # Each public name and the module (relative to this package) that defines it.
@@ -53,14 +62,17 @@ _API = {
     "run": ".api.run", "RunOutput": ".api.run", "MeasureRun": ".api.run",
     "corpus": ".api.corpus", "merge": ".api.corpus", "CorpusOutput": ".api.corpus",
     "syntax": ".syntax_probe.probe", "write_syntax": ".syntax_probe.probe", "SyntaxResult": ".syntax_probe.probe",
+    "compare": ".comparison.compare", "write_compare": ".comparison.compare", "CompareResult": ".comparison.compare",
+    "detect": ".comparison.detect", "write_detect": ".comparison.detect", "DetectResult": ".comparison.detect",
+    "importance": ".head_importance.run", "objective": ".head_importance.run",
+    "write_importance": ".head_importance.run", "ImportanceResult": ".head_importance.run",
     "LoadedModel": ".engine.models", "WordAttention": ".engine.words",
     "Thresholds": ".statistics.sums",
     "RealAttentionError": ".engine.errors", "InputError": ".engine.errors",
     "ModelUnavailable": ".engine.errors", "OutputError": ".engine.errors",
     "app": ".live.server", "serve": ".live.server",
-    "cli": ".cli", "main": ".cli",
 }
-__all__ = sorted(_API) + ["__version__"]
+__all__ = sorted([*_API, "cli", "main", "__version__"])
 
 
 def __getattr__(name: str) -> Any:

@@ -37,6 +37,24 @@ def friendly_errors():
         raise CommandError(str(error), error.exit_code) from None
 
 
+@contextmanager
+def loading_notice(quiet: bool):
+    """While in it, a model that starts loading says what it is on stderr, one line (nothing when quiet); above a
+    progress bar already drawn (heads --corpus draws its bar first), as tqdm.write puts it."""
+    from .engine.models import ON_LOADING
+
+    def say(line: str) -> None:
+        from tqdm.auto import tqdm
+
+        tqdm.write(line, file=sys.stderr)
+
+    token = ON_LOADING.set(None if quiet else say)
+    try:
+        yield
+    finally:
+        ON_LOADING.reset(token)
+
+
 class Group(click.Group):
     """The command group: an unexpected exception is a bug; show its traceback, ask for a report, exit 1."""
 
@@ -112,7 +130,8 @@ def model_options(function):
                           "packaged offline encoder and decoder. Default: the pinned model of --lang."),
         click.option("--revision", metavar="REV", help="Hub revision (commit, tag or branch) for a Hub id --model."),
         click.option("--offline", is_flag=True, help="Use local files only; never touch the network."),
-        click.option("--device", default="cpu", show_default=True, help="Torch device, e.g. cpu, cuda, cuda:1, mps."),
+        click.option("--device", default="cpu", show_default=True,
+                     help="Torch device, e.g. cpu, cuda, cuda:1, mps; auto: cuda, else mps, else cpu."),
     ]
     for option in reversed(options):
         function = option(function)
@@ -152,7 +171,7 @@ MEASURE_TEXT = ("weights (post-softmax attention), norm (||alpha f(x)||, Kobayas
 
 def measure_option(help_text: str):
     """--measure, with the help of the command that takes it (what the measure changes differs by command)."""
-    from .engine.measures import MEASURES, WEIGHTS
+    from .engine.measure_names import MEASURES, WEIGHTS
 
     def decorate(function):
         return click.option("--measure", type=click.Choice(MEASURES), default=WEIGHTS, show_default=True,
@@ -207,7 +226,7 @@ def run_command(no_report: bool, no_figures: bool, model_name: str | None, out_d
     from .api.run import run
     from .outputs.console import run_lines
 
-    with friendly_errors():
+    with friendly_errors(), loading_notice(quiet):
         output = run(model=model_name, out=out_dir, figures=not no_figures, report=not no_report, quiet=quiet,
                      wait=not no_wait, progress=warn, **options)
     for line in output.leftovers + tuple(note for note in (output.unknown_note, output.font_note) if note):
@@ -294,7 +313,7 @@ def heads_command(corpus_specs, more_specs, model_name, out_dir, no_wait, quiet,
     from .api.corpus import corpus
     from .outputs.console import corpus_lines
 
-    with friendly_errors():
+    with friendly_errors(), loading_notice(quiet):
         output = corpus(corpus_specs + more_specs, model=model_name, out=out_dir, wait=not no_wait,
                         progress=None if quiet else progress_bar, **options)
     for line in output.leftovers:
@@ -376,13 +395,188 @@ def syntax_command(treebank, lang, model_name, revision, offline, device, measur
         folder_name(name, measure)  # a bad --name, before any work
         check_options(batch_size, min_count)
         bank = scan_treebank(treebank, limit)
-        loaded = load(model_name, revision=revision, lang=lang, device=device, offline=offline)
+        with loading_notice(quiet):
+            loaded = load(model_name, revision=revision, lang=lang, device=device, offline=offline)
         with tqdm(total=bank.sentences, unit="sent", desc=name, disable=quiet, file=sys.stderr,
                   dynamic_ncols=True) as bar:
             result = syntax(loaded, bank, measure=measure, min_count=min_count, batch_size=batch_size, progress=bar)
         results_folder, figures_folder = write_syntax(result, out_dir, name, formats)
     if not quiet:
         click.echo(f"{result.summary['model']} on {bank.name} (sha256 {bank.sha256[:12]})")
+        click.echo(describe(result))
+        click.echo(f"wrote {results_folder} and {figures_folder}")
+
+
+# --- compare and detect: heads side by side, and Olsson's test -----------------------------------------------
+
+
+@cli.command("compare")
+@click.option("--corpus", required=True, type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="UTF-8 text with one sentence per line, or .jsonl with a \"text\" field (read twice: first only "
+                   "tokenized).")
+@click.option("--model", "model_names", multiple=True, metavar="ID_OR_PATH",
+              help="A model to compare; give it twice or more (the same model twice compares it with itself).")
+@click.option("--revision", "revisions", multiple=True, metavar="REV",
+              help="Hub revision of each --model, in the same order: give it once per --model or not at all.")
+@click.option("--offline", is_flag=True, help="Use local files only; never touch the network.")
+@click.option("--device", default="cpu", show_default=True, help="Torch device, e.g. cpu, cuda, mps.")
+@click.option("--measure", type=click.Choice(["weights", "norm"]), default="weights", show_default=True,
+              help="The maps compared: post-softmax weights, or norm (||alpha f(x)||, Kobayashi et al. 2020).")
+@units_option
+@click.option("--name", metavar="NAME", help="The folder under results/compare/ and figures/compare/. "
+              "Default: the models' names joined by -vs-.")
+@click.option("--limit", type=int, metavar="N", help="Compare on the first N sentences only.")
+@click.option("--batch-size", type=int, default=32, show_default=True, help="Sentences per forward pass.")
+@out_option
+@format_option
+@wait_option
+@quiet_option
+def compare_command(corpus, model_names, revisions, offline, device, measure, units, name, limit, batch_size,
+                    out_dir, formats, no_wait, quiet) -> None:
+    """Compare every head of two or more models with every other (Clark et al. 2019, Sec. 6).
+
+    The distance between two heads is the Jensen-Shannon divergence (nats, 0 to ln 2) of their word-level rows,
+    averaged over every query word of every sentence. Writes OUT/results/compare/NAME/ (distances.csv,
+    matching.csv, mds.csv, summary.json) and OUT/figures/compare/NAME/ (mds.png, distances.png and, for two
+    models, layers.png).
+    """
+    from .api.api import load
+    from .comparison.compare import CorpusLines, compare, default_name, describe, folder_name, write_compare
+    from .engine.errors import InputError
+
+    with friendly_errors():
+        if len(model_names) < 2:
+            raise InputError(f"compare needs at least two models: give --model twice or more (got "
+                             f"{len(model_names)}); --model minilm --model minilm compares MiniLM with itself")
+        if revisions and len(revisions) != len(model_names):
+            raise InputError(f"--revision was given {len(revisions)} time(s) for {len(model_names)} --model; give "
+                             "it once per --model, in the same order, or not at all")
+        paired = list(zip(model_names, revisions or [None] * len(model_names)))
+        labels = [model if revision is None else f"{model}@{revision}" for model, revision in paired]
+        for value, option in ((batch_size, "--batch-size"), (limit, "--limit")):
+            if value is not None and value < 1:
+                raise InputError(f"{option} must be at least 1, not {value}")
+        name = name or default_name(labels)
+        folder_name(name, measure)  # a bad --name, before any work
+        lines = CorpusLines(corpus)
+        models = [load(model, revision=revision, device=device, offline=offline) for model, revision in paired]
+        result = compare(models, lines, names=labels, measure=measure, units=units, batch_size=batch_size,
+                         limit=limit, progress=None if quiet else progress_bar)
+        results_folder, figures_folder = write_compare(result, out_dir, name, formats, wait=not no_wait)
+    if not quiet:
+        click.echo(describe(result))
+        click.echo(f"wrote {results_folder} and {figures_folder}")
+
+
+@cli.command("detect")
+@click.option("--lang", help="Use the pinned model of this language (es, en); or pass --model.")
+@model_options
+@click.option("--length", type=int, default=25, show_default=True, help="Random tokens per sequence (at least 2).")
+@click.option("--repeats", type=int, default=4, show_default=True, help="Times each sequence is repeated.")
+@click.option("--samples", type=int, default=32, show_default=True, help="Random sequences.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the draw.")
+@click.option("--batch-size", type=int, default=32, show_default=True, help="Sequences per forward pass.")
+@click.option("--name", metavar="NAME", help="The folder under results/detect/ and figures/detect/. "
+              "Default: the model's last path part.")
+@out_option
+@format_option
+@wait_option
+@quiet_option
+def detect_command(lang, model_name, revision, offline, device, length, repeats, samples, seed, batch_size, name,
+                   out_dir, formats, no_wait, quiet) -> None:
+    """Find induction and previous-token heads by repeated random tokens (Olsson et al. 2022).
+
+    Per head, in the repeats after the first: induction (weight on the token right after the current token's
+    previous occurrence), duplicate (on that occurrence), previous (on the token before), first (on position 0)
+    and the row entropy. Writes OUT/results/detect/NAME/ (heads.csv, summary.json) and
+    OUT/figures/detect/NAME/scores.png.
+    """
+    from .api.api import load
+    from .comparison.detect import check_options, default_name, describe, detect, write_detect
+    from .outputs.folders import plain_folder_name
+
+    with friendly_errors():
+        if model_name is None and lang is None:
+            from .engine.errors import InputError
+
+            raise InputError("detect needs a model: pass --model ID_OR_PATH (e.g. --model smollm2) or --lang es|en")
+        check_options(length, repeats, samples, seed, batch_size)
+        if name is not None:
+            plain_folder_name(name, "--name")
+        loaded = load(model_name, revision=revision, lang=lang, device=device, offline=offline)
+        result = detect(loaded, length=length, repeats=repeats, samples=samples, seed=seed, batch_size=batch_size)
+        results_folder, figures_folder = write_detect(result, out_dir, name or default_name(loaded.choice.name),
+                                                      formats, wait=not no_wait)
+    if not quiet:
+        click.echo(f"{result.summary['model']}: {samples} samples of {length} random tokens x {repeats}")
+        click.echo(describe(result))
+        click.echo(f"wrote {results_folder} and {figures_folder}")
+
+
+# ---- importance: which heads matter (Michel et al. 2019) ----------------------------------------------------
+
+
+@cli.command("importance")
+@click.option("--corpus", "corpus", required=True, type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="One sentence a line, or JSON lines {\"text\": ..., \"label\": ...} (labels for --objective label).")
+@click.option("--lang", help="Use the pinned model of this language (es, en); or pass --model.")
+@model_options
+@click.option("--objective", type=click.Choice(["auto", "lm", "mlm", "embedding", "label"]), default="auto",
+              show_default=True,
+              help="The loss the heads are scored by. lm: next-token cross-entropy (decoders); mlm: cross-entropy on "
+                   "15% of the pieces masked (encoders with a masked-LM head); embedding: 1 - cos with the intact "
+                   "model's mean-pooled embedding; label: cross-entropy and accuracy of a classifier on labelled "
+                   "lines. auto: label, lm, mlm, embedding, the first the model and the corpus allow.")
+@click.option("--name", metavar="NAME", help="The folder under results/importance/ and figures/importance/. "
+              "Default: the corpus file's stem.")
+@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Score the first N sentences only.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True, metavar="N",
+              help="Sentences per forward pass (sorted by length first); several masks share a pass.")
+@click.option("--prune-step", type=click.FloatRange(min=0, max=1, min_open=True), default=0.1, show_default=True,
+              metavar="F", help="Fraction of all heads removed at each step of the pruning curves.")
+@click.option("--max-tokens", type=click.IntRange(min=2), metavar="N",
+              help="Cut each sentence to its first N pieces (special ones included); the model's maximum by default.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the random pruning order and of the mlm objective's masked pieces.")
+@out_option
+@format_option
+@wait_option
+@quiet_option
+def importance_command(corpus, lang, model_name, revision, offline, device, objective, name, limit, batch_size,
+                       prune_step, max_tokens, seed, out_dir, formats, no_wait, quiet) -> None:
+    """Which heads matter: each head's importance by ablation and by Michel et al.'s Taylor score, and the
+    objective as heads are pruned in three orders (Michel, Levy and Neubig 2019).
+
+    Writes OUT/results/importance/NAME/ (heads.csv, pruning.csv, summary.json) and
+    OUT/figures/importance/NAME/ (ablation.png, taylor.png, pruning.png).
+    """
+    from tqdm.auto import tqdm
+
+    from .engine.errors import InputError
+    from .engine.models import choose_model, load_model
+    from .head_importance.objectives import HEAD_OF, LABEL, choose_objective, label_ids
+    from .head_importance.run import (describe, folder_name, importance, importance_work, model_config,
+                                      read_corpus, split_sentences, write_importance)
+
+    with friendly_errors():
+        if model_name is None and lang is None:
+            raise InputError("importance needs a model: pass --model ID_OR_PATH (e.g. --model minilm) or --lang es|en")
+        name = folder_name(name or corpus.stem)
+        texts, labels = split_sentences(read_corpus(corpus, limit))
+        choice = choose_model(lang, model_name, revision)
+        config = model_config(choice, offline)
+        chosen = choose_objective(config, objective, labels is not None, choice.name)
+        if chosen == LABEL:
+            label_ids(config, labels or [])  # a label the model lacks, before the model loads
+        loaded = load_model(choice, device=device, offline=offline, head=HEAD_OF[chosen])
+        total = importance_work(loaded.layers, loaded.heads, len(texts), prune_step, chosen != "embedding")
+        with tqdm(total=total, unit="sent", desc=name, disable=quiet, file=sys.stderr, dynamic_ncols=True) as bar:
+            result = importance(loaded, [{"text": t, "label": lab} for t, lab in zip(texts, labels)]
+                                if labels is not None else texts, chosen, batch_size=batch_size,
+                                prune_step=prune_step, seed=seed, max_tokens=max_tokens, corpus=name,
+                                progress=bar.update)
+        results_folder, figures_folder = write_importance(result, out_dir, name, formats, wait=not no_wait)
+    if not quiet:
         click.echo(describe(result))
         click.echo(f"wrote {results_folder} and {figures_folder}")
 
@@ -418,7 +612,8 @@ def serve_command(lang, model_name, revision, offline, device, host, port, measu
             from .engine.errors import InputError
 
             raise InputError("serve needs a model: pass --model ID_OR_PATH (e.g. --model minilm) or --lang es|en")
-        loaded = load(model_name, revision=revision, lang=lang, device=device, offline=offline)
+        with loading_notice(quiet):
+            loaded = load(model_name, revision=revision, lang=lang, device=device, offline=offline)
         serve(loaded, host=host, port=port, lang=lang, measure=measure, max_sentences=max_sentences,
               max_pieces=max_pieces, open_browser=open_browser, quiet=quiet)
 

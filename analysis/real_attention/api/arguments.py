@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..engine.checks import kind, strings, text
 from ..engine.errors import InputError
+from ..engine.text import is_blank, text_problem
 
 if TYPE_CHECKING:
     from ..engine.models import LoadedModel
@@ -83,6 +84,9 @@ def checked_lines(lines: object) -> Iterable[str]:
         for number, item in enumerate(items, start=1):
             if not isinstance(item, str):
                 raise InputError(f"lines: line {number} is {kind(item)} {item!r:.60}, not a string")
+            problem = text_problem(item)
+            if problem is not None and not is_blank(item):  # a line with nothing visible is counted as blank
+                raise InputError(f"lines: line {number} {problem}")
             yield item
 
     assert isinstance(lines, Iterable), "strings raised for anything else"

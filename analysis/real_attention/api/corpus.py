@@ -57,7 +57,8 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
     from ..outputs.staging import staged_outputs
     from ..statistics.cluster import Engine, run_corpus
     from ..statistics.inputs import CorpusText, expand
-    from ..statistics.sums import CorpusRun, Shard, Thresholds, folder_name, write_corpus
+    from ..outputs.corpus_files import write_corpus
+    from ..statistics.sums import CorpusRun, Shard, Thresholds, folder_name
     from ..outputs.formats import check_formats
 
     check_measure(measure)
@@ -102,7 +103,8 @@ def merge(shard_dirs: Sequence[str | Path], *, out: str | Path = ".", formats: s
     """Add up the shards of one `heads --shard i/N` run (all N results/corpus/NAME-shard-i-of-N/ folders) into
     the files of the unsharded run. Returns a CorpusOutput."""
     from ..outputs.staging import staged_outputs
-    from ..statistics.sums import merge_shards, write_corpus
+    from ..outputs.corpus_files import write_corpus
+    from ..statistics.sums import merge_shards
     from ..outputs.formats import check_formats
 
     formats = check_formats(formats)

@@ -73,6 +73,15 @@ class RunOutput:
         return self.runs[0].summary
 
 
+def layer_bar(total: int, desc: str):
+    """A tqdm bar on stderr that shows itself only after a second (a short job draws nothing)."""
+    import sys
+
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="layer", file=sys.stderr, dynamic_ncols=True, delay=1.0)
+
+
 def run(lang: str = DEFAULT_LANG, config: str | Path | None = None, model: str | None = None,
         revision: str | None = None, out: str | Path = ".", units: str = "text", measure: str = "weights",
         compare_measures: bool = False, figures: bool = True, report: bool = True,
@@ -116,7 +125,7 @@ def run(lang: str = DEFAULT_LANG, config: str | Path | None = None, model: str |
         unknown_note = check_encodes(loaded, [sentence.text for sentence in sentence_set.sentences])
         for m in measures:  # before any measure is computed or drawn
             check_supported(loaded, m)
-        mixed = _mixing(loaded, sentence_set, units) if mixing else None  # the same for every measure
+        mixed = _mixing(loaded, sentence_set, units, quiet, progress) if mixing else None  # same for every measure
         for m in measures:
             measure_run, note = _run_measure(settings, m, loaded, sentence_set, staging, pool, results_dirs[m],
                                              mixed, want_note=pending_note is None)
@@ -201,13 +210,14 @@ def _checked(lang: str, out: str | Path, units: str, measure: str, compare_measu
     return settings, COMPARED if compare_measures else (measure,)
 
 
-def _mixing(loaded, sentence_set: SentenceSet, units: str) -> Mixing:
-    """The context-mixing maps of the sentences (run --mixing)."""
+def _mixing(loaded, sentence_set: SentenceSet, units: str, quiet: bool,
+            progress: Callable[[str], None] | None) -> Mixing:
+    """The context-mixing maps of the sentences (run --mixing), with a layer bar unless quiet."""
     from ..engine.mixing import check_supported as check_mixing
     from ..engine.mixing import run_mixing
 
     check_mixing(loaded)
-    return run_mixing(loaded, sentence_set, units=units)
+    return run_mixing(loaded, sentence_set, units=units, progress=None if quiet else layer_bar, note=progress)
 
 
 def _run_measure(settings: _Settings, measure: str, loaded, sentence_set: SentenceSet, staging, pool,

@@ -6,6 +6,7 @@ import numbers
 from collections.abc import Iterable
 
 from .errors import InputError
+from .text import check_text
 
 
 def kind(value: object) -> str:
@@ -32,7 +33,7 @@ def text(value: object, name: str, what: str) -> str:
     if not isinstance(value, str) or not value.strip():
         shown = "an empty string" if isinstance(value, str) else f"{kind(value)} {value!r:.60}"
         raise InputError(f"{name} must be a non-empty string ({what}), not {shown}")
-    return value
+    return check_text(value, name)
 
 
 def optional_text(value: object, name: str, what: str) -> str | None:
@@ -64,4 +65,5 @@ def strings(values: object, name: str, item: str = "sentence") -> list[str]:
             raise InputError(f"{name}: {item} {number} is {kind(value)} {value!r:.60}, not a string")
         if not value.strip():
             raise InputError(f"{name}: {item} {number} is empty; pass non-empty strings")
+        check_text(value, f"{name}: {item} {number}")
     return items

@@ -11,6 +11,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .errors import InputError, ModelUnavailable
+from .text import check_text
 from .units import DEFAULT_UNITS, GIVEN_WORDS, Joined, MissingWord, UnitError, join_words
 from .words import PAD, group
 
@@ -81,6 +82,8 @@ def encode(tokenizer, texts: list[str], max_tokens: int, truncate: bool = False,
     """
     # split_special_tokens: a user's "[SEP]" or "</s>" is text, encoded as the pieces of its characters; only the
     # tokenizer's own special tokens (added around the text) get special ids.
+    for number, text in enumerate(texts, start=1):  # every entry point checked already: this is the last guard
+        check_text(text, f"sentence {number}")
     specials_as_text(tokenizer)
     options = dict(return_offsets_mapping=True, return_special_tokens_mask=True, verbose=False,
                    split_special_tokens=True)
@@ -164,6 +167,25 @@ def pad_batch(sentences: list[Encoded], pad_id: int) -> Batch:
         units[row, :length] = sentence.units
         kinds[row, :len(sentence.kinds)] = sentence.kinds
     return Batch(input_ids, attention_mask, units, kinds)
+
+
+class OutOfDeviceMemory(InputError):
+    """The device ran out of memory on a batch: a smaller --batch-size fits."""
+
+
+def out_of_memory(loaded, batch: Batch, batch_size: int) -> OutOfDeviceMemory:
+    """The one-line error for a batch that did not fit on the model's device."""
+    size, pieces = batch.input_ids.shape
+    return OutOfDeviceMemory(f"the device {loaded.device} ran out of memory on a batch of {size} sentence(s) of up "
+                             f"to {pieces} pieces; pass a smaller --batch-size (this run used {batch_size})")
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """Whether a torch error says the device's memory is exhausted (CUDA, MPS)."""
+    import torch
+
+    return isinstance(error, torch.OutOfMemoryError) or (
+        isinstance(error, RuntimeError) and "out of memory" in str(error).lower())
 
 
 def attention_modules(model) -> list | None:

@@ -1,14 +1,14 @@
 """Per-head statistics, defined once, and labels: where the focus word looks, which heads look back, ahead, at markers.
 
 `kernel` is the one merge-and-statistics kernel of `run` and `heads --corpus`: a batch of piece maps of one
-layer in, unit maps and/or per-head totals out. `unit_totals` is the only definition of every statistic; each
+layer in, unit maps and/or per-sentence totals out. `sentence_totals` is the only definition of every statistic; each
 is pooled: its sum over every qualifying query unit of every sentence, over the number of such units.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import TypedDict, TypeGuard
+from dataclasses import dataclass, field
+from typing import Any, TypedDict, TypeGuard
 
 import numpy as np
 
@@ -41,33 +41,80 @@ def first_query(causal: bool) -> int:
     return 1 if causal else 0
 
 
-def unit_totals(maps, kinds, causal: bool = False):
-    """Every statistic of one layer, summed over the query units of a batch that enter them, in torch.
+# --- exact sums ----------------------------------------------------------------------------------------------
+# Pooled sums must not depend on how a corpus is split (shards, Dask partitions, the order sentences are added in).
+# Each sentence's totals (float64, one per statistic and head) are rounded to a whole multiple of 2**-FIXED_BITS
+# and carried as integers: int64 on the device, Python ints (unbounded) on the host and in sums.json. Integers add
+# exactly in any order, so the pooled sums are a function of the per-sentence values alone. (Those values are the
+# model's float32 arithmetic: on a CPU, a sentence's maps can differ in the last bits with the shape of its batch;
+# see docs/device.md.) The rounding moves a mean by at most 2**-33 per query unit, far below the 6 decimals written.
+FIXED_BITS = 32
+FIXED_SCALE = float(2**FIXED_BITS)
+# The largest unit count whose sums stay exact in float64: a sentence's entropy total n ln n times 2**FIXED_BITS
+# below 2**53 (n ln n < 2**21: n up to about 170,000 units).
+EXACT_UNITS = 150_000
+
+
+def to_fixed(values):
+    """float64 tensor -> the same shape, integer-valued float64: round(values * 2**FIXED_BITS), half to even."""
+    return values.mul(FIXED_SCALE).round_()
+
+
+def fixed_sum(values) -> int:
+    """The exact sum of floats (any iterable) in fixed point: sum of round(v * 2**FIXED_BITS), a Python int."""
+    return sum(int(round(float(v) * FIXED_SCALE)) for v in values)
+
+
+def from_fixed(fixed) -> np.ndarray:
+    """Python ints (an object array or a number) -> float64 value(s): fixed / 2**FIXED_BITS, correctly rounded."""
+    array = np.asarray(fixed, dtype=object)
+    return np.vectorize(lambda v: int(v) / (1 << FIXED_BITS), otypes=[np.float64])(array) if array.size else \
+        np.zeros(array.shape)
+
+
+def entropy_terms(rows):
+    """-p ln p of every element of float rows (any shape), 0 ln 0 = 0: summed over a row, its entropy in nats
+    (Clark et al. 2019, Sec. 3.3). The one definition of the `entropy` statistic (sentence_totals sums it)."""
+    return _p_log_p(rows).neg_()
+
+
+def _p_log_p(rows):
+    """p ln p elementwise, 0 ln 0 = 0 (the clamp keeps log finite; 0 times it is 0): one temporary, `rows` kept."""
+    import torch
+
+    return rows.clamp(min=torch.finfo(rows.dtype).tiny).log_().mul_(rows)
+
+
+def sentence_totals(maps, kinds, causal: bool = False):
+    """Every statistic of one layer for each sentence of a batch, in torch on the maps' device.
 
     maps: (B, H, n, n) unit maps (query x key), all-zero rows and columns for pads; kinds: (B, n) Kind codes,
     PAD for pads; causal: a decoder's maps, whose query unit 0 enters no statistic. Returns
-    (len(STATISTICS), H) float64 totals on the maps' device. Pads add exactly 0.
+    (B, len(STATISTICS), H) int64: each sentence's totals (summed over its query units in the maps' dtype, then
+    float64) rounded to fixed point, 2**-FIXED_BITS, so that any grouping of sentences adds them up exactly.
+    Pads add exactly 0.
     """
     import torch
 
+    assert maps.shape[-1] <= EXACT_UNITS, maps.shape
     start = first_query(causal)
     queries = maps[:, :, start:, :]  # (B, H, n - start, n) a view: row r is query unit r + start
     per_row = [
         torch.diagonal(queries, PREVIOUS_OFFSET + start, dim1=2, dim2=3).sum(dim=-1),  # prev: W[i, i-1], (B, H)
         torch.diagonal(queries, NEXT_OFFSET + start, dim1=2, dim2=3).sum(dim=-1),  # next: W[i, i+1]
         torch.diagonal(queries, start, dim1=2, dim2=3).sum(dim=-1),  # self: W[i, i]
-        # entropy in nats, 0 log 0 = 0 (the clamp keeps log finite; 0 times it is 0); in place: one temporary
-        -queries.clamp(min=torch.finfo(maps.dtype).tiny).log_().mul_(queries).sum(dim=(2, 3)),
+        -_p_log_p(queries).sum(dim=(2, 3)),  # entropy in nats: entropy_terms, negated after the sum
     ]
-    rows = torch.stack(per_row).to(torch.float64).sum(dim=1)  # (4, H): per (b, h) in the maps' dtype, then b in float64
+    rows = torch.stack(per_row, dim=1).to(torch.float64)  # (B, 4, H)
     markers = torch.isin(kinds, torch.tensor(MARKER_KINDS, device=kinds.device))
     first = torch.zeros_like(markers)
     first[:, 0] = True  # the first unit of every sentence (a batch has no empty sentence)
     key_sets = torch.stack([first, kinds == FIRST_SPECIAL, kinds == LAST_SPECIAL, kinds == PUNCT, markers],
-                           dim=-1).to(torch.float64)  # (B, n, 5)
-    received = queries.sum(dim=2).to(torch.float64)  # (B, H, key n): the weight each key gets from all queries
-    on_keys = torch.einsum("bhk,bkc->ch", received, key_sets)  # (5, H): first, first_special, last_special, punct, markers
-    return torch.cat([rows[:3], on_keys, rows[3:]])  # (9, H) in STATISTICS order
+                           dim=1).to(maps.dtype)  # (B, 5, n)
+    received = queries.sum(dim=2)  # (B, H, key n): the weight each key gets from all queries
+    on_keys = torch.bmm(key_sets, received.transpose(1, 2)).to(torch.float64)  # (B, 5, H)
+    values = torch.cat([rows[:, :3], on_keys, rows[:, 3:]], dim=1)  # (B, 9, H) in STATISTICS order
+    return to_fixed(values).to(torch.int64)
 
 
 def kernel(weights, units, kinds, keep_maps: bool = False, causal: bool = False):
@@ -75,10 +122,11 @@ def kernel(weights, units, kinds, keep_maps: bool = False, causal: bool = False)
 
     weights: (B, H, t, t) post-softmax piece weights; units: (B, t) unit of each piece, -1 for pads;
     kinds: (B, n) Kind codes, PAD for pads; all on one device; causal: a decoder's maps. Returns the
-    (B, H, n, n) unit maps if keep_maps, and the (len(STATISTICS), H) float64 totals of unit_totals.
+    (B, H, n, n) unit maps if keep_maps, and the (B, len(STATISTICS), H) int64 fixed-point totals of each
+    sentence (sentence_totals), in float32 whatever precision the model computes in (as `run` does).
     """
-    maps = merge_maps(weights, units, kinds.shape[1])
-    return (maps if keep_maps else None), unit_totals(maps, kinds, causal)
+    maps = merge_maps(weights.float(), units, kinds.shape[1])
+    return (maps if keep_maps else None), sentence_totals(maps, kinds, causal)
 
 
 class SentenceCounts(TypedDict):
@@ -87,7 +135,7 @@ class SentenceCounts(TypedDict):
     sentences: int
     units: int
     pairs: int
-    uniform: float
+    uniform_fixed: int  # the uniform entropy in fixed point, 2**-FIXED_BITS
     tokens: int
 
 
@@ -95,27 +143,90 @@ def sentence_counts(units: list[int], pieces: int = 0, causal: bool = False) -> 
     """The counts that sentences of `units` units each add to HeadSums; pieces: their pieces, if known.
 
     An encoder's n query units each see n keys (uniform entropy ln n each); a decoder's query units 1..n-1
-    each see i + 1 keys (ln(i + 1) each, ln n! in all; its unit 0 enters no statistic).
+    each see i + 1 keys (ln(i + 1) each, ln n! in all; its unit 0 enters no statistic). `uniform_fixed`: the sum
+    of each sentence's uniform entropy rounded to 2**-FIXED_BITS (exact, whatever the split).
     """
-    sizes = np.array(units, dtype=np.int64)
+    sizes = [int(size) for size in units]
     if causal:
-        uniform = float(sum(math.lgamma(size + 1) for size in sizes.tolist()))  # sum of ln(i + 1), i = 1..n-1
+        uniform = fixed_sum(math.lgamma(size + 1) for size in sizes)  # sum of ln(i + 1), i = 1..n-1
     else:
-        uniform = float((sizes * np.log(sizes)).sum())
+        uniform = fixed_sum(size * math.log(size) for size in sizes)
     return {
         "sentences": len(sizes),
-        "units": int((sizes - first_query(causal)).sum()),
-        "pairs": int((sizes - 1).sum()),
-        "uniform": uniform,
+        "units": sum(sizes) - first_query(causal) * len(sizes),
+        "pairs": sum(sizes) - len(sizes),
+        "uniform_fixed": uniform,
         "tokens": pieces,
     }
 
 
+def sentence_bound(units: list[int]) -> int:
+    """An upper bound of any statistic's fixed-point total over sentences of `units` units each (for the int64
+    accumulator): a sentence's weights sum to at most n (one per query row), its entropy to at most n ln n."""
+    return sum((int(size * max(1.0, math.log(size))) + 2) << FIXED_BITS for size in units)
+
+
+class FixedAccumulator:
+    """Per-head running sums in int64 fixed point on the maps' device, moved to host Python ints (unbounded) before
+    they could overflow: only (len(STATISTICS), layers, heads) integers ever travel to the host."""
+
+    LIMIT = 1 << 62
+
+    def __init__(self, layers: int, heads: int, device) -> None:
+        import torch
+
+        self.device = torch.device(device)
+        self.sums = torch.zeros((len(STATISTICS), layers, heads), dtype=torch.int64, device=self.device)
+        self.host = np.zeros((len(STATISTICS), layers, heads), dtype=object)
+        self.host[...] = 0
+        self.bound = 0
+
+    def reserve(self, units: list[int]) -> None:
+        """Make room for a batch of sentences of `units` units each (call before adding their totals)."""
+        batch = sentence_bound(units)
+        assert batch < self.LIMIT, "a batch whose sums could overflow int64"
+        if self.bound + batch >= self.LIMIT:
+            self.flush()
+        self.bound += batch
+
+    def add(self, layer: int, totals) -> None:
+        """totals: (B, len(STATISTICS), H) int64 sentence_totals of one layer."""
+        self.sums[:, layer] += totals.sum(dim=0)
+
+    def flush(self) -> None:
+        self.host = self.host + self.sums.cpu().numpy().astype(object)
+        self.sums.zero_()
+        self.bound = 0
+
+    def result(self) -> np.ndarray:
+        """(len(STATISTICS), layers, heads) object array of Python ints: the exact fixed-point totals."""
+        self.flush()
+        return self.host
+
+
+def _to_fixed_ints(values) -> np.ndarray:
+    """float totals -> object array of Python ints, round(v * 2**FIXED_BITS) (half to even)."""
+    array = np.asarray(values, dtype=np.float64)
+    result = np.empty(array.shape, dtype=object)
+    result.reshape(-1)[:] = [int(round(v * FIXED_SCALE)) for v in array.reshape(-1).tolist()]
+    return result
+
+
+def _as_ints(values) -> np.ndarray:
+    array = np.asarray(values, dtype=object)
+    result = np.empty(array.shape, dtype=object)
+    result.reshape(-1)[:] = [int(v) for v in array.reshape(-1).tolist()]
+    return result
+
+
 @dataclass(frozen=True)
 class HeadSums:
-    """Exact running sums over (part of) a corpus. `a + b` is the sums over both parts."""
+    """Exact running sums over (part of) a corpus. `a + b` is the sums over both parts, exactly: the same bits
+    in any order and for any split (every total is an integer number of 2**-FIXED_BITS, `fixed`)."""
 
-    totals: np.ndarray  # (len(STATISTICS), layers, heads) float64: each statistic summed over its query units
+    # (len(STATISTICS), layers, heads) float64: each statistic summed over its query units, fixed / 2**FIXED_BITS.
+    # Given alone (no `fixed`), it is rounded to fixed point.
+    totals: np.ndarray = field(default_factory=lambda: np.zeros((len(STATISTICS), 0, 0)))
     sentences: int = 0  # sentences run through the model
     units: int = 0  # query units that enter the statistics: the denominator of every statistic but prev and next
     pairs: int = 0  # query units with a previous unit (as many have a next one): the denominator of prev, next
@@ -126,55 +237,83 @@ class HeadSums:
     skipped: int = 0  # lines over the model's maximum length, skipped
     truncated: int = 0  # lines over the model's maximum length, cut (with --truncate)
     causal: bool = False  # a decoder's sums: query unit 0 of each sentence left out, uniform entropy ln(i + 1)
+    # The exact totals: (len(STATISTICS), layers, heads) object array of Python ints, in units of 2**-FIXED_BITS.
+    fixed: np.ndarray | None = field(default=None, repr=False, compare=False)
+    uniform_fixed: int | None = None  # `uniform` in units of 2**-FIXED_BITS
 
     def __post_init__(self) -> None:
-        assert self.totals.ndim == 3 and self.totals.shape[0] == len(STATISTICS), self.totals.shape
-        assert self.totals.dtype == np.float64
+        fixed = _to_fixed_ints(self.totals) if self.fixed is None else _as_ints(self.fixed)
+        assert fixed.ndim == 3 and fixed.shape[0] == len(STATISTICS), fixed.shape
+        uniform = int(round(float(self.uniform) * FIXED_SCALE)) if self.uniform_fixed is None else int(self.uniform_fixed)
+        object.__setattr__(self, "fixed", fixed)
+        object.__setattr__(self, "totals", from_fixed(fixed).reshape(fixed.shape))
+        object.__setattr__(self, "uniform_fixed", uniform)
+        object.__setattr__(self, "uniform", uniform / (1 << FIXED_BITS))
 
     @classmethod
     def zeros(cls, layers: int, heads: int) -> HeadSums:
         return cls(totals=np.zeros((len(STATISTICS), layers, heads)))
 
     @property
+    def exact(self) -> np.ndarray:
+        """The (len(STATISTICS), layers, heads) fixed-point totals as Python ints."""
+        assert self.fixed is not None
+        return self.fixed
+
+    @property
     def shape(self) -> tuple[int, int]:
-        return self.totals.shape[1], self.totals.shape[2]
+        return self.exact.shape[1], self.exact.shape[2]
 
     def __add__(self, other: HeadSums) -> HeadSums:
         if self.shape != other.shape:
             raise InputError(f"cannot add sums of {self.shape} heads to sums of {other.shape} heads")
         if self.causal != other.causal:
             raise InputError("cannot add the sums of a decoder (causal) to those of an encoder")
-        counts = {name: getattr(self, name) + getattr(other, name) for name in COUNT_FIELDS}
-        return HeadSums(totals=self.totals + other.totals, causal=self.causal, **counts)
+        counts = {name: getattr(self, name) + getattr(other, name) for name in COUNT_FIELDS if name != "uniform"}
+        return HeadSums(fixed=self.exact + other.exact, uniform_fixed=self.uniform_fixed + other.uniform_fixed,  # type: ignore[operator]
+                        causal=self.causal, **counts)
 
     def means(self) -> dict[str, np.ndarray]:
-        """Each statistic's pooled mean, (layers, heads) float64: the total over the count of its units."""
+        """Each statistic's pooled mean, (layers, heads) float64: the exact total over the count of its units,
+        correctly rounded (a function of the exact sums alone)."""
         result = {}
         for index, name in enumerate(STATISTICS):
             count = self.pairs if name in PAIR_STATISTICS else self.units
-            result[name] = self.totals[index] / count if count else np.full(self.shape, np.nan)
+            if count:
+                scale = count << FIXED_BITS
+                result[name] = np.array([v / scale for v in self.exact[index].reshape(-1).tolist()],
+                                        dtype=np.float64).reshape(self.shape)
+            else:
+                result[name] = np.full(self.shape, np.nan)
         return result
 
     @property
     def uniform_entropy(self) -> float:
         """The mean row entropy that uniform attention over the same rows would have, in nats."""
-        return self.uniform / self.units if self.units else math.nan
+        assert self.uniform_fixed is not None
+        return self.uniform_fixed / (self.units << FIXED_BITS) if self.units else math.nan
 
     def to_json(self) -> dict:
-        """Every sum and count; json writes floats with repr, so reading it back is exact."""
+        """Every sum and count; totals and uniform as whole numbers of 2**-fixed_point_bits (exact)."""
         layers, heads = self.shape
-        data = {name: getattr(self, name) for name in COUNT_FIELDS}
-        data.update(layers=layers, heads=heads, causal=self.causal,
-                    totals={name: self.totals[i].tolist() for i, name in enumerate(STATISTICS)})
+        data: dict = {name: getattr(self, name) for name in COUNT_FIELDS}
+        data.update(uniform=self.uniform_fixed, fixed_point_bits=FIXED_BITS, layers=layers, heads=heads,
+                    causal=self.causal, totals={name: self.exact[i].tolist() for i, name in enumerate(STATISTICS)})
         return data
 
     @classmethod
     def from_json(cls, data: dict) -> HeadSums:
-        """The sums of to_json, checked (check_sums_json): ValueError names the first field that is wrong."""
+        """The sums of to_json, checked (check_sums_json): ValueError names the first field that is wrong. Sums
+        written before fixed point (float totals, no fixed_point_bits) are rounded to it."""
         check_sums_json(data)
+        counts = {name: data[name] for name in COUNT_FIELDS if name != "uniform"}
+        if "fixed_point_bits" in data:
+            fixed = np.empty((len(STATISTICS), data["layers"], data["heads"]), dtype=object)
+            for i, name in enumerate(STATISTICS):
+                fixed[i] = [[int(v) for v in row] for row in data["totals"][name]]
+            return cls(fixed=fixed, uniform_fixed=data["uniform"], causal=data.get("causal", False), **counts)
         totals = np.array([data["totals"][name] for name in STATISTICS], dtype=np.float64)
-        counts = {name: data[name] for name in COUNT_FIELDS}
-        return cls(totals=totals, causal=data.get("causal", False), **counts)
+        return cls(totals=totals, uniform=data["uniform"], causal=data.get("causal", False), **counts)
 
 
 COUNT_FIELDS = ("sentences", "units", "pairs", "uniform", "tokens", "lines", "blank", "skipped", "truncated")
@@ -196,16 +335,25 @@ def check_sums_json(data) -> None:
 
     Every number must be finite and >= 0, every count a whole number, a statistic's total at most its count
     (each query unit's weights sum to 1) and the entropy's total at most that of uniform attention. Sums that
-    break one of these would give NaN, infinite or above-1 means.
+    break one of these would give NaN, infinite or above-1 means. With `fixed_point_bits` (sums written since the
+    exact accumulator), `uniform` and every total are whole numbers of 2**-fixed_point_bits.
     """
     if not isinstance(data, dict):
         raise ValueError("it is not a JSON object")
     for name in ("layers", "heads"):
         if not _whole(data.get(name)) or data[name] < 1:
             raise ValueError(f"field {name!r} is {data.get(name)!r}, not a whole number >= 1")
+    bits = data.get("fixed_point_bits")
+    if bits is not None and bits != FIXED_BITS:
+        raise ValueError(f"field 'fixed_point_bits' is {bits!r}, not {FIXED_BITS} (the fixed point this version writes)")
+    fixed = bits is not None
+    scale = float(2**FIXED_BITS) if fixed else 1.0
     for name in COUNT_FIELDS:
-        value = data.get(name)
-        if name == "uniform":
+        value: Any = data.get(name)
+        if name == "uniform" and fixed:
+            if not _whole(value) or value < 0:
+                raise ValueError(f"field 'uniform' is {value!r}, not a whole number >= 0 (of 2**-{bits})")
+        elif name == "uniform":
             if not _number(value) or not math.isfinite(value) or value < 0:
                 raise ValueError(f"field 'uniform' is {value!r}, not a finite number >= 0")
         elif not _whole(value) or value < 0:
@@ -230,13 +378,14 @@ def check_sums_json(data) -> None:
                 or any(not isinstance(row, list) or len(row) != shape[1] for row in rows)):
             raise ValueError(f"field {field!r} is not {shape[0]} lists of {shape[1]} numbers (layers x heads)")
         bad = [(l, h, v) for l, row in enumerate(rows) for h, v in enumerate(row)
-               if not _number(v) or not math.isfinite(v) or v < 0]
+               if (not _whole(v) if fixed else not _number(v) or not math.isfinite(v)) or v < 0]
         if bad:
             layer, head, value = bad[0]
             raise ValueError(f"field {field!r} is {value!r} at layer {layer + 1}, head {head + 1}, "
-                             "not a finite number >= 0")
-        count = data["uniform"] if name == "entropy" else data["pairs"] if name in PAIR_STATISTICS else data["units"]
-        most = max(max(row) for row in rows)
+                             + (f"not a whole number >= 0 (of 2**-{bits})" if fixed else "not a finite number >= 0"))
+        count = data["uniform"] / scale if name == "entropy" else data["pairs"] if name in PAIR_STATISTICS \
+            else data["units"]
+        most = max(max(row) for row in rows) / scale
         if most > count * (1 + SUM_SLACK) + SUM_SLACK:
             what = "the entropy of uniform attention, 'uniform'" if name == "entropy" else (
                 f"its count, {'pairs' if name in PAIR_STATISTICS else 'units'}")
@@ -245,7 +394,7 @@ def check_sums_json(data) -> None:
 
 
 def word_sums(attentions: list[WordAttention], causal: bool = False) -> HeadSums:
-    """Pooled sums of every statistic over word-level maps, without a model (unit_totals on a padded batch)."""
+    """Pooled sums of every statistic over word-level maps, without a model (sentence_totals on a padded batch)."""
     import torch
 
     assert attentions, "at least one sentence"
@@ -258,9 +407,12 @@ def word_sums(attentions: list[WordAttention], causal: bool = False) -> HeadSums
         weights[row, :, :, :size, :size] = attention.weights
         kinds[row, :size] = attention.kinds
     kinds_t = torch.from_numpy(kinds)
-    totals = np.stack([unit_totals(torch.from_numpy(weights[:, layer]), kinds_t, causal).numpy()
-                       for layer in range(layers)], axis=1)  # (len(STATISTICS), layers, heads)
-    return HeadSums(totals=totals, causal=causal, **sentence_counts([len(a.words) for a in attentions], causal=causal))
+    accumulator = FixedAccumulator(layers, heads, "cpu")
+    accumulator.reserve([len(a.words) for a in attentions])
+    for layer in range(layers):
+        accumulator.add(layer, sentence_totals(torch.from_numpy(weights[:, layer]), kinds_t, causal))
+    return HeadSums(fixed=accumulator.result(), causal=causal,
+                    **sentence_counts([len(a.words) for a in attentions], causal=causal))
 
 
 @dataclass(frozen=True)
@@ -274,7 +426,7 @@ class HeadReport:
     top_is_marker: np.ndarray  # (S, layers, heads) bool
     sense_head: np.ndarray  # (layers, heads) bool: top key is the sense word in every sentence
     marker_head: np.ndarray  # (layers, heads) bool: top key is a marker in every sentence
-    # The pooled statistics of unit_totals, each (layers, heads) float64, over every sentence's query units.
+    # The pooled statistics of sentence_totals, each (layers, heads) float64, over every sentence's query units.
     prev: np.ndarray
     next: np.ndarray
     self: np.ndarray

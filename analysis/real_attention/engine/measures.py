@@ -1,43 +1,31 @@
-"""What a head's map measures: the post-softmax weights, or the norm of what each key adds (Kobayashi et al., 2020).
+"""What a head's map measures, and the maps of each measure as the layers run: the one place that knows every
+measure by name; each measure's maths has one owner.
 
 `weights`: alpha_ij, the head's attention after the softmax.
-`norm`: N_ij = ||alpha_ij f_h(x_j)|| with f_h(x_j) = (x_j W_V^h + b_V^h) W_O^h (Kobayashi et al., 2020, eq. 6,
-per head), x_j the layer's input and W_O^h the head's slice of the output projection; the output bias is added
-once, not per token, so it is left out. Since alpha >= 0, N_ij = alpha_ij ||f_h(x_j)||. Each row is then
-normalised to sum to 1 at piece level, so the merge rule, statistics, labels, figures and report are unchanged.
-
+`norm`: ||alpha_ij f_h(x_j)||, rows summing to 1 (Kobayashi et al., 2020): real_attention.engine.norm.
 `value-zeroing`: C^h_ij = max(0, 1 - cos(x~_i, x_i)), x~_i the layer's output for token i when only head h's view
 of token j's value vector is zeroed (Mohebbi et al., 2023, per head), rows divided by their sum; computed in
-float64 by real_attention.engine.mixing, which re-runs each layer.
-
-f_h comes from the model's own modules: a forward hook on the value projection captures x_j W_V + b_V as the
-layer runs, and the output projection's weight gives W_O^h; the layer is never re-implemented.
+float64 by real_attention.engine.mixing.value_zeroing, which re-runs each layer.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable
-from typing import Any
 
-from .errors import InputError, ModelUnavailable
+from . import norm
+from .errors import InputError
+from .extract import forward_layers
+from .mixing import layers as rerun
+from .mixing import value_zeroing
+from .norm import NORM, norm_maps  # noqa: F401  (norm_maps re-exported)
 
-WEIGHTS, NORM, VALUE_ZEROING = "weights", "norm", "value-zeroing"
-MEASURES = (WEIGHTS, NORM, VALUE_ZEROING)
+from .measure_names import MEASURES, VALUE_ZEROING, WEIGHTS  # noqa: E402, F401  (re-exported)
 COMPARED = (WEIGHTS, NORM)  # the two measures --compare-measures puts side by side
 MEASURE_TEXT = {
     WEIGHTS: "Weights: each head's attention after the softmax (how much of each word's vector the head mixes in).",
-    NORM: "Norm-based: each weight times the length of what that word adds, ||\u03b1 f(x)|| (Kobayashi et al., "
-          "2020), each row rescaled to sum to 1 (100 %).",
-    VALUE_ZEROING: "Value zeroing per head: how much the layer's output for each word changes (1 - cosine) when "
-                   "this head alone no longer sees that word's value vector (Mohebbi et al., 2023), each row "
-                   "rescaled to sum to 1 (100 %).",
+    NORM: norm.TEXT,
+    VALUE_ZEROING: value_zeroing.TEXT,
 }
-MEASURE_TITLE = {WEIGHTS: "attention weight", NORM: "norm-based weight \u2016\u03b1f(x)\u2016",
-                 VALUE_ZEROING: "value zeroing (per head)"}
-
-# Where a layer's value and output projections live, relative to the module that gives the attention maps.
-VALUE_NAMES = ("v_proj", "value", "value_proj", "v")  # BERT: .value; Llama-style decoders: .v_proj
-OUTPUT_NAMES = ("o_proj", "out_proj", "output.dense")  # Llama: .o_proj; BERT: the parent's .output.dense
+MEASURE_TITLE = {WEIGHTS: "attention weight", NORM: norm.TITLE, VALUE_ZEROING: value_zeroing.TITLE}
 
 
 def check_measure(measure: str) -> str:
@@ -63,162 +51,45 @@ def check_own_folder(name: str, what: str) -> str:
     return name
 
 
-def _attribute(module, dotted: str):
-    for part in dotted.split("."):
-        module = getattr(module, part, None)
-        if module is None:
-            return None
-    return module
-
-
-@dataclass(frozen=True)
-class Projections:
-    """One layer's value projection (hooked) and its output projection's per-head slices."""
-
-    value: Any  # the torch module whose output holds x W_V + b_V, (B, t, kv_heads * d) at `columns`
-    gram: Any  # (heads, d, d) float32 tensor W_O^h W_O^h^T, so that ||v W_O^h||^2 = v W_O^h W_O^h^T v^T
-    group: int  # query heads per key/value head (grouped-query attention; 1 otherwise)
-    columns: slice | None = None  # where the values are in the module's output (GPT-2's c_attn gives q, k, v)
-
-
-def _fused(module, heads: int) -> Projections | None:
-    """GPT-2-style attention: one Conv1D `c_attn` gives queries, keys and values side by side (the values are
-    its last third), and the Conv1D `c_proj` is the output projection, its weight stored (in, out)."""
-    qkv, output = getattr(module, "c_attn", None), getattr(module, "c_proj", None)
-    if qkv is None or output is None or getattr(module, "is_cross_attention", False):
-        return None
-    hidden = output.weight.shape[0]  # Conv1D: (in = heads * d, out = hidden)
-    d = hidden // heads
-    if qkv.weight.shape[1] != 3 * hidden or d * heads != hidden:
-        return None
-    per_head = output.weight.detach().cpu().reshape(heads, d, output.weight.shape[1]).double()  # (heads, d, hidden)
-    gram = (per_head @ per_head.transpose(1, 2)).float()
-    return Projections(value=qkv, gram=gram, group=1, columns=slice(2 * hidden, 3 * hidden))
-
-
-def projections(model, heads: int) -> list[Projections]:
-    """Every layer's value and output projections, found from the module that gives the attention maps."""
-    from .extract import attention_modules
-
-    parents = {}
-    for module in model.modules():
-        for child in module.children():
-            parents[id(child)] = module
-    modules = attention_modules(model)
-    layers = getattr(getattr(model, "config", None), "num_hidden_layers", None)
-    if modules is None or (layers is not None and len(modules) != layers):
-        # MPNet and DeBERTa name no attention module; ALBERT shares one across its layers
-        raise ModelUnavailable(f"--measure norm needs one attention module per layer with a value and an output "
-                               f"projection; {type(model).__name__} gives its maps only through "
-                               "output_attentions. Use --measure weights")
-    found = []
-    for module in modules:
-        fused = _fused(module, heads)
-        if fused is not None:
-            found.append(fused)
-            continue
-        owners = (module, parents.get(id(module)))
-        value = next((v for v in (_attribute(module, name) for name in VALUE_NAMES) if v is not None), None)
-        output = next((o for owner in owners if owner is not None
-                       for o in (_attribute(owner, name) for name in OUTPUT_NAMES) if o is not None), None)
-        if value is None or output is None or not hasattr(output, "weight"):
-            raise ModelUnavailable(f"{type(module).__name__} has no value or output projection that --measure "
-                                   "norm knows (BERT's value and output.dense, v_proj and o_proj, or GPT-2's "
-                                   "c_attn and c_proj)")
-        weight = output.weight  # (hidden, heads * d): torch's Linear stores W_O transposed
-        d = weight.shape[1] // heads
-        kv_heads = value.weight.shape[0] // d
-        if not (d * heads == weight.shape[1] and kv_heads * d == value.weight.shape[0] and heads % kv_heads == 0):
-            raise ModelUnavailable(f"{type(module).__name__}: its value and output projections do not split into "
-                                   f"{heads} heads, so --measure norm cannot take them apart")
-        # (heads, d, hidden): W_O^h, in float64 on the CPU (MPS has no float64)
-        per_head = weight.detach().cpu().T.reshape(heads, d, weight.shape[0]).double()
-        gram = (per_head @ per_head.transpose(1, 2)).float()  # (heads, d, d), in float64 then rounded once
-        found.append(Projections(value=value, gram=gram, group=heads // kv_heads))
-    return found
-
-
 def check_supported(loaded, measure: str) -> None:
-    """ModelUnavailable now, before any work, if the model cannot give the maps of `measure`."""
+    """ModelUnavailable (or InputError) now, before any work, if the model cannot give the maps of `measure`."""
     if check_measure(measure) == NORM:
-        projections(loaded.model, loaded.heads)
+        norm.projections(loaded.model, loaded.heads)
     elif measure == VALUE_ZEROING:
-        from .mixing import check_supported as check_mixing
-
-        check_mixing(loaded)
-
-
-def value_norms(values, layer: Projections):
-    """(B, t, kv_heads * d) values x W_V + b_V -> (B, heads, t) ||f_h(x_j)|| = ||v_j^h W_O^h||.
-
-    Through the Gram matrix: ||v W_O^h||^2 = v (W_O^h W_O^h^T) v^T, a d x d product instead of d x hidden.
-    """
-    import torch
-
-    heads, d, _ = layer.gram.shape
-    batch, t, _ = values.shape
-    per_head = values.reshape(batch, t, heads // layer.group, d).transpose(1, 2)  # (B, kv_heads, t, d)
-    per_head = per_head.repeat_interleave(layer.group, dim=1)  # (B, heads, t, d): query heads share kv heads
-    squared = (torch.matmul(per_head, layer.gram.to(values.device)) * per_head).sum(dim=-1)  # (B, heads, t)
-    return squared.clamp(min=0).sqrt()
-
-
-def norm_maps(weights, norms):
-    """(B, H, t, t) alpha and (B, H, t) ||f|| of each key -> (B, H, t, t) N = alpha ||f||, rows summing to 1.
-
-    A row whose every key adds nothing (all N = 0) stays all zero."""
-    norm = weights * norms[:, :, None, :]  # (B, H, t, t), the one new map
-    total = norm.sum(dim=-1, keepdim=True)  # (B, H, t, 1)
-    return norm.div_(total.clamp_(min=1e-30))
+        rerun.check_supported(loaded)
 
 
 class Measurer:
     """The maps of one measure as each layer ends: use it as a context manager around the forward pass.
 
-    For `norm` it hooks every layer's value projection; `maps(layer, weights)` then turns that layer's
-    (B, H, t, t) post-softmax weights into norm-based maps. For `weights` it hooks nothing and hands the
-    weights back unchanged.
+    For `norm` it hooks every layer's value projection (real_attention.engine.norm.NormHooks); `maps(layer,
+    weights)` then turns that layer's (B, H, t, t) post-softmax weights into norm-based maps. For `weights` it
+    hooks nothing and hands the weights back unchanged.
     """
 
     def __init__(self, loaded, measure: str = WEIGHTS):
         self.measure = check_measure(measure)
-        self.layers = projections(loaded.model, loaded.heads) if measure == NORM else []
         assert measure != VALUE_ZEROING, "value zeroing re-runs the layers: forward_measured computes it"
-        self.values: dict[int, Any] = {}  # layer -> its (B, t, kv_heads * d) value tensor
-        self._handles: list = []
+        self.hooks = norm.NormHooks(loaded) if measure == NORM else None
 
     def __enter__(self) -> Measurer:
-        def hook(layer: int):
-            columns = self.layers[layer].columns
-
-            def call(module, args, output):
-                self.values[layer] = output if columns is None else output[..., columns]
-            return call
-
-        self._handles = [p.value.register_forward_hook(hook(i)) for i, p in enumerate(self.layers)]
+        if self.hooks is not None:
+            self.hooks.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
-        for handle in self._handles:
-            handle.remove()
-        self._handles, self.values = [], {}
+        if self.hooks is not None:
+            self.hooks.__exit__(*exc)
 
     def maps(self, layer: int, weights):
         """(B, H, t, t) post-softmax weights of `layer` -> the (B, H, t, t) maps of this measure."""
-        if self.measure == WEIGHTS:
-            return weights
-        values = self.values.pop(layer)
-        return norm_maps(weights.float(), value_norms(values.float(), self.layers[layer]))
+        return weights if self.hooks is None else self.hooks.maps(layer, weights)
 
 
 def forward_measured(loaded, batch, on_layer: Callable, measure: str = WEIGHTS) -> None:
     """extract.forward_layers, with on_layer(layer, maps) getting the maps of `measure` instead of the weights."""
-    from .extract import forward_layers
-
-    if check_measure(measure) == VALUE_ZEROING:  # every layer re-run in float64 (real_attention.engine.mixing)
-        from .mixing import head_value_zeroing
-
-        maps = head_value_zeroing(loaded, batch)  # (B, layers, H, t, t)
+    if check_measure(measure) == VALUE_ZEROING:  # every layer re-run in float64
+        maps = value_zeroing.head_value_zeroing(loaded, batch)  # (B, layers, H, t, t)
         for layer in range(loaded.layers):
             on_layer(layer, maps[:, layer])
         return

@@ -4,8 +4,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -30,6 +31,8 @@ SMOLLM2_NAME = "HuggingFaceTB/SmolLM2-135M-Instruct"
 SMOLLM2_WEIGHTS = "dequantised from 4 bits (GGUF Q4_1) to float32"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 MIN_VOCABULARY = 20  # fewer ordinary pieces than this is no real tokenizer (the tests' tiny one has 38)
+# Told "Loading ... on cpu…" as a model starts loading (the CLI sets it to print to stderr; None: nothing said).
+ON_LOADING: ContextVar[Callable[[str], None] | None] = ContextVar("real_attention_on_loading", default=None)
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,8 @@ class LoadedModel:
     heads: int
     max_tokens: int  # the most tokens one sentence may have, specials included
     causal: bool = False  # a decoder: each token sees itself and the tokens before it, never after
+    full: Any = None  # the model with its head (language-model or classifier) when loaded with one; `model` is
+    # its base model, inside it (same weights)
 
 
 def minilm_path() -> Path:
@@ -384,14 +389,55 @@ def quiet_loading(gguf: bool = False) -> Iterator[None]:
             hf_logging.disable_progress_bar()
 
 
-def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False) -> LoadedModel:
+AUTO_DEVICE = "auto"
+
+
+def resolve_device(device: str) -> str:
+    """The torch device a run uses: `device` itself, or for "auto" the first of cuda, mps and cpu that this
+    machine has."""
+    if device != AUTO_DEVICE:
+        return device
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def loading_line(choice: ModelChoice, device: str) -> str:
+    """What is loading, for the line said before it loads: 'Loading all-MiniLM-L6-v2
+    (sentence-transformers/all-MiniLM-L6-v2 @ c9745ed1) on cpu…'."""
+    from .naming import short_revision
+
+    pin = short_revision(choice.revision) if choice.revision else "a local folder"
+    weights = f", {choice.weights_note}" if choice.weights_note else ""
+    return f"Loading {choice.short} ({choice.name} @ {pin}{weights}) on {device}\u2026"
+
+
+HEADS = {"causal_lm": "AutoModelForCausalLM", "masked_lm": "AutoModelForMaskedLM",
+         "classification": "AutoModelForSequenceClassification"}  # load_model's `head` -> the transformers class
+
+
+def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False,
+               head: str | None = None) -> LoadedModel:
     """Load tokenizer and model with eager attention, so output_attentions gives every map.
 
     Encoders and decoders load as their base model (AutoModel): no language-model head, whose maps are the same.
+    With `head` (a key of HEADS) the model loads with that head as `full`, and `model` is its base model.
     """
     import torch
-    from transformers import AutoModel, AutoTokenizer
+    import transformers
+    from transformers import AutoTokenizer
 
+    assert head is None or head in HEADS, head
+    AutoModel = getattr(transformers, HEADS[head] if head else "AutoModel")
+
+    notify = ON_LOADING.get()
+    if notify is not None:
+        notify(loading_line(choice, device))
     source = str(choice.path) if choice.path is not None else choice.name
     options = {"local_files_only": True} if choice.path is not None else hub_options(choice, offline)
     if choice.gguf_file is not None:  # dequantised on loading; float32, as the maps are
@@ -422,10 +468,14 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False) 
     from .extract import specials_as_text
 
     specials_as_text(tokenizer)  # a typed "</s>" is text (real_attention.engine.extract.encode)
+    device = resolve_device(device)
     try:
         model = model.to(torch.device(device)).eval()
     except (RuntimeError, AssertionError) as error:
         raise ModelUnavailable(f"cannot use device {device!r}: {_first_line(error)}") from None
+    full = None
+    if head is not None:
+        full, model = model, model.base_model
     config = model.config
     revision = folder_revision(choice) if choice.path is not None else resolved_commit(choice, options)
     # RoBERTa-style embeddings (RoBERTa, XLM-R, MPNet) number positions from padding_idx + 1
@@ -443,4 +493,5 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False) 
         heads=config.num_attention_heads,
         max_tokens=min(limits),
         causal=is_causal(config),
+        full=full,
     )

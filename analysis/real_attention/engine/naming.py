@@ -1,8 +1,32 @@
-"""How the tool writes model revisions for a reader: one format everywhere (titles, summaries, the CLI)."""
+"""How the tool writes model revisions for a reader (one format everywhere: titles, summaries, the CLI), and what a
+folder name that a person gives may be."""
 from __future__ import annotations
+
+from .errors import InputError
+
+# The longest name a folder under --out may have: file systems allow 255 bytes, and the hidden folders beside it
+# add about 40 (`.NAME-value-zeroing.staging-abcd1234`, `NAME-shard-12-of-64`).
+MAX_NAME_BYTES = 128
 
 
 def short_revision(revision: str) -> str:
     """For titles: '3f076fdb1ab6...' -> '3f076fdb'; 'sha256:53aa51...' -> 'sha256:53aa5117'."""
     prefix, _, digest = revision.rpartition(":")
     return f"{prefix}:{digest[:8]}" if prefix else digest[:8]
+
+
+def plain_folder_name(name: str, what: str) -> str:
+    """`name` if it is one plain folder name (no separator, not `.` or `..`, not hidden, not absolute), else
+    InputError. Names that become folders under --out (a language, a corpus) must never lead out of it, nor
+    look like the hidden staging folders of a run (`.es.staging-...`)."""
+    if not isinstance(name, str):
+        raise InputError(f"{what} must be a string, not {type(name).__name__}")
+    if (not name or name.strip() != name or name.startswith(".")
+            or any(char in name for char in "/\\\0:") or any(ord(char) < 32 for char in name)):
+        raise InputError(f"{what} {name!r} cannot be a folder name: use one plain name without slashes, "
+                         "like es or my-corpus")
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if size > MAX_NAME_BYTES:
+        raise InputError(f"{what} {name[:24]!r}... is too long for a folder name: {size} bytes, at most "
+                         f"{MAX_NAME_BYTES} (UTF-8); choose a shorter name")
+    return name

@@ -10,7 +10,7 @@ import numpy as np
 
 from .batches import index_batches
 from .focus import FocusedSentence, focus_sentences
-from .heads import (STATISTICS, HeadReport, HeadSums, classify, focus_scores, kernel, report_from_scores,
+from .heads import (FixedAccumulator, HeadReport, HeadSums, classify, focus_scores, kernel, report_from_scores,
                     sentence_counts)
 from .measures import WEIGHTS
 from .sentences import SentenceSet
@@ -40,6 +40,7 @@ class RunResult:
     rollout: tuple[np.ndarray, ...] = ()
     causal: bool = False  # a decoder's maps: W[i, j] = 0 for j > i
     weights_note: str | None = None  # how the model's weights differ from the original (e.g. dequantised)
+    device: str = "cpu"  # the torch device the model ran on
     mixing: Mixing | None = None  # real_attention.engine.mixing.Mixing of the same sentences (run --mixing); None if not
 
     @property
@@ -101,23 +102,23 @@ def attend_with_sums(loaded, texts: list[str] | None, *, units: str = DEFAULT_UN
     check_length(loaded, too_long)
     attentions: dict[int, WordAttention] = {}  # text index -> its maps, filled batch by batch
     rollouts: dict[int, np.ndarray] = {}
-    totals = np.zeros((len(STATISTICS), loaded.layers, loaded.heads))  # float64
+    accumulator = FixedAccumulator(loaded.layers, loaded.heads, loaded.device)
     tokens = 0
     for indices in index_batches([len(s.ids) for s in encoded], batch_size):
-        batch_attentions, batch_totals, batch_rollouts, batch_tokens = _attend_batch(
-            loaded, [encoded[i] for i in indices], measure, pieces)
-        totals += batch_totals
+        batch_attentions, batch_rollouts, batch_tokens = _attend_batch(
+            loaded, [encoded[i] for i in indices], measure, pieces, accumulator)
         tokens += batch_tokens
         for i, attention, rolled in zip(indices, batch_attentions, batch_rollouts):
             attentions[i], rollouts[i] = attention, rolled
     counts = sentence_counts([len(s.words) for s in encoded], pieces=tokens, causal=loaded.causal)
     order = range(len(encoded))
-    return [attentions[i] for i in order], HeadSums(totals=totals, causal=loaded.causal, **counts), [rollouts[i] for i in order]
+    sums = HeadSums(fixed=accumulator.result(), causal=loaded.causal, **counts)
+    return [attentions[i] for i in order], sums, [rollouts[i] for i in order]
 
 
-def _attend_batch(loaded, encoded, measure: str, pieces: bool):
-    """One forward pass over one padded batch -> (WordAttentions, (len(STATISTICS), L, H) float64 totals,
-    (L, n, n) rollouts, pieces run)."""
+def _attend_batch(loaded, encoded, measure: str, pieces: bool, accumulator: FixedAccumulator):
+    """One forward pass over one padded batch -> (WordAttentions, (L, n, n) rollouts, pieces run); the batch's
+    exact statistics are added to `accumulator`."""
     import torch
 
     from .extract import pad_batch
@@ -131,7 +132,7 @@ def _attend_batch(loaded, encoded, measure: str, pieces: bool):
     lengths = [len(sentence.ids) for sentence in encoded]
     weights = [np.empty((loaded.layers, loaded.heads, n, n), dtype=np.float32) for n in sizes]  # (L, H, n, n) each
     piece_maps_kept = [np.empty((loaded.layers, loaded.heads, t, t), dtype=np.float32) for t in lengths] if pieces else []
-    totals = np.zeros((len(STATISTICS), loaded.layers, loaded.heads))  # float64
+    accumulator.reserve(sizes)
     t = batch.input_ids.shape[1]
     layer_means = torch.zeros((len(sizes), loaded.layers, t, t), device=loaded.device)  # (B, L, t, t) for rollout
 
@@ -143,11 +144,11 @@ def _attend_batch(loaded, encoded, measure: str, pieces: bool):
             for row, length in enumerate(lengths):
                 piece_maps_kept[row][layer] = kept[row, :, :length, :length]
         maps, layer_totals = kernel(piece_maps, piece_units, kinds, keep_maps=True,
-                                    causal=loaded.causal)  # (B, H, n, n), (len(STATISTICS), H)
+                                    causal=loaded.causal)  # (B, H, n, n), (B, len(STATISTICS), H)
         maps = maps.cpu().numpy()
         for row, n in enumerate(sizes):
             weights[row][layer] = maps[row, :, :n, :n]
-        totals[:, layer] = layer_totals.cpu().numpy()
+        accumulator.add(layer, layer_totals)
 
     forward_measured(loaded, batch, on_layer, measure)
     labels = [tuple(loaded.tokenizer.convert_ids_to_tokens(s.ids.tolist())) for s in encoded] if pieces else []
@@ -158,7 +159,7 @@ def _attend_batch(loaded, encoded, measure: str, pieces: bool):
     ]
     rolled = word_rollout(layer_means, piece_units, kinds.shape[1]).cpu().numpy()  # (B, L, n, n)
     rollouts = [np.ascontiguousarray(rolled[row, :, :n, :n]) for row, n in enumerate(sizes)]
-    return attentions, totals, rollouts, int(batch.attention_mask.sum())
+    return attentions, rollouts, int(batch.attention_mask.sum())
 
 
 def classify_words(attentions: list[WordAttention], sentence_set: SentenceSet, model: str = "", revision: str = "",
@@ -221,12 +222,11 @@ def analyse(loaded, sentence_set: SentenceSet, *, units: str = DEFAULT_UNITS, me
     located: list[FocusedSentence] = []
     rollouts: list[np.ndarray] = []
     scores: list[dict[str, np.ndarray]] = []
-    totals = np.zeros((len(STATISTICS), loaded.layers, loaded.heads))  # float64
+    accumulator = FixedAccumulator(loaded.layers, loaded.heads, loaded.device)
     tokens = 0
     for start in range(0, len(encoded), size):
-        attentions, batch_totals, batch_rollouts, batch_tokens = _attend_batch(
-            loaded, encoded[start:start + size], measure, pieces)
-        totals += batch_totals
+        attentions, batch_rollouts, batch_tokens = _attend_batch(
+            loaded, encoded[start:start + size], measure, pieces, accumulator)
         tokens += batch_tokens
         part = SentenceSet(lang=sentence_set.lang, focus=sentence_set.focus, sentences=configured[start:start + size])
         focused = focus_sentences(attentions, part, loaded.causal, first=start + 1)
@@ -240,9 +240,10 @@ def analyse(loaded, sentence_set: SentenceSet, *, units: str = DEFAULT_UNITS, me
             else:
                 located.append(replace(sentence, attention=sentence.attention.without_maps()))
     counts = sentence_counts([len(s.words) for s in encoded], pieces=tokens, causal=loaded.causal)
-    sums = HeadSums(totals=totals, causal=loaded.causal, **counts)
+    sums = HeadSums(fixed=accumulator.result(), causal=loaded.causal, **counts)
     joined = {name: np.concatenate([part[name] for part in scores]) for name in scores[0]}
     report = report_from_scores(joined, np.array([s.sense for s in located]), sums, loaded.causal)
     return RunResult(sentence_set=sentence_set, sentences=tuple(located), report=report, model=loaded.choice.name,
                      revision=loaded.revision, versions=versions(), units=units, measure=measure,
-                     rollout=tuple(rollouts), causal=loaded.causal, weights_note=loaded.choice.weights_note)
+                     rollout=tuple(rollouts), causal=loaded.causal, weights_note=loaded.choice.weights_note,
+                     device=str(loaded.device))

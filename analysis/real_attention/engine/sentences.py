@@ -7,6 +7,7 @@ from pathlib import Path
 
 from .checks import whole_number
 from .errors import InputError
+from .text import text_problem
 
 DEFAULT_CONFIG_NAME = "sentences.toml"
 DEFAULT_LANG = "es"  # the lesson's: the table of the packaged config that `run`, `show` and `serve` use by default
@@ -77,6 +78,9 @@ def _nonempty_str(value: object, where: str) -> str:
         raise ConfigError(f"{where} must be a string, got {value!r}")
     if not value.strip():
         raise ConfigError(f"{where} is empty")
+    problem = text_problem(value)
+    if problem is not None:
+        raise ConfigError(f"{where} {problem}")
     return value.strip()
 
 

@@ -7,6 +7,7 @@ own scripts and styles only, and no CORS header: other sites' pages cannot read 
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import traceback
@@ -16,9 +17,11 @@ from importlib import resources
 import numpy as np
 
 from ..engine.errors import InputError, RealAttentionError
+from ..engine.text import text_problem
 from .engine import Busy, Query, Worker
 
 MAX_BODY = 256 * 1024  # bytes of a request body
+BODY_TIMEOUT = 30.0  # seconds a request body may take to arrive
 FIELDS = ("texts", "focus", "sense", "measure", "units", "page")
 CACHED_ANSWERS = 16  # the last answers, so "download" gives the report of what is shown without a new pass
 CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
@@ -46,12 +49,23 @@ def _string(value, name: str) -> str:
     return value
 
 
+def _check_text(text: str, what: str) -> None:
+    """BadRequest (400) for a text no sentence can be (real_attention.engine.text); an empty one is left to
+    ra.attend, whose message names the argument (422)."""
+    problem = text_problem(text) if text.strip() else None
+    if problem is not None:
+        raise BadRequest(f"{what} {problem}")
+
+
 def parse_query(body: bytes, measure: str = "weights") -> tuple[Query, bool]:
     """A request body -> (its Query, whether the page's report data is wanted); BadRequest says what is wrong."""
     try:
         payload = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise BadRequest(f"the body is not JSON: {error}") from None
+    except RecursionError:  # e.g. 100,000 nested [: the parser's stack, not a bug
+        raise BadRequest("the body is nested too deeply; a request is one JSON object of strings and "
+                         "lists of strings") from None
     if not isinstance(payload, dict):
         raise BadRequest('the body must be a JSON object, e.g. {"texts": ["Fui al banco."]}')
     unknown = sorted(set(payload) - set(FIELDS))
@@ -63,14 +77,18 @@ def parse_query(body: bytes, measure: str = "weights") -> tuple[Query, bool]:
     texts = payload["texts"]
     if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
         raise BadRequest("texts must be a list of strings, one sentence each")
+    for number, text in enumerate(texts, start=1):
+        _check_text(text, f"sentence {number}")
     focus = payload.get("focus")
     if focus is not None:
-        _string(focus, "focus")
+        _check_text(_string(focus, "focus"), "focus")
     sense = payload.get("sense")
     if isinstance(sense, str):
         sense = [sense]
     if sense is not None and (not isinstance(sense, list) or not all(isinstance(word, str) for word in sense)):
         raise BadRequest("sense must be a list of strings, one word per sentence")
+    for number, word in enumerate(sense or (), start=1):
+        _check_text(word, f"sense word {number}")
     page = payload.get("page", False)
     if not isinstance(page, bool):
         raise BadRequest("page must be true or false")
@@ -107,8 +125,9 @@ def heads_rows(frame) -> list[dict]:
     columns = []
     for name in frame.columns:
         values = frame[name].to_numpy()
-        if name in ("sense_head", "marker_head"):
-            columns.append((values == "true").tolist())
+        if name in ("sense_head", "marker_head"):  # booleans in ra.classify's table
+            assert values.dtype == bool, (name, values.dtype)
+            columns.append(values.tolist())
         elif values.dtype.kind in "iu":
             columns.append(values.tolist())
         else:
@@ -171,43 +190,24 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
-def make_app(model, *, lang: str | None = None, measure: str = "weights", max_sentences: int = 16,
-             max_pieces: int = 256):
-    """The ASGI app for one loaded model (a LoadedModel): mount it anywhere; its URLs are relative."""
-    from starlette.applications import Starlette
-    from starlette.concurrency import run_in_threadpool
-    from starlette.exceptions import HTTPException
-    from starlette.middleware import Middleware
-    from starlette.requests import Request
+def error(status: int, message: str):
+    """A JSON {"error": message} response with this status."""
     from starlette.responses import Response
-    from starlette.routing import Route
 
-    from ..engine.measures import check_measure
-    from ..outputs.report import colour_rules
-    from .page import live_page
+    return Response(json.dumps({"error": message}, ensure_ascii=False), status_code=status,
+                    media_type="application/json")
 
-    check_measure(measure)
-    for name, value in (("max_sentences", max_sentences), ("max_pieces", max_pieces)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(f"{name} must be a whole number >= 1, got {value!r}")
-    page_lang, page_bytes = live_page(model, lang=lang, measure=measure)
-    worker = Worker(model, lang=page_lang, max_sentences=max_sentences, max_pieces=max_pieces)
-    answers: OrderedDict = OrderedDict()  # Query -> Attention, the last CACHED_ANSWERS
-    assets = {
-        "report.js": (_report_asset("js"), "text/javascript"),
-        "report.css": (_report_asset("css") + "\n" + colour_rules() + "\n", "text/css"),
-        "page.js": (_asset("page.js"), "text/javascript"),
-        "page.css": (_asset("page.css"), "text/css"),
-    }
 
-    def error(status: int, message: str) -> Response:
-        return Response(json.dumps({"error": message}, ensure_ascii=False), status_code=status,
-                        media_type="application/json")
+async def read_body(request) -> bytes:
+    """The request's body; TooLarge past MAX_BODY bytes (announced or sent), BadRequest if it does not arrive
+    within BODY_TIMEOUT seconds (a client that sends headers, then trickles the body or nothing)."""
+    import asyncio
 
-    async def read_body(request: Request) -> bytes:
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > MAX_BODY:
-            raise TooLarge()
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > MAX_BODY:
+        raise TooLarge()
+
+    async def receive() -> bytes:
         chunks, size = [], 0
         async for chunk in request.stream():
             size += len(chunk)
@@ -216,23 +216,53 @@ def make_app(model, *, lang: str | None = None, measure: str = "weights", max_se
             chunks.append(chunk)
         return b"".join(chunks)
 
-    async def attention_for(request: Request):
-        """-> (Attention, page wanted) for a POST's body; raises what `handled` turns into a status code."""
-        query, page = parse_query(await read_body(request), measure)
-        att = answers.get(query)
-        if att is None:
-            att = await worker.submit(query)
-            answers[query] = att
-            while len(answers) > CACHED_ANSWERS:
-                answers.popitem(last=False)
-        else:
-            answers.move_to_end(query)
-        return att, page
+    try:
+        return await asyncio.wait_for(receive(), BODY_TIMEOUT)
+    except TimeoutError:
+        raise BadRequest(f"the body did not arrive within {BODY_TIMEOUT:g} s") from None
 
-    async def handled(request: Request, respond) -> Response:
+
+class LiveModel:
+    """The server's state for one loaded model: the model thread (a Worker), the last CACHED_ANSWERS answers,
+    and the page with its assets. The endpoints are its methods; `routes()` lists them."""
+
+    def __init__(self, model, *, lang: str | None = None, measure: str = "weights", max_sentences: int = 16,
+                 max_pieces: int = 256) -> None:
+        from ..engine.measures import check_measure
+        from ..outputs.report import colour_rules
+        from .page import live_page
+
+        self.model, self.measure = model, check_measure(measure)
+        for name, value in (("max_sentences", max_sentences), ("max_pieces", max_pieces)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(f"{name} must be a whole number >= 1, got {value!r}")
+        page_lang, self.page = live_page(model, lang=lang, measure=measure)
+        self.worker = Worker(model, lang=page_lang, max_sentences=max_sentences, max_pieces=max_pieces)
+        self.answers: OrderedDict = OrderedDict()  # Query -> Attention, the last CACHED_ANSWERS
+        self.assets = {
+            "report.js": (_report_asset("js"), "text/javascript"),
+            "report.css": (_report_asset("css") + "\n" + colour_rules() + "\n", "text/css"),
+            "page.js": (_asset("page.js"), "text/javascript"),
+            "page.css": (_asset("page.css"), "text/css"),
+        }
+
+    async def attention(self, query: Query):
+        """The Attention of a query: from the cache, or from the model thread (then cached)."""
+        att = self.answers.get(query)
+        if att is None:
+            att = await self.worker.submit(query)
+            self.answers[query] = att
+            while len(self.answers) > CACHED_ANSWERS:
+                self.answers.popitem(last=False)
+        else:
+            self.answers.move_to_end(query)
+        return att
+
+    async def handled(self, request, respond):
+        """respond(Attention, page wanted) for a POST's body, each failure turned into its status code."""
         try:
-            att, page = await attention_for(request)
-            return await respond(att, page)
+            query, page = parse_query(await read_body(request), self.measure)
+            return await respond(await self.attention(query), page)
         except BadRequest as bad:
             return error(400, str(bad))
         except TooLarge:
@@ -245,14 +275,21 @@ def make_app(model, *, lang: str | None = None, measure: str = "weights", max_se
             traceback.print_exc(file=sys.stderr)
             return error(500, "the server hit a bug; the traceback is in its log")
 
-    async def attend_endpoint(request: Request) -> Response:
+    async def attend(self, request):
+        """POST /api/attend: the answer as JSON (answer_json)."""
+        from starlette.concurrency import run_in_threadpool
+        from starlette.responses import Response
+
         async def respond(att, page):
-            body = await run_in_threadpool(answer_json, att, page=page)
-            return Response(body, media_type="application/json")
+            return Response(await run_in_threadpool(answer_json, att, page=page), media_type="application/json")
 
-        return await handled(request, respond)
+        return await self.handled(request, respond)
 
-    async def report_endpoint(request: Request) -> Response:
+    async def report(self, request):
+        """POST /api/report: the offline report of the same answer, as a download."""
+        from starlette.concurrency import run_in_threadpool
+        from starlette.responses import Response
+
         async def respond(att, _page):
             if att.result is None:  # no focus word: the maps alone, which /api/attend gives; a report needs more
                 return error(422, '/api/report needs "focus" and "sense" (one sense word per sentence): the report '
@@ -261,55 +298,75 @@ def make_app(model, *, lang: str | None = None, measure: str = "weights", max_se
             return Response(page_html, media_type="text/html; charset=utf-8",
                             headers={"content-disposition": 'attachment; filename="report.html"'})
 
-        return await handled(request, respond)
+        return await self.handled(request, respond)
 
-    async def health(_request: Request) -> Response:
-        return Response(json.dumps({"status": "ok", "model": model.choice.name, "revision": model.revision}),
-                        media_type="application/json")
+    async def health(self, _request):
+        from starlette.responses import Response
 
-    async def index(_request: Request) -> Response:
-        return Response(page_bytes, media_type="text/html; charset=utf-8")
+        return Response(json.dumps({"status": "ok", "model": self.model.choice.name,
+                                    "revision": self.model.revision}), media_type="application/json")
 
-    async def static(request: Request) -> Response:
-        if request.path_params["name"] not in assets:
+    async def index(self, _request):
+        from starlette.responses import Response
+
+        return Response(self.page, media_type="text/html; charset=utf-8")
+
+    async def static(self, request):
+        from starlette.exceptions import HTTPException
+        from starlette.responses import Response
+
+        if request.path_params["name"] not in self.assets:
             raise HTTPException(404)
-        text, media_type = assets[request.path_params["name"]]
+        text, media_type = self.assets[request.path_params["name"]]
         return Response(text, media_type=f"{media_type}; charset=utf-8")
 
-    # Starlette types every handler as taking any Exception (its keys can be status codes or exception classes)
-    async def not_found(_request: Request, _exc: Exception) -> Response:
-        return error(404, "no such page; the pages are /, /api/attend, /api/report and /api/health")
+    def routes(self) -> list:
+        from starlette.routing import Route
 
-    async def not_allowed(request: Request, _exc: Exception) -> Response:
-        return error(405, f"{request.method} is not allowed here")
+        return [
+            Route("/", self.index, methods=["GET"]),
+            Route("/api/health", self.health, methods=["GET"]),
+            Route("/api/attend", self.attend, methods=["POST"]),
+            Route("/api/report", self.report, methods=["POST"]),
+            Route("/static/{name}", self.static, methods=["GET"]),
+        ]
 
-    async def http_error(_request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, HTTPException), "registered for HTTPException only"
-        return error(exc.status_code, str(exc.detail))
+    @contextlib.asynccontextmanager
+    async def lifespan(self, _app):
+        """The model thread runs while the app does."""
+        self.worker.start()
+        try:
+            yield
+        finally:
+            self.worker.stop()
 
-    routes = [
-        Route("/", index, methods=["GET"]),
-        Route("/api/health", health, methods=["GET"]),
-        Route("/api/attend", attend_endpoint, methods=["POST"]),
-        Route("/api/report", report_endpoint, methods=["POST"]),
-        Route("/static/{name}", static, methods=["GET"]),
-    ]
 
-    def lifespan(_app):
-        from contextlib import asynccontextmanager
+# Starlette types every handler as taking any Exception (its keys can be status codes or exception classes)
+async def _not_found(_request, _exc: Exception):
+    return error(404, "no such page; the pages are /, /api/attend, /api/report and /api/health")
 
-        @asynccontextmanager
-        async def running():
-            worker.start()
-            try:
-                yield
-            finally:
-                worker.stop()
 
-        return running()
+async def _not_allowed(request, _exc: Exception):
+    return error(405, f"{request.method} is not allowed here")
 
-    app = Starlette(routes=routes, middleware=[Middleware(SecurityHeaders)], lifespan=lifespan,
-                    exception_handlers={404: not_found, 405: not_allowed, HTTPException: http_error})
-    app.state.worker = worker
+
+async def _http_error(_request, exc: Exception):
+    from starlette.exceptions import HTTPException
+
+    assert isinstance(exc, HTTPException), "registered for HTTPException only"
+    return error(exc.status_code, str(exc.detail))
+
+
+def make_app(model, *, lang: str | None = None, measure: str = "weights", max_sentences: int = 16,
+             max_pieces: int = 256):
+    """The ASGI app for one loaded model (a LoadedModel): mount it anywhere; its URLs are relative."""
+    from starlette.applications import Starlette
+    from starlette.exceptions import HTTPException
+    from starlette.middleware import Middleware
+
+    live = LiveModel(model, lang=lang, measure=measure, max_sentences=max_sentences, max_pieces=max_pieces)
+    app = Starlette(routes=live.routes(), middleware=[Middleware(SecurityHeaders)], lifespan=live.lifespan,
+                    exception_handlers={404: _not_found, 405: _not_allowed, HTTPException: _http_error})
+    app.state.worker = live.worker
     app.state.model = model
     return app

@@ -1,6 +1,7 @@
 """`ra.app` (the ASGI app, mountable) and `ra.serve` (the app on uvicorn, until Ctrl-C): the live page's entry points."""
 from __future__ import annotations
 
+import asyncio
 import socket
 import sys
 import threading
@@ -12,6 +13,57 @@ if TYPE_CHECKING:
     from ..engine.models import LoadedModel
 
 LOCALHOST = "127.0.0.1"
+HEADER_TIMEOUT = 10.0  # seconds a connection may take to send a request's headers (slowloris, half-open)
+KEEP_ALIVE_TIMEOUT = 5  # seconds an idle keep-alive connection stays open after a response
+MAX_HEADER_BYTES = 16 * 1024  # h11's limit on an incomplete request head
+
+
+def _timed_protocol(header_timeout: float):
+    """uvicorn's h11 protocol, closing a connection that has not sent a whole request head within
+    `header_timeout` seconds of connecting or of its last response (uvicorn's own keep-alive timeout only runs
+    between requests that have been answered; nothing bounds a connection that never sends its headers)."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class TimedH11Protocol(H11Protocol):
+        _header_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._header_timer = self.loop.call_later(header_timeout, self._no_headers)
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self.cycle is not None and self._header_timer is not None:  # a request head arrived
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if self._header_timer is None and not self.transport.is_closing():
+                self._header_timer = self.loop.call_later(header_timeout, self._no_headers)
+
+        def connection_lost(self, exc) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+            super().connection_lost(exc)
+
+        def _no_headers(self) -> None:
+            self._header_timer = None
+            waiting = self.cycle is None or self.cycle.response_complete
+            if waiting and not self.transport.is_closing():
+                self.transport.close()
+
+    return TimedH11Protocol
+
+
+def server_config(application, *, header_timeout: float = HEADER_TIMEOUT):
+    """The uvicorn.Config `serve` runs `application` with: quiet logs, a header timeout, a short keep-alive."""
+    import uvicorn
+
+    return uvicorn.Config(application, log_level="warning", access_log=False, lifespan="on",
+                          timeout_graceful_shutdown=10, http=_timed_protocol(header_timeout),
+                          timeout_keep_alive=KEEP_ALIVE_TIMEOUT, h11_max_incomplete_event_size=MAX_HEADER_BYTES)
 
 
 def _loaded(model: LoadedModel | str) -> LoadedModel:
@@ -97,9 +149,7 @@ def serve(model: LoadedModel | str, *, host: str = LOCALHOST, port: int = 8000, 
         import webbrowser
 
         threading.Timer(0.5, webbrowser.open, [url]).start()
-    config = uvicorn.Config(application, log_level="warning", access_log=False, lifespan="on",
-                            timeout_graceful_shutdown=10)
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(server_config(application))
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:  # uvicorn stops cleanly, then raises the Ctrl-C it caught again

@@ -49,6 +49,10 @@ def _short_number(value: float) -> str:
     return f"{value:.2f}"[1:] if 0 <= value < 1 else f"{value:.1f}"
 
 
+NUMBER_SIZE = 7  # points: the cells' numbers (7 pt is about 10 px at the figures' 100 dpi)
+CELL_WIDTH, CELL_HEIGHT = 0.4, 0.34  # inches per head and per layer: room for ".87" at NUMBER_SIZE
+
+
 def statistics_grid(means: dict[str, np.ndarray], uniform_entropy: float, title: str) -> Figure:
     """Each pooled statistic as a (layers, heads) heatmap, one panel per statistic -> a Figure.
 
@@ -59,7 +63,8 @@ def statistics_grid(means: dict[str, np.ndarray], uniform_entropy: float, title:
     layers, heads = means[names[0]].shape
     columns = 4
     rows = -(-len(names) // columns)
-    fig = new_figure(figsize=(columns * (0.9 + 0.28 * heads), rows * (0.9 + 0.3 * layers) + 0.5), layout="constrained")
+    fig = new_figure(figsize=(columns * (0.9 + CELL_WIDTH * heads), rows * (0.9 + CELL_HEIGHT * layers) + 0.5),
+                     layout="constrained")
     axes = fig.subplots(rows, columns, squeeze=False)
     image = None
     for ax, name in zip(axes.flat, names):
@@ -68,7 +73,7 @@ def statistics_grid(means: dict[str, np.ndarray], uniform_entropy: float, title:
         if heads <= 16:  # room for the numbers
             numbers = np.array([_short_number(float(value)) for value in values.reshape(-1)], dtype=object)
             label_cells(ax, numbers.reshape(values.shape),
-                        ["black" if value > 0.6 else "white" for value in values.reshape(-1).tolist()], 5)
+                        ["black" if value > 0.6 else "white" for value in values.reshape(-1).tolist()], NUMBER_SIZE)
         ax.set_title("entropy / uniform" if name == "entropy" else name, fontsize=9)
         ax.set_xticks(range(heads), [str(h + 1) for h in range(heads)], fontsize=6)
         ax.set_yticks(range(layers), [str(l + 1) for l in range(layers)], fontsize=6)

@@ -5,6 +5,9 @@ one command's name from reaching another command's folder.
     results/lesson/, figures/lesson/               lesson
     results/corpus/<name>/, figures/corpus/<name>/ heads --corpus, merge
     results/syntax/<name>/, figures/syntax/<name>/ syntax
+    results/compare/<name>/, figures/compare/<name>/ compare
+    results/detect/<name>/, figures/detect/<name>/ detect
+    results/importance/<name>/, figures/importance/<name>/ importance
     figures/show/<lang>/                           show
 
 A new command that writes a folder of its own under results/ or figures/ adds its name to OWNED.
@@ -12,35 +15,20 @@ A new command that writes a folder of its own under results/ or figures/ adds it
 from __future__ import annotations
 
 from ..engine.errors import InputError
+from ..engine.naming import MAX_NAME_BYTES, plain_folder_name
 
-# The longest name a folder under --out may have: file systems allow 255 bytes, and the hidden folders beside it
-# add about 40 (`.NAME-value-zeroing.staging-abcd1234`, `NAME-shard-12-of-64`).
-MAX_NAME_BYTES = 128
+__all__ = ["MAX_NAME_BYTES", "OWNED", "plain_folder_name", "run_folder_name"]
 
 # folder name under results/ or figures/ -> the command that owns it
 OWNED = {
     "corpus": "heads --corpus and merge",
     "lesson": "lesson",
     "syntax": "syntax",
+    "compare": "compare",
+    "detect": "detect",
+    "importance": "importance",
     "show": "show",
 }
-
-
-def plain_folder_name(name: str, what: str) -> str:
-    """`name` if it is one plain folder name (no separator, not `.` or `..`, not hidden, not absolute), else
-    InputError. Names that become folders under --out (a language, a corpus) must never lead out of it, nor
-    look like the hidden staging folders of a run (`.es.staging-...`)."""
-    if not isinstance(name, str):
-        raise InputError(f"{what} must be a string, not {type(name).__name__}")
-    if (not name or name.strip() != name or name.startswith(".")
-            or any(char in name for char in "/\\\0:") or any(ord(char) < 32 for char in name)):
-        raise InputError(f"{what} {name!r} cannot be a folder name: use one plain name without slashes, "
-                         "like es or my-corpus")
-    size = len(name.encode("utf-8", "surrogatepass"))
-    if size > MAX_NAME_BYTES:
-        raise InputError(f"{what} {name[:24]!r}... is too long for a folder name: {size} bytes, at most "
-                         f"{MAX_NAME_BYTES} (UTF-8); choose a shorter name")
-    return name
 
 
 def run_folder_name(lang: str, what: str = "--lang") -> str:

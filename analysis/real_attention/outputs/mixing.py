@@ -1,80 +1,20 @@
 """The files of `run --mixing`: mixing.csv, mixing_agreement.csv, figures/<lang>/mixing_s<k>.png, and the mixing
-block of summary.json (real_attention.engine.mixing computes the maps)."""
+block of summary.json (real_attention.engine.mixing computes the maps and builds the tables)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import combinations
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-from ..engine.mixing import DEFINITIONS, NEAR_ZERO, SOURCES, Mixing
+from ..engine.mixing.result import AGREEMENT_COLUMNS, ALTI, ATTENTION, DEFINITIONS, MIXING_COLUMNS, NORM, SOURCES
+from ..engine.mixing.result import VALUE_ZEROING_KEY, Mixing, agreement_frame, mixing_frame, spearman
+from ..engine.mixing.value_zeroing import NEAR_ZERO
 from .files import write_csv, write_json
 
 MIXING_NAME, AGREEMENT_NAME = "mixing", "mixing_agreement"
-MIXING_COLUMNS = ["sentence", "measure", "layer", "query_index", "query", "key_index", "key", "value", "rolled"]
-AGREEMENT_COLUMNS = ["layer", "measure_a", "measure_b", "layer_spearman", "rolled_spearman", "cells"]
-MEASURE_LABELS = {"attention": "attention (weights)", "norm": "norm ‖αf(x)‖", "alti": "ALTI",
-                  "value_zeroing": "value zeroing"}
-
-
-def mixing_frame(mixing: Mixing) -> pd.DataFrame:
-    """Long format: one row per sentence, measure, layer (from 1), query and key; value: the layer's map,
-    rolled: the aggregate up to and including that layer. Sorted by sentence, measure, layer, query, key."""
-    frames = []
-    for number, sentence in enumerate(mixing.sentences, start=1):
-        words = np.array(sentence.words, dtype=object)
-        for measure in sorted(mixing.measures):
-            maps, rolled = sentence.maps[measure], sentence.rolled[measure]  # (layers, n, n)
-            layer, query, key = np.indices(maps.shape).reshape(3, -1)  # C order: sorted
-            frames.append(pd.DataFrame({
-                "sentence": number, "measure": measure, "layer": layer + 1, "query_index": query,
-                "query": words[query], "key_index": key, "key": words[key],
-                "value": maps.reshape(-1), "rolled": rolled.reshape(-1),
-            })[MIXING_COLUMNS])
-    return pd.concat(frames, ignore_index=True)
-
-
-def _visible(mixing: Mixing, n: int) -> np.ndarray:
-    """(n, n) bool: the cells a statistic looks at: all of them, or for a decoder those with key <= query in the
-    rows of query units 1 and on (the first unit sees only itself: its row is the same in every map)."""
-    if not mixing.causal:
-        return np.ones((n, n), dtype=bool)
-    visible = np.tril(np.ones((n, n), dtype=bool))
-    visible[0] = False
-    return visible
-
-
-def spearman(a: np.ndarray, b: np.ndarray) -> float:
-    """Spearman's rank correlation (average ranks for ties); NaN when either side is constant."""
-    ranks_a = pd.Series(a).rank(method="average").to_numpy()
-    ranks_b = pd.Series(b).rank(method="average").to_numpy()
-    if ranks_a.std() == 0 or ranks_b.std() == 0:
-        return float("nan")
-    return float(np.corrcoef(ranks_a, ranks_b)[0, 1])
-
-
-def agreement_frame(mixing: Mixing) -> pd.DataFrame:
-    """Per layer (from 1) and pair of measures: Spearman over all (query, key) cells of all sentences, of the
-    layer maps and of the rolled maps; a decoder's cells above the diagonal (always 0) and its first unit's row
-    (always all on itself) are left out, as the statistics leave them out."""
-    layers = mixing.sentences[0].maps[mixing.measures[0]].shape[0]
-    cells: dict[str, dict[str, list[np.ndarray]]] = {kind: {m: [] for m in mixing.measures} for kind in ("maps", "rolled")}
-    for sentence in mixing.sentences:
-        visible = _visible(mixing, len(sentence.words))
-        for kind in cells:
-            for measure in mixing.measures:
-                cells[kind][measure].append(getattr(sentence, kind)[measure][:, visible])  # (layers, cells)
-    joined = {kind: {m: np.concatenate(v, axis=1) for m, v in per.items()} for kind, per in cells.items()}
-    rows = []
-    for layer in range(layers):
-        for a, b in combinations(mixing.measures, 2):
-            rows.append({"layer": layer + 1, "measure_a": a, "measure_b": b,
-                         "layer_spearman": spearman(joined["maps"][a][layer], joined["maps"][b][layer]),
-                         "rolled_spearman": spearman(joined["rolled"][a][layer], joined["rolled"][b][layer]),
-                         "cells": joined["maps"][a].shape[1]})
-    return pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
+MEASURE_LABELS = {ATTENTION: "attention (weights)", NORM: "norm ‖αf(x)‖", ALTI: "ALTI",
+                  VALUE_ZEROING_KEY: "value zeroing"}
 
 
 def mixing_summary(mixing: Mixing) -> dict:
@@ -155,3 +95,7 @@ def write_mixing(results: Path, figures: Path | None, mixing: Mixing, summary: d
             for extension in formats:
                 paths.append(save_figure(fig, figures / f"mixing_s{number + 1}.{extension}"))
     return summary, paths
+
+
+__all__ = ["AGREEMENT_COLUMNS", "AGREEMENT_NAME", "MEASURE_LABELS", "MIXING_COLUMNS", "MIXING_NAME", "agreement_frame",
+           "draw_mixing", "mixing_frame", "mixing_summary", "spearman", "write_mixing"]

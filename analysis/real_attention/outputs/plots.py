@@ -96,7 +96,7 @@ class CellLabels(PathCollection):
         super().__init__([_centred_outline(label, size, family) for label in labels], offsets=positions,
                          offset_transform=ax.transData, transform=points_to_pixels, facecolors=colours,
                          edgecolors="none", linewidths=0, gid="cell", zorder=3)
-        self.labels, self.positions = labels, positions
+        self.labels, self.positions, self.size = labels, positions, size  # size: the font size in points
 
 
 @functools.lru_cache(maxsize=4096)

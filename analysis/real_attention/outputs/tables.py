@@ -274,6 +274,7 @@ def summary(result: RunResult) -> dict:
         "measure": result.measure,
         "measure_text": MEASURE_TEXT[result.measure],
         "versions": result.versions,
+        "device": result.device,
         "units": result.units,
         # pieces that straddle units of the text rule join them: sentence (from 1), the units, the piece
         "joined_units": [{"sentence": number, "units": list(join.units), "piece": join.piece}

@@ -87,7 +87,7 @@ def single_process_sums(loaded, parts: Iterable[Partition], batch_size: int, tru
     return ordered.total, ordered.added
 
 
-def engine_record(engine: Engine, workers: int, partitions_run: int) -> dict:
+def engine_record(engine: Engine, workers: int, partitions_run: int, device: str = "cpu") -> dict:
     """summary.json's "engine": how the run was computed (the statistics do not depend on it)."""
     dask_version = None
     if engine.kind != SINGLE_PROCESS:
@@ -101,6 +101,7 @@ def engine_record(engine: Engine, workers: int, partitions_run: int) -> dict:
         "partitions": partitions_run,
         "partition_size": engine.partition_size,
         "dask": dask_version,
+        "device": device,  # the torch device the model ran on (--device auto resolved)
     }
 
 
@@ -135,7 +136,7 @@ def run_corpus(engine: Engine, sentences, *, lang: str | None, model: str | None
     loaded here; on a cluster every worker loads it once and checks the revision this process resolved.
     Library errors only: CorpusError, ModelUnavailable, DaskMissing.
     """
-    from ..engine.models import choose_model
+    from ..engine.models import choose_model, resolve_device
 
     choice = choose_model(lang, model, revision)
     parts = partitions(sentences, engine.partition_size, lambda: sentences.lines)
@@ -152,7 +153,7 @@ def run_corpus(engine: Engine, sentences, *, lang: str | None, model: str | None
             sums, count = single_process_sums(loaded, parts, batch_size, truncate, progress, units, measure)
         finally:
             torch.set_num_threads(before)  # the caller's setting, as it was
-        record = engine_record(dataclasses.replace(engine, threads=threads), 1, count)
+        record = engine_record(dataclasses.replace(engine, threads=threads), 1, count, loaded.device)
         name, pinned = loaded.choice.name, loaded.revision
     else:
         engine.check()
@@ -167,7 +168,7 @@ def run_corpus(engine: Engine, sentences, *, lang: str | None, model: str | None
             workers = len(client.scheduler_info()["workers"])
             sums, count = dask_sums(client, spec, threads, parts, batch_size, truncate, progress,
                                     on_partition, units=units, measure=measure)
-        record = engine_record(engine, workers, count)
+        record = engine_record(engine, workers, count, resolve_device(device))
         name = choice.name
     # partitions see no blank lines: the reader counted them
     return CorpusResult(sums=dataclasses.replace(sums, lines=sentences.lines, blank=sentences.blank), model=name,

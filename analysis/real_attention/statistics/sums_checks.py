@@ -8,7 +8,7 @@ absurd count. merge refuses it with one line naming the file and the field.
 """
 from __future__ import annotations
 
-from ..engine.heads import COUNT_FIELDS
+from ..engine.heads import COUNT_FIELDS, FIXED_BITS
 
 # No corpus has more lines, sentences, units or pairs than this: 2^53, the largest whole number a float64 (and so
 # every JSON reader) holds exactly.
@@ -23,6 +23,8 @@ def validate_sums_json(data) -> None:
         return  # HeadSums.from_json says it is not an object
     for name in (*COUNT_FIELDS, "layers", "heads"):
         value = data.get(name)
+        if name == "uniform" and "fixed_point_bits" in data and isinstance(value, int):
+            value = value >> FIXED_BITS  # in fixed point: whole nats are what a corpus bounds
         if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) > MAX_COUNT \
                 and value == value and abs(value) != float("inf"):
             shown = f"a number of {len(str(abs(value)))} digits" if isinstance(value, int) else repr(value)

@@ -31,11 +31,13 @@ def best_figure(best: pd.DataFrame, title: str, measure: str = "weights"):
     y = np.arange(rows)
     ax.barh(y - 0.2, best["accuracy"] * 100, height=0.38, color=HEAD_COLOUR, label="best head")
     ax.barh(y + 0.2, best["baseline_accuracy"] * 100, height=0.38, color=BASELINE_COLOUR, label="best fixed offset")
+    labels = []  # (text, the bar's end in %, its colour inside the bar)
     for i, row in enumerate(best.itertuples(index=False)):
-        ax.text(1, i - 0.2, f"{head_name(row.layer, row.head, row.direction)}  {100 * row.accuracy:.1f}%",
-                va="center", ha="left", color="white", fontsize=8, fontweight="bold")
-        ax.text(1, i + 0.2, f"offset {row.baseline_offset:+d}  {100 * row.baseline_accuracy:.1f}%",
-                va="center", ha="left", color="black", fontsize=8)
+        labels.append((ax.text(1, i - 0.2, f"{head_name(row.layer, row.head, row.direction)}  {100 * row.accuracy:.1f}%",
+                               va="center", ha="left", color="white", fontsize=8, fontweight="bold"),
+                       100 * row.accuracy))
+        labels.append((ax.text(1, i + 0.2, f"offset {row.baseline_offset:+d}  {100 * row.baseline_accuracy:.1f}%",
+                               va="center", ha="left", color="black", fontsize=8), 100 * row.baseline_accuracy))
     ax.set_yticks(y, [f"{r} ({t:,})" for r, t in zip(best["relation"], best["total"])])
     ax.invert_yaxis()
     ax.set_xlim(0, 100)
@@ -43,7 +45,22 @@ def best_figure(best: pd.DataFrame, title: str, measure: str = "weights"):
     ax.legend(loc="lower right", fontsize=8)
     measured = "" if measure == "weights" else f", by {measure}"
     ax.set_title(f"{title}: the best head per relation{measured}", fontsize=10)
+    _place_bar_labels(fig, ax, labels)
     return fig
+
+
+def _place_bar_labels(fig, ax, labels) -> None:
+    """Each label inside its bar where it fits (1 % from the bar's start), else just after the bar's end in
+    black: a short bar's label never spills out of it in white onto the white background."""
+    fig.draw_without_rendering()  # the constrained layout fixes the axes' size
+    renderer = fig.canvas.get_renderer()
+    pad = 4 * fig.dpi / 72  # pixels: 4 points
+    for text, end in labels:
+        width = text.get_window_extent(renderer).width
+        start_px, end_px = ax.transData.transform([(1, 0), (end, 0)])[:, 0]
+        if start_px + width + pad > end_px:
+            text.set_x(end + 1)
+            text.set_color("black")
 
 
 def relations_figure(heads: pd.DataFrame, best: pd.DataFrame, title: str):

@@ -138,12 +138,15 @@ def syntax_counts(loaded, sentences: Iterable[TreeSentence], batch_size: int = D
     import torch
 
     from ..engine.batches import length_batches
-    from ..statistics.sums import BUCKET_BATCHES
-    from ..engine.extract import encode_words, pad_batch
+    from ..statistics.streaming import BUCKET_BATCHES
+    from ..engine.extract import encode_words, is_out_of_memory, out_of_memory, pad_batch
     from ..engine.measures import forward_measured
     from ..engine.words import merge_maps
+    from .scoring import predict
 
     counts = SyntaxCounts(loaded.layers, loaded.heads)
+    correct = torch.zeros((len(DIRECTIONS), loaded.layers, loaded.heads, 0), dtype=torch.int64,
+                          device=loaded.device)  # (2, L, H, R) exact counts on the model's device
     candidates: dict[str, list[TreeSentence]] = {relation: [] for relation in EXAMPLE_RELATIONS}
     pad_id = loaded.tokenizer.pad_token_id or 0
     device = torch.device(loaded.device)
@@ -167,15 +170,23 @@ def syntax_counts(loaded, sentences: Iterable[TreeSentence], batch_size: int = D
             pieces = torch.from_numpy(word_units(batch)).to(device)  # (B, t)
             lengths = torch.from_numpy(gold.lengths).to(device)
             words = int(gold.lengths.max())
+            gold_tensors = gold.tensors(device)
 
-            def on_layer(layer: int, maps, pieces=pieces, words=words, gold=gold, lengths=lengths) -> None:
-                # as each layer ends: its maps die with it
+            def on_layer(layer: int, maps, pieces=pieces, words=words, gold=gold_tensors, lengths=lengths) -> None:
+                # as each layer ends: its maps die with it; the counts stay on the device
+                nonlocal correct
                 word_maps = merge_maps(maps.float(), pieces, words)  # (B, H, W, W) without the specials
-                counts.add_layer(layer, gold, predict_cpu(word_maps, lengths))
+                correct = counts.add_layer_on_device(layer, gold, predict(word_maps, lengths), correct)
 
-            forward_measured(loaded, batch, on_layer, measure)
+            try:
+                forward_measured(loaded, batch, on_layer, measure)
+            except Exception as error:  # CUDA/MPS out of memory: one line that says what to change
+                if is_out_of_memory(error):
+                    raise out_of_memory(loaded, batch, batch_size) from None
+                raise
             if progress is not None:
                 progress.update(len(batch_sentences))
+    counts.take_device_counts(correct)  # the only copy of the counts to the host
     return counts, candidates
 
 
@@ -253,6 +264,7 @@ def syntax(model: LoadedModel, treebank: str | Path | Treebank, *, measure: str 
         "heads_per_layer": model.heads,
         "causal": model.causal,
         "versions": versions(),
+        "device": str(model.device),  # the torch device the model ran on (--device auto resolved)
     }
     return SyntaxResult(heads=heads_frame(counts), best=best, baselines=baselines_frame(counts), summary=summary,
                         examples=examples(model, best, candidates, measure))

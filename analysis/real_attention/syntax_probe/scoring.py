@@ -101,6 +101,12 @@ class GoldBatch:
         counts = hit.reshape(-1, self.relations.size).astype(np.float64) @ onehot  # (prod(lead), R)
         return np.rint(counts).astype(np.int64).reshape(*lead, relations)
 
+    def tensors(self, device):
+        """(heads, scored, relations) as torch tensors on `device`, for device_counts."""
+        import torch
+
+        return tuple(torch.from_numpy(array).to(device) for array in (self.heads, self.scored, self.relations))
+
     def baseline_predictions(self) -> np.ndarray:
         """(len(OFFSETS), B, W) int64: the word at i + offset; past the end of its sentence the last word, before
         its start ROOT (Clark's offset_predictor: max(0, min(i + offset + 1, n)), counted from 1 with 0 the root)."""
@@ -108,6 +114,21 @@ class GoldBatch:
         last = np.maximum(self.lengths - 1, 0)[None, :, None]
         shifted = index[None, None, :] + np.array(OFFSETS)[:, None, None]  # (O, 1, W)
         return np.clip(shifted, ROOT, last)
+
+
+def device_counts(gold, predictions, relations: int):
+    """GoldBatch.counts in torch on the predictions' device: (..., B, W) int64 predictions and the batch's
+    (heads, scored, relations) tensors (GoldBatch.tensors) -> (..., relations) int64 correct predictions per
+    relation (integer scatter-add: exact)."""
+    import torch
+
+    heads, scored, relation = gold
+    lead = predictions.shape[:-2]
+    picked = torch.gather(predictions, -1, scored.expand(*lead, *scored.shape))  # (..., B, W)
+    hit = (picked == heads) & (relation >= 0)  # pads: gold -2 never hit; the root (-1) never either
+    index = relation.clamp(min=0).reshape(-1).expand(*lead, relation.numel())  # (..., B * W)
+    counts = torch.zeros((*lead, relations), dtype=torch.int64, device=predictions.device)
+    return counts.scatter_add_(-1, index, hit.reshape(*lead, -1).to(torch.int64))
 
 
 @dataclass
@@ -154,6 +175,25 @@ class SyntaxCounts:
         """predictions: (2, B, H, W) of one layer (predict) -> added to the correct counts of that layer."""
         per_head = np.moveaxis(predictions, 2, 1)  # (2, H, B, W)
         self.correct[:, layer] += gold.counts(per_head, len(self.relations))
+
+    def add_layer_on_device(self, layer: int, gold, predictions, device_correct):
+        """predictions: (2, B, H, W) torch tensor of one layer (predict), gold: GoldBatch.tensors on the same
+        device -> added to device_correct, the (2, layers, heads, R) int64 counts on the device (grown to R
+        columns if relations were added since); returns it. Nothing leaves the device."""
+        import torch
+
+        relations = len(self.relations)
+        if device_correct.shape[-1] < relations:
+            grow = relations - device_correct.shape[-1]
+            device_correct = torch.cat([device_correct, device_correct.new_zeros((*device_correct.shape[:3], grow))],
+                                       dim=3)
+        device_correct[:, layer] += device_counts(gold, predictions.transpose(1, 2), relations)  # (2, H, R)
+        return device_correct
+
+    def take_device_counts(self, device_correct) -> None:
+        """Add the device's (2, layers, heads, R') counts into `correct` (R' <= R columns)."""
+        columns = device_correct.shape[-1]
+        self.correct[..., :columns] += device_correct.cpu().numpy()
 
     @property
     def words(self) -> int:

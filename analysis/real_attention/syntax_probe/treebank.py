@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..engine.errors import InputError
+from ..engine.text import text_problem
 
 POSS = "poss"
 RELATION_RENAMES = {"nmod:poss": POSS}  # subtypes reported as a relation of their own (Clark's Stanford name)
@@ -144,6 +145,9 @@ def _sentence(path: Path, block: list[tuple[int, str]]) -> TreeSentence | None:
             raise _not_conllu(path, number, f"word {identifier} has no HEAD number ({head!r})")
         if not isinstance(deprel, str) or deprel in ("", "_"):
             raise _not_conllu(path, number, f"word {identifier} has no DEPREL")
+        problem = text_problem(token["form"])
+        if problem is not None:
+            raise _not_conllu(path, number, f"the FORM of word {identifier} {problem}")
         words.append(token["form"])
         heads.append(head)
         relations.append(relation_of(deprel))

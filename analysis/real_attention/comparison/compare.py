@@ -1,0 +1,576 @@
+"""`real-attention compare` and `ra.compare`: every head of several models against every other, by the
+Jensen-Shannon divergence of their word-level rows over the same sentences (Clark et al. 2019, Sec. 6).
+
+Data flow:
+
+    sentences -> a first pass that only tokenizes (extract.encode per model): the sentences every model takes,
+    and the units rule (rows as they are if every model gives the same units, else words only)
+    -> a second pass: buckets sorted by word count -> per batch, each model in turn: pad_batch ->
+    measures.forward_measured -> words.merge_maps as each layer ends -> jsd.Packed (the compared elements)
+    -> jsd.block_sums for every pair of models (a running float64 sum per head pair)
+    -> JS matrix -> distances.csv, matching.csv (Hungarian), mds.csv (classical MDS), summary.json, figures.
+
+Memory holds one bucket of encoded sentences, one batch of every model's word maps and the (heads x heads) sums,
+whatever the number of sentences.
+"""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from ..engine.errors import InputError
+from ..engine.measures import NORM, WEIGHTS, check_measure
+from ..engine.units import DEFAULT_UNITS, check_rule
+
+if TYPE_CHECKING:
+    from ..engine.progress import ProgressBar
+
+DEFAULT_BATCH_SIZE = 32
+BUCKET_BATCHES = 32  # sentences read ahead and sorted by word count: this many batches
+PAIR_WORDS = 40  # a batch holds at most batch_size * PAIR_WORDS**2 word pairs (fewer long sentences)
+AS_IS, WORDS_ONLY = "as-is", "words"
+RULE_TEXT = {
+    AS_IS: "every model gave the same units (the same words and special tokens) for every sentence: the rows are "
+           "compared as they are",
+    WORDS_ONLY: "the models' units differ (their special tokens, or words one model's piece joins): each row and "
+                "column of a special token is dropped, words a piece joins in one model are joined in every model "
+                "(counts.joined sentences), and each row is renormalised over the words",
+}
+MEASURES = (WEIGHTS, NORM)
+
+
+@dataclass(frozen=True)
+class ComparedModel:
+    """One model of a comparison, as the tables name it."""
+
+    name: str  # as given (with @revision when one was given), unique within the comparison
+    model: str  # the loaded model's name (a Hub id or a folder)
+    revision: str  # resolved commit, or sha256 of a folder's weights
+    layers: int
+    heads: int
+    causal: bool
+
+
+@dataclass(frozen=True)
+class CompareResult:
+    """What `ra.compare` computed. Heads are ordered by model (as given), then layer, then head.
+
+    matrix: (N, N) float64 JS in nats between every two heads, symmetric, 0 on the diagonal, N = all heads.
+    distances: distances.csv, one row per pair of distinct heads (the first before the second in that order);
+    matching: matching.csv; mds: mds.csv; summary: summary.json.
+    """
+
+    models: tuple[ComparedModel, ...]
+    matrix: np.ndarray
+    distances: pd.DataFrame
+    matching: pd.DataFrame
+    mds: pd.DataFrame
+    summary: dict
+
+    def __repr__(self) -> str:
+        names = " x ".join(f"{m.name} ({m.layers * m.heads} heads)" for m in self.models)
+        return (f"<CompareResult: {names}; {self.summary['counts']['sentences']} sentences, "
+                f"{self.summary['counts']['words']} rows, rule {self.summary['rule']}>")
+
+    def block(self, a: int, b: int) -> np.ndarray:
+        """The (heads of model a, heads of model b) part of the matrix (models counted from 0 as given)."""
+        starts = np.cumsum([0] + [m.layers * m.heads for m in self.models])
+        return self.matrix[starts[a]:starts[a + 1], starts[b]:starts[b + 1]]
+
+
+class CorpusLines:
+    """A corpus file's sentences, read afresh on each iteration (compare reads them twice): text with one
+    sentence per line, or JSONL with a "text" field; blank lines skipped. `sha256`: of the whole file."""
+
+    def __init__(self, path: str | Path, fmt: str = "auto"):
+        from ..statistics.sums import corpus_format
+
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise InputError(f"corpus file {self.path} not found")
+        self.fmt = corpus_format(str(self.path), fmt)
+
+    @property
+    def sha256(self) -> str:
+        import hashlib
+
+        digest = hashlib.sha256()
+        with self.path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        return digest.hexdigest()
+
+    def __iter__(self) -> Iterator[str]:
+        from ..statistics.sums import CorpusReader
+
+        with self.path.open("rb") as handle:
+            yield from CorpusReader(handle, self.fmt, source=str(self.path))
+
+
+def model_names(models: Sequence, names: Sequence[str] | None) -> list[str]:
+    """Each model's name in the tables: names[i] if given, else its loaded name; a repeated name gets
+    '@' and its short revision, and if that repeats too, '#2', '#3', ..."""
+    from ..engine.naming import short_revision
+
+    if names is not None:
+        if len(names) != len(models) or not all(isinstance(n, str) and n.strip() for n in names):
+            raise InputError(f"names must be {len(models)} non-empty strings, one per model")
+        labels = [n.strip() for n in names]
+    else:
+        labels = [m.choice.name for m in models]
+    if len(set(labels)) < len(labels):
+        labels = [f"{label}@{short_revision(m.revision)}" if labels.count(label) > 1 else label
+                  for label, m in zip(labels, models)]
+    seen: dict[str, int] = {}
+    unique = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        unique.append(label if seen[label] == 1 else f"{label}#{seen[label]}")
+    return unique
+
+
+# --- the units of each sentence -----------------------------------------------------------------------------
+
+
+def _is_word(kinds: np.ndarray) -> np.ndarray:
+    from ..engine.words import PUNCT, WORD
+
+    return np.isin(kinds, (WORD, PUNCT))
+
+
+def _words(encoded) -> tuple[str, ...]:
+    keep = _is_word(encoded.kinds)
+    return tuple(w for w, k in zip(encoded.words, keep) if k)
+
+
+def common_words(words: Sequence[Sequence[str]]) -> tuple[list[np.ndarray], int]:
+    """Each model's words of one sentence -> (for each model, (its words,) int64 index of the common word each
+    falls in; the number of common words). The common words are the finest ones that every model's words make
+    up: where one model's piece straddles two units of the text rule and joins them ("$Q$," against "$Q$" ","),
+    the others' units are joined the same way. ValueError (with the word number) if the models' words do not
+    spell the same characters (spaces aside)."""
+    ends = []
+    for sequence in words:
+        lengths = [len("".join(word.split())) for word in sequence]
+        ends.append(np.cumsum(lengths, dtype=np.int64))
+    spelled = ["".join("".join(word.split()) for word in sequence) for sequence in words]
+    for index, text in enumerate(spelled[1:], start=1):
+        if text != spelled[0]:
+            at = next((i for i, (x, y) in enumerate(zip(spelled[0], text)) if x != y), min(len(text), len(spelled[0])))
+            word = int(np.searchsorted(ends[0], at, side="right"))
+            raise ValueError(f"model {index + 1} spells it differently from model 1 at word {word + 1}")
+    common = ends[0]
+    for other in ends[1:]:
+        common = np.intersect1d(common, other)  # sorted, unique: the boundaries every model has
+    return [np.searchsorted(common, e, side="left").astype(np.int64) for e in ends], len(common)
+
+
+def _encode_bucket(models, texts: list[str], units: str):
+    """Each model's encoding of the texts -> (per text: the encodings of every model, or None if it is too
+    long for some model; the number too long)."""
+    from ..engine.extract import encode
+
+    per_model = []
+    for loaded in models:
+        encoded, too_long = encode(loaded.tokenizer, texts, loaded.max_tokens, units=units)
+        long_ones = {index for index, _ in too_long}
+        kept = iter(encoded)
+        per_model.append([None if i in long_ones else next(kept) for i in range(len(texts))])
+    rows = [tuple(encodings) for encodings in zip(*per_model)]
+    kept_rows = [row if all(e is not None for e in row) else None for row in rows]
+    return kept_rows, sum(row is None for row in kept_rows)
+
+
+def _snippet(text: str) -> str:
+    return repr(text if len(text) <= 40 else text[:39] + "\u2026")
+
+
+def _scan(models, names, sentences: Iterable[str], units: str, limit: int | None, bucket: int) -> dict:
+    """The first pass: tokenize only. -> counts (common: the rows the words rule compares; joined: sentences
+    where a model's piece joins words) and the rule; InputError, naming the sentence, if two models' words spell it
+    differently (words that one model's piece joins are joined in all: common_words)."""
+    rule = AS_IS
+    counts = {"lines": 0, "sentences": 0, "skipped": 0, "words": 0, "common": 0, "joined": 0}
+    stream = itertools.islice(_clean(sentences), limit)
+    number = 0
+    while texts := list(itertools.islice(stream, bucket)):
+        rows, skipped = _encode_bucket(models, texts, units)
+        counts["lines"] += len(texts)
+        counts["skipped"] += skipped
+        for text, row in zip(texts, rows):
+            number += 1
+            if row is None:
+                continue
+            first = row[0]
+            same = all(e.words == first.words and np.array_equal(e.kinds, first.kinds) for e in row[1:])
+            try:
+                _, common = common_words([_words(e) for e in row])
+            except ValueError as error:
+                raise InputError(f"sentence {number} ({_snippet(text)}): {error}; compare needs the same words in "
+                                 "every model") from None
+            if not same:
+                rule = WORDS_ONLY
+            counts["sentences"] += 1
+            counts["words"] += len(first.words)
+            counts["common"] += common
+            counts["joined"] += int(any(len(_words(e)) != common for e in row))
+    return {"rule": rule, "counts": counts}
+
+
+# --- the streaming pass --------------------------------------------------------------------------------------
+
+
+def _batches(rows: list, sizes: list[int], batch_size: int) -> list[list[int]]:
+    """Indices of the rows sorted by size (stable) and cut into batches of at most batch_size, fewer when long."""
+    budget = batch_size * PAIR_WORDS ** 2
+    batches: list[list[int]] = []
+    for index in sorted(range(len(rows)), key=lambda i: sizes[i]):
+        n = sizes[index]
+        if not batches or len(batches[-1]) == batch_size or (len(batches[-1]) + 1) * n * n > budget:
+            batches.append([])
+        batches[-1].append(index)
+    return batches
+
+
+def _word_units(batch) -> np.ndarray:
+    """(B, t) each piece's word among the sentence's words (0-based), -1 for special tokens and pads."""
+    is_word = _is_word(batch.kinds)  # (B, n)
+    word_of_unit = np.where(is_word, np.cumsum(is_word, axis=1) - 1, -1)
+    pieces = np.take_along_axis(word_of_unit, np.maximum(batch.units, 0), axis=1)
+    return np.where(batch.units >= 0, pieces, -1)
+
+
+def word_rows(loaded, encoded: list, rule: str, measure: str, n: int, common: list | None = None):
+    """One forward pass over a batch -> (B, layers * heads, n, n) float32 word rows on the model's device:
+    the maps of ra.attend (rule as-is), or of the common words without the special tokens, each row
+    renormalised (rule words; common[b]: sentence b's word -> common word, common_words)."""
+    import torch
+
+    from ..engine.extract import pad_batch
+    from ..engine.measures import forward_measured
+    from ..engine.words import merge_maps
+
+    batch = pad_batch(encoded, loaded.tokenizer.pad_token_id or 0)
+    units = batch.units
+    if rule == WORDS_ONLY:
+        words = _word_units(batch)  # (B, t) each piece's word, -1 for specials and pads
+        units = np.full_like(words, -1)
+        for row, mapping in enumerate(common or []):
+            inside = words[row] >= 0
+            units[row, inside] = mapping[words[row, inside]]
+    pieces = torch.from_numpy(units).to(loaded.device)  # (B, t)
+    heads = loaded.heads
+    out = torch.zeros((len(encoded), loaded.layers * heads, n, n), device=loaded.device)
+
+    def on_layer(layer: int, maps) -> None:
+        merged = merge_maps(maps.float(), pieces, n)  # (B, H, n, n)
+        if rule == WORDS_ONLY:
+            merged = merged / merged.sum(dim=-1, keepdim=True).clamp(min=torch.finfo(merged.dtype).tiny)
+        out[:, layer * heads:(layer + 1) * heads] = merged
+
+    forward_measured(loaded, batch, on_layer, measure)
+    return out
+
+
+def compare(models: Sequence, sentences: Iterable[str], *, names: Sequence[str] | None = None,
+            measure: str = WEIGHTS, units: str = DEFAULT_UNITS, batch_size: int = DEFAULT_BATCH_SIZE,
+            limit: int | None = None, progress: Callable[..., ProgressBar] | None = None) -> CompareResult:
+    """Every pair of heads of two or more models, by the Jensen-Shannon divergence (nats, 0 to ln 2) between
+    their word-level rows, averaged over every query word of every sentence.
+
+    models: two or more LoadedModels (ra.load); the same model twice, or two revisions of one, is fine.
+    sentences: strings, one sentence each (blank ones skipped), read twice: first only tokenized (which sentences
+    every model takes, which rule), then run; a list, or a re-iterable such as CorpusLines(path); a one-shot
+    iterator is read into a list. names: how the tables name each model (default: its loaded name).
+    measure: "weights" or "norm"; units: the unit rule ("text" or "tokenizer"); batch_size: sentences per
+    forward pass; limit: the first N sentences only; progress: a factory `progress(total=, desc=)` of a
+    tqdm-like bar, made after the first pass and advanced by one per sentence (None: no bar).
+    Rows: as they are when every model gives the same units for every sentence; otherwise the special tokens'
+    rows and columns are dropped and each row renormalised over the words (summary["rule"] says which). A
+    decoder's causal rows are compared as they are. Raises InputError for fewer than two models, a sentence two
+    models cut into different words, or no sentence every model takes.
+    """
+    from ..engine.models import LoadedModel
+    from ..engine.pipeline import versions
+
+    models = list(models)
+    if len(models) < 2:
+        raise InputError(f"compare needs at least two models (got {len(models)}); give --model twice or more "
+                         "(the same model twice compares it with itself)")
+    for number, model in enumerate(models, start=1):
+        if not isinstance(model, LoadedModel):
+            raise InputError(f"compare: model {number} must be a loaded model (ra.load(...)), not "
+                             f"{type(model).__name__}")
+    if check_measure(measure) not in MEASURES:
+        raise InputError(f"compare takes --measure weights or norm, not {measure}")
+    check_rule(units)
+    _check_whole(batch_size, "batch_size")
+    if limit is not None:
+        _check_whole(limit, "limit")
+    if measure == NORM:
+        from ..engine.measures import check_supported
+
+        for model in models:
+            check_supported(model, measure)
+    labels = model_names(models, names)
+    if isinstance(sentences, str):
+        sentences = [sentences]
+    elif iter(sentences) is sentences:  # a one-shot iterator: read it once
+        sentences = list(sentences)
+    _check_texts(sentences)
+    bucket = batch_size * BUCKET_BATCHES
+    scan = _scan(models, labels, sentences, units, limit, bucket)
+    counts, rule = scan["counts"], scan["rule"]
+    rows_total = counts["words"] if rule == AS_IS else counts["common"]
+    if counts["sentences"] == 0 or rows_total == 0:
+        raise InputError(f"no words in common: of {counts['lines']} sentence(s), {counts['skipped']} too long for "
+                         "some model, none left to compare")
+    bar = None if progress is None else progress(total=counts["lines"], desc="compare")
+    try:
+        sums = _stream(models, sentences, rule, measure, units, limit, batch_size, bucket, bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    matrix = _matrix(models, sums, rows_total)
+    compared = tuple(ComparedModel(name=label, model=m.choice.name, revision=m.revision, layers=m.layers,
+                                   heads=m.heads, causal=m.causal) for label, m in zip(labels, models))
+    heads = heads_frame(compared)
+    coords = classical_coordinates(matrix)
+    summary = {
+        "models": [{"name": m.name, "model": m.model, "revision": m.revision, "layers": m.layers,
+                    "heads_per_layer": m.heads, "causal": m.causal} for m in compared],
+        "measure": measure,
+        "units": units,
+        "rule": rule,
+        "rule_text": RULE_TEXT[rule],
+        "distance": "Jensen-Shannon divergence in nats (0 to ln 2), mean over every compared query row",
+        "counts": {"lines": counts["lines"], "sentences": counts["sentences"], "skipped": counts["skipped"],
+                   "words": rows_total, "joined": counts["joined"] if rule == WORDS_ONLY else 0},
+        "corpus": ({"name": sentences.path.name, "sha256": sentences.sha256}
+                   if isinstance(sentences, CorpusLines) else None),
+        "limit": limit,
+        "mds": {"method": "classical (Torgerson) scaling of the JS matrix, deterministic signs", "dimensions": 2},
+        "matching": "scipy.optimize.linear_sum_assignment on the JS block of each pair of models",
+        "versions": versions(),
+    }
+    return CompareResult(models=compared, matrix=matrix, distances=distances_frame(heads, matrix),
+                         matching=matching_frame(compared, heads, matrix),
+                         mds=heads.assign(x=coords[:, 0], y=coords[:, 1]), summary=summary)
+
+
+def _check_whole(value, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise InputError(f"{name} must be a whole number, at least 1, not {value!r}")
+
+
+def _check_texts(sentences) -> None:
+    if isinstance(sentences, list):
+        for number, text in enumerate(sentences, start=1):
+            if not isinstance(text, str):
+                raise InputError(f"sentences: sentence {number} is {type(text).__name__}, not a string")
+
+
+def _clean(texts: Iterable[str]) -> Iterator[str]:
+    """The texts stripped, blank ones left out: what both passes read."""
+    for text in texts:
+        text = text.strip()
+        if text:
+            yield text
+
+
+def _stream(models, sentences, rule: str, measure: str, units: str, limit: int | None, batch_size: int,
+            bucket: int, progress) -> dict[tuple[int, int], Any]:
+    """The second pass: every block's (Ha, Hb) float64 running sum of JS over the compared rows."""
+    import torch
+
+    from .jsd import Packed, block_sums
+
+    any_causal = any(m.causal for m in models)
+    device = torch.device(models[0].device)
+    sums: dict[tuple[int, int], Any] = {}
+    stream = itertools.islice(_clean(sentences), limit)
+    while texts := list(itertools.islice(stream, bucket)):
+        rows, skipped = _encode_bucket(models, texts, units)
+        if progress is not None and skipped:
+            progress.update(skipped)
+        kept = [row for row in rows if row is not None]
+        if rule == AS_IS:
+            mappings: list = [None] * len(kept)
+            sizes = [len(row[0].words) for row in kept]
+        else:
+            aligned = [common_words([_words(e) for e in row]) for row in kept]
+            mappings, sizes = [a[0] for a in aligned], [a[1] for a in aligned]
+        for indices in _batches(kept, sizes, batch_size):
+            n = max(sizes[i] for i in indices)
+            lengths = torch.tensor([sizes[i] for i in indices], device=device)
+            positions = torch.arange(n, device=device)
+            inside = positions[None, :] < lengths[:, None]  # (B, n)
+            full_mask = inside[:, :, None] & inside[:, None, :]  # (B, n, n)
+            lower_mask = full_mask & (positions[None, :] <= positions[:, None])[None] if any_causal else None
+            packed = []
+            for index, loaded in enumerate(models):
+                common = None if rule == AS_IS else [mappings[i][index] for i in indices]
+                maps = word_rows(loaded, [kept[i][index] for i in indices], rule, measure, n, common).to(device)
+                packed.append(Packed.of(maps, full_mask, lower_mask, loaded.causal))
+                del maps
+            for a, b in itertools.combinations_with_replacement(range(len(models)), 2):
+                block = block_sums(packed[a], packed[b], same=a == b)
+                sums[(a, b)] = block if (a, b) not in sums else sums[(a, b)] + block
+            if progress is not None:
+                progress.update(len(indices))
+    return sums
+
+
+def _matrix(models, sums, rows: int) -> np.ndarray:
+    """The (N, N) float64 mean JS, symmetric, exactly 0 from a head to itself, clipped to [0, ln 2] (rounding)."""
+    from .jsd import LN2
+
+    sizes = [m.layers * m.heads for m in models]
+    starts = np.cumsum([0] + sizes)
+    matrix = np.zeros((starts[-1], starts[-1]))
+    for (a, b), block in sums.items():
+        values = block.cpu().numpy() / rows
+        matrix[starts[a]:starts[a + 1], starts[b]:starts[b + 1]] = values
+        matrix[starts[b]:starts[b + 1], starts[a]:starts[a + 1]] = values.T
+    matrix = np.clip((matrix + matrix.T) / 2, 0.0, LN2)
+    np.fill_diagonal(matrix, 0.0)
+    return matrix
+
+
+# --- tables --------------------------------------------------------------------------------------------------
+
+DISTANCES_COLUMNS = ["model_a", "layer_a", "head_a", "model_b", "layer_b", "head_b", "js"]
+MATCHING_COLUMNS = DISTANCES_COLUMNS + ["nearest_layer", "nearest_head", "nearest_js"]
+
+
+def heads_frame(models: Sequence[ComparedModel]) -> pd.DataFrame:
+    """One row per head in matrix order: model, layer, head (from 1)."""
+    parts = []
+    for m in models:
+        layer, head = np.indices((m.layers, m.heads)).reshape(2, -1)
+        parts.append(pd.DataFrame({"model": m.name, "layer": layer + 1, "head": head + 1}))
+    return pd.concat(parts, ignore_index=True)
+
+
+def distances_frame(heads: pd.DataFrame, matrix: np.ndarray) -> pd.DataFrame:
+    """distances.csv: one row per pair of distinct heads i < j in matrix order."""
+    first, second = np.triu_indices(len(heads), k=1)
+    a = heads.iloc[first].reset_index(drop=True)
+    b = heads.iloc[second].reset_index(drop=True)
+    return pd.DataFrame({"model_a": a["model"], "layer_a": a["layer"], "head_a": a["head"],
+                         "model_b": b["model"], "layer_b": b["layer"], "head_b": b["head"],
+                         "js": matrix[first, second]})[DISTANCES_COLUMNS]
+
+
+def matching_frame(models: Sequence[ComparedModel], heads: pd.DataFrame, matrix: np.ndarray) -> pd.DataFrame:
+    """matching.csv: for each pair of models (in the order given), one row per head of the first: its partner in
+    the one-to-one matching of least total JS (Hungarian; none when the first model has more heads), and its
+    nearest head in the second model (ties: the first in layer, head order)."""
+    from scipy.optimize import linear_sum_assignment
+
+    starts = np.cumsum([0] + [m.layers * m.heads for m in models])
+    parts = []
+    for a, b in itertools.combinations(range(len(models)), 2):
+        block = matrix[starts[a]:starts[a + 1], starts[b]:starts[b + 1]]
+        first = heads.iloc[starts[a]:starts[a + 1]].reset_index(drop=True)
+        second = heads.iloc[starts[b]:starts[b + 1]].reset_index(drop=True)
+        matched = np.full(block.shape[0], -1)
+        rows, columns = linear_sum_assignment(block)
+        matched[rows] = columns
+        has = matched >= 0
+        nearest = np.argmin(block, axis=1)
+        frame = pd.DataFrame({
+            "model_a": first["model"], "layer_a": first["layer"], "head_a": first["head"],
+            "model_b": models[b].name,
+            "layer_b": pd.array(np.where(has, second["layer"].to_numpy()[matched], 0), dtype="Int64"),
+            "head_b": pd.array(np.where(has, second["head"].to_numpy()[matched], 0), dtype="Int64"),
+            "js": np.where(has, block[np.arange(len(block)), matched], np.nan),
+            "nearest_layer": second["layer"].to_numpy()[nearest],
+            "nearest_head": second["head"].to_numpy()[nearest],
+            "nearest_js": block[np.arange(len(block)), nearest],
+        })
+        frame.loc[~has, ["layer_b", "head_b"]] = pd.NA
+        parts.append(frame)
+    return pd.concat(parts, ignore_index=True)[MATCHING_COLUMNS]
+
+
+def classical_coordinates(matrix: np.ndarray) -> np.ndarray:
+    from .jsd import classical_mds
+
+    return classical_mds(matrix, 2)
+
+
+# --- files ---------------------------------------------------------------------------------------------------
+
+MDS_FIGURE, DISTANCES_FIGURE, LAYERS_FIGURE = "mds", "distances", "layers"
+
+
+def default_name(models: Sequence[ComparedModel] | Sequence[str]) -> str:
+    """The models' last path parts joined by '-vs-' (e.g. all-MiniLM-L6-v2-vs-SmolLM2-135M-Instruct)."""
+    names = [m.name if isinstance(m, ComparedModel) else m for m in models]
+    import re
+
+    parts = [re.sub(r"[^A-Za-z0-9._-]+", "-", name.rstrip("/").split("/")[-1]).strip("-.") or "model"
+             for name in names]
+    return "-vs-".join(parts)
+
+
+def folder_name(name: str, measure: str = WEIGHTS) -> str:
+    """results/compare/<folder_name>: one plain folder name, plus '-norm' for the norm measure."""
+    from ..engine.measures import check_own_folder, folder_suffix
+    from ..outputs.folders import plain_folder_name
+
+    return check_own_folder(plain_folder_name(name, "--name"), "--name") + folder_suffix(measure)
+
+
+def write_compare(result: CompareResult, out: str | Path = ".", name: str | None = None,
+                  formats: tuple[str, ...] = ("png",), wait: bool = True) -> tuple[Path, Path]:
+    """Write OUT/results/compare/NAME/ (distances.csv, matching.csv, mds.csv, summary.json) and
+    OUT/figures/compare/NAME/ (mds, distances and, for two models, layers; in each format), all at once
+    (staged). NAME: the models' short names joined by '-vs-' by default. -> the two folders."""
+    from ..outputs.figio import save_figure
+    from ..outputs.files import write_csv, write_json
+    from ..outputs.staging import staged_outputs
+    from .figures import distance_figure, layers_figure, mds_figure
+
+    if not isinstance(result, CompareResult):
+        raise InputError(f"write_compare takes the result of ra.compare(...), not {type(result).__name__}")
+    for fmt in formats:
+        if fmt not in ("png", "svg", "pdf"):
+            raise InputError(f"unknown figure format {fmt!r}: use png, svg or pdf")
+    folder = folder_name(name or default_name(result.models), result.summary["measure"])
+    out = Path(out)
+    with staged_outputs(wait=wait) as staging:
+        results = staging.folder(out / "results" / "compare" / folder)
+        figures = staging.folder(out / "figures" / "compare" / folder)
+        write_csv(result.distances, results / "distances.csv")
+        write_csv(result.matching, results / "matching.csv")
+        write_csv(result.mds, results / "mds.csv")
+        write_json(result.summary, results / "summary.json")
+        for fmt in formats:
+            save_figure(mds_figure(result), figures / f"{MDS_FIGURE}.{fmt}")
+            save_figure(distance_figure(result), figures / f"{DISTANCES_FIGURE}.{fmt}")
+            if len(result.models) == 2:
+                save_figure(layers_figure(result), figures / f"{LAYERS_FIGURE}.{fmt}")
+    return out / "results" / "compare" / folder, out / "figures" / "compare" / folder
+
+
+def describe(result: CompareResult) -> str:
+    """The human summary: what was compared, the rule and, per pair of models, the matching's mean JS."""
+    counts = result.summary["counts"]
+    lines = [f"{counts['sentences']} sentence(s), {counts['words']} rows compared; {counts['skipped']} too long "
+             f"for some model skipped", f"rows: {result.summary['rule_text']}"]
+    for a, b in itertools.combinations(range(len(result.models)), 2):
+        block = result.block(a, b)
+        part = result.matching[(result.matching["model_a"] == result.models[a].name)
+                               & (result.matching["model_b"] == result.models[b].name)]
+        lines.append(f"{result.models[a].name} x {result.models[b].name}: mean JS {block.mean():.4f}, matched "
+                     f"heads' mean JS {part['js'].mean():.4f} (ln 2 = {np.log(2):.4f})")
+    return "\n".join(lines)
+

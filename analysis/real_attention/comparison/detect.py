@@ -1,0 +1,216 @@
+"""`real-attention detect` and `ra.detect`: Olsson et al.'s (2022) repeated-random-token test, per head, token level.
+
+Each sample is `length` tokens drawn uniformly (seeded) from the vocabulary without special or byte-fallback tokens,
+repeated `repeats` times, with the specials the tokenizer puts around a text (BERT's [CLS] ... [SEP], a decoder's
+BOS when it uses one). In the repeats after the first, the token at position i has its previous occurrence at
+i - L (L = length), and per head:
+
+    induction: mean weight from i to i - L + 1 (the token right after its previous occurrence);
+    duplicate: mean weight from i to i - L (its previous occurrence);
+    previous:  mean weight from i to i - 1;
+    first:     mean weight from i to position 0 (the first token, whatever it is: the attention sink);
+    entropy:   mean entropy of the rows, in nats (0 ln 0 = 0).
+
+Means over every such query of every sample. One forward pass per batch of samples; each layer's maps are reduced
+to these five sums as the layer ends.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..engine.errors import InputError
+
+DEFAULTS = {"length": 25, "repeats": 4, "samples": 32, "seed": 0}
+SCORES = ("induction", "duplicate", "previous", "first", "entropy")
+HEADS_COLUMNS = ["layer", "head", *SCORES]
+BYTE_FALLBACK = re.compile(r"^<0x[0-9A-Fa-f]{2}>$")  # SentencePiece's byte tokens, e.g. <0x0A>
+TOP = 5  # the strongest heads of each score that summary.json lists
+DETECT_FIGURE = "scores"
+
+
+@dataclass(frozen=True)
+class DetectResult:
+    """What `ra.detect` computed: heads.csv (layer, head from 1, and the five scores) and summary.json."""
+
+    heads: pd.DataFrame
+    summary: dict
+
+    def __repr__(self) -> str:
+        top = {name: self.summary["top"][name][0] for name in ("induction", "previous")}
+        return (f"<DetectResult: {self.summary['model']}, {self.summary['samples']} samples of {self.summary['length']} "
+                f"tokens x {self.summary['repeats']}; top induction L{top['induction']['layer']}H"
+                f"{top['induction']['head']} ({top['induction']['score']:.2f}), top previous "
+                f"L{top['previous']['layer']}H{top['previous']['head']} ({top['previous']['score']:.2f})>")
+
+
+def check_options(length, repeats, samples, seed, batch_size=32) -> None:
+    """InputError naming the first bad option (before any model loads)."""
+    for name, value, low in (("--length", length, 2), ("--repeats", repeats, 2), ("--samples", samples, 1),
+                             ("--seed", seed, 0), ("--batch-size", batch_size, 1)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise InputError(f"{name} must be a whole number, not {value!r}")
+        if value < low:
+            why = {"--length": " (the test needs a token after each previous occurrence)",
+                   "--repeats": " (the scores are read in the repeats after the first)"}.get(name, "")
+            raise InputError(f"{name} must be at least {low}, not {value}{why}")
+
+
+def candidate_ids(loaded) -> np.ndarray:
+    """(V,) int64 token ids to draw from: every id the embeddings have, without the tokenizer's special and added
+    tokens and SentencePiece's byte-fallback tokens (<0x00> ... <0xFF>)."""
+    tokenizer = loaded.tokenizer
+    size = min(len(tokenizer), int(loaded.model.get_input_embeddings().num_embeddings))
+    left_out = set(tokenizer.all_special_ids) | set(getattr(tokenizer, "added_tokens_decoder", {}) or {})
+    ids = np.array([i for i in range(size) if i not in left_out], dtype=np.int64)
+    pieces = tokenizer.convert_ids_to_tokens(ids.tolist())
+    keep = np.array([not (isinstance(p, str) and BYTE_FALLBACK.match(p)) for p in pieces], dtype=bool)
+    return ids[keep]
+
+
+def around(tokenizer) -> tuple[list[int], list[int]]:
+    """The special ids the tokenizer puts before and after a text's pieces (BERT: [CLS] and [SEP]; a Llama-style
+    decoder: BOS and nothing; GPT-2: nothing), read from its encoding of a word."""
+    encoding = tokenizer("a", return_special_tokens_mask=True, verbose=False)
+    ids, special = encoding["input_ids"], encoding["special_tokens_mask"]
+    inner = [i for i, flag in enumerate(special) if not flag]
+    if not inner:
+        return list(ids), []
+    return list(ids[:inner[0]]), list(ids[inner[-1] + 1:])
+
+
+def sequences(loaded, length: int, repeats: int, samples: int, seed: int) -> tuple[np.ndarray, int, int]:
+    """-> ((samples, T) int64 input ids, the offset of the first drawn token, the number of candidate ids)."""
+    candidates = candidate_ids(loaded)
+    if len(candidates) < 2:
+        raise InputError(f"{loaded.choice.short}'s vocabulary has {len(candidates)} ordinary token(s) to draw from")
+    before, after = around(loaded.tokenizer)
+    total = len(before) + length * repeats + len(after)
+    if total > loaded.max_tokens:
+        raise InputError(f"--length {length} x --repeats {repeats} with {len(before) + len(after)} special token(s) "
+                         f"is {total} tokens; {loaded.choice.short} takes at most {loaded.max_tokens}")
+    drawn = np.random.default_rng(seed).choice(candidates, size=(samples, length), replace=True)
+    body = np.tile(drawn, (1, repeats))  # (samples, length * repeats)
+    ids = np.concatenate([np.tile(np.array(before, dtype=np.int64), (samples, 1)), body,
+                          np.tile(np.array(after, dtype=np.int64), (samples, 1))], axis=1)
+    return ids.astype(np.int64), len(before), len(candidates)
+
+
+def layer_scores(weights, queries, length: int):
+    """(B, H, T, T) one layer's maps -> (len(SCORES), H) float64 sums over the samples and the queries."""
+    import torch
+
+    q = torch.as_tensor(queries, device=weights.device)
+    rows = weights[:, :, q, :].float()  # (B, H, Q, T)
+    picked = [rows[:, :, torch.arange(len(q)), target].sum(dim=(0, 2), dtype=torch.float64)
+              for target in (q - length + 1, q - length, q - 1, torch.zeros_like(q))]
+    entropy = -(rows * rows.clamp(min=torch.finfo(rows.dtype).tiny).log()).sum(dim=-1).sum(dim=(0, 2),
+                                                                                         dtype=torch.float64)
+    return torch.stack([*picked, entropy])
+
+
+def detect(model, *, length: int = 25, repeats: int = 4, samples: int = 32, seed: int = 0,
+           batch_size: int = 32) -> DetectResult:
+    """Olsson's repeated-random-token test: every head's induction, duplicate, previous, first and entropy scores.
+
+    model: a LoadedModel (ra.load). length: tokens per random sequence (at least 2); repeats: times it is repeated
+    (at least 2); samples: sequences; seed: of the draw (the same seed, the same tokens and numbers);
+    batch_size: sequences per forward pass. Returns a DetectResult (.heads: layer, head from 1, the scores;
+    .summary). Token level: this test has no words.
+    """
+    import torch
+
+    from ..engine.extract import Batch, forward_layers
+    from ..engine.models import LoadedModel
+    from ..engine.pipeline import versions
+
+    if not isinstance(model, LoadedModel):
+        raise InputError(f"detect: model must be a loaded model (ra.load(...)), not {type(model).__name__}")
+    check_options(length, repeats, samples, seed, batch_size)
+    ids, offset, vocabulary = sequences(model, length, repeats, samples, seed)
+    queries = offset + length + np.arange(length * (repeats - 1))  # every token of the repeats after the first
+    totals = torch.zeros((len(SCORES), model.layers, model.heads), dtype=torch.float64)
+    for start in range(0, samples, batch_size):
+        chunk = ids[start:start + batch_size]
+        empty = np.zeros((0,), dtype=np.int64)
+        batch = Batch(input_ids=chunk, attention_mask=np.ones_like(chunk), units=empty, kinds=empty)
+
+        def on_layer(layer: int, weights) -> None:
+            totals[:, layer] += layer_scores(weights, queries, length).cpu()
+
+        forward_layers(model, batch, on_layer)
+    means = (totals / (samples * len(queries))).numpy()
+    layer, head = np.indices((model.layers, model.heads)).reshape(2, -1)
+    heads = pd.DataFrame({"layer": layer + 1, "head": head + 1,
+                          **{name: means[index].reshape(-1) for index, name in enumerate(SCORES)}})[HEADS_COLUMNS]
+    summary = {
+        "model": model.choice.name,
+        "revision": model.revision,
+        "causal": model.causal,
+        "layers": model.layers,
+        "heads_per_layer": model.heads,
+        "length": length, "repeats": repeats, "samples": samples, "seed": seed,
+        "tokens_per_sample": int(ids.shape[1]),
+        "specials": {"before": offset, "after": int(ids.shape[1]) - offset - length * repeats},
+        "vocabulary": vocabulary,
+        "queries_per_sample": len(queries),
+        "scores": {"induction": "weight on i - L + 1", "duplicate": "weight on i - L", "previous": "weight on i - 1",
+                   "first": "weight on position 0", "entropy": "row entropy in nats"},
+        "top": {name: top_heads(heads, name) for name in SCORES if name != "entropy"},
+        "versions": versions(),
+    }
+    return DetectResult(heads=heads, summary=summary)
+
+
+def top_heads(heads: pd.DataFrame, name: str, count: int = TOP) -> list[dict]:
+    """The `count` heads of the highest score (ties: lower layer, then head, first)."""
+    order = np.argsort(-heads[name].to_numpy(), kind="stable")[:count]
+    return [{"layer": int(heads["layer"].iloc[i]), "head": int(heads["head"].iloc[i]),
+             "score": round(float(heads[name].iloc[i]), 6)} for i in order]
+
+
+def default_name(model: str) -> str:
+    """The model's last path part, as a plain folder name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", model.rstrip("/").split("/")[-1]).strip("-.") or "model"
+
+
+def write_detect(result: DetectResult, out: str | Path = ".", name: str | None = None,
+                 formats: tuple[str, ...] = ("png",), wait: bool = True) -> tuple[Path, Path]:
+    """Write OUT/results/detect/NAME/ (heads.csv, summary.json) and OUT/figures/detect/NAME/scores.<fmt> (the
+    induction and previous grids), all at once (staged). NAME: the model's last path part. -> the two folders."""
+    from ..outputs.figio import save_figure
+    from ..outputs.files import write_csv, write_json
+    from ..outputs.folders import plain_folder_name
+    from ..outputs.staging import staged_outputs
+    from .figures import detect_figure
+
+    if not isinstance(result, DetectResult):
+        raise InputError(f"write_detect takes the result of ra.detect(...), not {type(result).__name__}")
+    for fmt in formats:
+        if fmt not in ("png", "svg", "pdf"):
+            raise InputError(f"unknown figure format {fmt!r}: use png, svg or pdf")
+    folder = plain_folder_name(name or default_name(result.summary["model"]), "--name")
+    out = Path(out)
+    s = result.summary
+    title = (f"{Path(s['model']).name}: repeated random tokens ({s['samples']} x {s['length']} tokens, "
+             f"{s['repeats']} repeats, seed {s['seed']})")
+    with staged_outputs(wait=wait) as staging:
+        results = staging.folder(out / "results" / "detect" / folder)
+        figures = staging.folder(out / "figures" / "detect" / folder)
+        write_csv(result.heads, results / "heads.csv")
+        write_json(result.summary, results / "summary.json")
+        for fmt in formats:
+            save_figure(detect_figure(result.heads, title), figures / f"{DETECT_FIGURE}.{fmt}")
+    return out / "results" / "detect" / folder, out / "figures" / "detect" / folder
+
+
+def describe(result: DetectResult) -> str:
+    lines = []
+    for name in ("induction", "previous", "duplicate", "first"):
+        tops = ", ".join(f"L{t['layer']}H{t['head']} {t['score']:.2f}" for t in result.summary["top"][name][:3])
+        lines.append(f"{name:<9}: {tops}")
+    return "\n".join(lines)

