@@ -35,7 +35,7 @@ from .cli import cli as cli, main as main  # noqa: E402
 if TYPE_CHECKING:  # what editors and mypy read; at run time __getattr__ imports each name on first use
     from .engine.errors import InputError as InputError, ModelUnavailable as ModelUnavailable
     from .engine.errors import OutputError as OutputError, RealAttentionError as RealAttentionError
-    from .engine.mixing import Mixing as Mixing
+    from .engine.mixing.result import Mixing as Mixing
     from .engine.models import LoadedModel as LoadedModel
     from .engine.words import WordAttention as WordAttention
     from .api.api import attend as attend, classify as classify, corpus_stats as corpus_stats, heatmap as heatmap
@@ -51,13 +51,13 @@ if TYPE_CHECKING:  # what editors and mypy read; at run time __getattr__ imports
     from .comparison.compare import CompareResult as CompareResult, compare as compare
     from .comparison.compare import write_compare as write_compare
     from .comparison.detect import DetectResult as DetectResult, detect as detect, write_detect as write_detect
-    from .statistics.sums import Thresholds as Thresholds
+    from .statistics.labels import Thresholds as Thresholds
 
 # Each public name and the module (relative to this package) that defines it.
 _API = {
     "load": ".api.api", "attend": ".api.api", "classify": ".api.api", "heatmap": ".api.api",
     "corpus_stats": ".api.api", "mixing": ".api.api", "Attention": ".api.attention",
-    "Mixing": ".engine.mixing",
+    "Mixing": ".engine.mixing.result",
     "read_attention": ".outputs.readback",
     "run": ".api.run", "RunOutput": ".api.run", "MeasureRun": ".api.run",
     "corpus": ".api.corpus", "merge": ".api.corpus", "CorpusOutput": ".api.corpus",
@@ -67,7 +67,7 @@ _API = {
     "importance": ".head_importance.run", "objective": ".head_importance.run",
     "write_importance": ".head_importance.run", "ImportanceResult": ".head_importance.run",
     "LoadedModel": ".engine.models", "WordAttention": ".engine.words",
-    "Thresholds": ".statistics.sums",
+    "Thresholds": ".statistics.labels",
     "RealAttentionError": ".engine.errors", "InputError": ".engine.errors",
     "ModelUnavailable": ".engine.errors", "OutputError": ".engine.errors",
     "app": ".live.server", "serve": ".live.server",
