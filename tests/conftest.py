@@ -38,6 +38,18 @@ TINY_WORDS = [
 ]
 
 
+def unpack_weights(text: str):
+    """The inverse of outputs/report.py's _packed, as the page's unpackWeights does it: base64 -> zlib -> uint16
+    byte planes (all low bytes, then all high bytes) -> flat int64 ten-thousandths."""
+    import base64
+    import zlib
+
+    import numpy as np
+
+    planes = np.frombuffer(zlib.decompress(base64.b64decode(text)), dtype=np.uint8).reshape(2, -1)
+    return planes[0].astype(np.int64) | (planes[1].astype(np.int64) << 8)
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A random 3-layer, 4-head BERT with a 43-piece lower-cased vocabulary, saved as a local model folder."""

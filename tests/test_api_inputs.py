@@ -48,6 +48,65 @@ def test_batched_sums_equal_one_batch(tiny_loaded):
         (whole.sentences, whole.units, whole.pairs, whole.tokens)
 
 
+def test_length_batches_bound_the_pairs_of_a_batch_and_keep_one_batch_in_order():
+    from real_attention.engine.batches import PAIR_TOKENS, index_batches, length_batches
+
+    lengths = [5, 3, 90, 3, 41, 12, 200, 7]
+    batches = length_batches(range(len(lengths)), 4, lengths.__getitem__)
+    assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
+    flat = [lengths[i] for batch in batches for i in batch]
+    assert flat == sorted(lengths)  # sorted by length, ties in the order given
+    for batch in batches:  # at most 4 sentences and 4 * PAIR_TOKENS**2 pairs, or one sentence alone
+        longest = max(lengths[i] for i in batch)
+        assert len(batch) <= 4 and (len(batch) * longest**2 <= 4 * PAIR_TOKENS**2 or len(batch) == 1)
+    assert [len(batch) for batch in batches] == [4, 2, 1, 1]  # 3 3 5 7 | 12 41 (2 * 41² ≤ 4 * 40²) | 90 | 200
+    assert index_batches([9, 3, 5], 4) == [[0, 1, 2]]  # one batch keeps the order given
+    assert index_batches([9, 3, 5], 2) == [[1, 2], [0]]
+    assert index_batches([90, 90], 2) == [[0], [1]]  # two long ones do not share a batch
+    assert index_batches([9, 3, 5], None) == [[0, 1, 2]]
+    assert length_batches([], 4) == [] and index_batches([], 4) == []
+
+
+def test_attend_on_long_sentences_runs_batches_of_bounded_memory(tiny, monkeypatch):
+    """ra.attend cuts its batches by the corpus's rule: with PAIR_TOKENS at 4, no batch holds more than
+    batch_size * 16 query-key pairs per head, and the numbers are those of one batch."""
+    from real_attention.engine import batches, pipeline
+
+    one = ra.attend(tiny, MANY, batch_size=len(MANY))
+    monkeypatch.setattr(batches, "PAIR_TOKENS", 4)
+    seen = []
+    original = pipeline._attend_batch
+
+    def spy(loaded, encoded, *rest):
+        seen.append([len(s.ids) for s in encoded])
+        return original(loaded, encoded, *rest)
+
+    monkeypatch.setattr(pipeline, "_attend_batch", spy)
+    bounded = ra.attend(tiny, MANY, batch_size=len(MANY))
+    assert len(seen) > 1 and sum(map(len, seen)) == len(MANY)
+    assert all(len(batch) * max(batch) ** 2 <= len(MANY) * 16 or len(batch) == 1 for batch in seen)
+    for a, b in zip(one, bounded):
+        assert a.words == b.words
+        np.testing.assert_allclose(a.weights, b.weights, atol=1e-6)
+
+
+def test_whole_numbers_are_checked_once_for_every_stage():
+    from real_attention.engine.checks import whole_number
+    from real_attention.engine.sentences import ConfigError
+
+    assert whole_number(np.int64(3), "n") == 3 and type(whole_number(np.int64(3), "n")) is int
+    with pytest.raises(ra.InputError, match=r"^n 0 is out of range: at least 1$"):
+        whole_number(0, "n")
+    with pytest.raises(ra.InputError, match=r"^n must be a whole number, at least 1, not float 2.5$"):
+        whole_number(2.5, "n")
+    with pytest.raises(ra.InputError, match=r"^n must be a whole number, 1 to 3, not bool True$"):
+        whole_number(True, "n", 1, 3)
+    with pytest.raises(ConfigError, match="occurrence 0 is out of range"):
+        whole_number(0, "occurrence", error=ConfigError)
+    with pytest.raises(ra.InputError, match="report_sentences 0 is out of range: at least 1"):
+        ra.run(report_sentences=0)
+
+
 def test_the_heatmap_takes_its_title_from_the_attention(tiny_att):
     figure = tiny_att.heatmap(1, layer=2, head=3)
     title = figure.axes[0].get_title()

@@ -11,7 +11,9 @@ from real_attention.engine import pipeline
 from real_attention.engine.pipeline import RUN_BATCH, analyse
 from real_attention.engine.sentences import Sentence, SentenceSet
 from real_attention.outputs.readback import ResultsError
-from real_attention.outputs.report import report_data, unpack_weights
+from real_attention.outputs.report import report_data
+
+from conftest import unpack_weights
 from real_attention.outputs.tables import attention_frame, rollout_frame, summary
 
 import real_attention as ra

@@ -44,12 +44,12 @@ def upper(weights: np.ndarray) -> np.ndarray:
 
 
 def test_tiny_decoders_load_as_causal_with_every_query_head(decoder_dir):
-    from real_attention.engine.pipeline import attend_words
+    from real_attention.engine.pipeline import attend_with_sums
 
     loaded = load(decoder_dir)
     assert loaded.causal
     assert (loaded.layers, loaded.heads) == (2, 4)  # query heads, not key/value heads
-    attentions = attend_words(loaded, [s.text for s in CAUSAL.sentences])
+    attentions = attend_with_sums(loaded, [s.text for s in CAUSAL.sentences])[0]
     for attention in attentions:
         assert attention.weights.shape[:2] == (2, 4)
         assert np.all(upper(attention.weights) == 0.0)  # exactly 0: the mask, not a small number
@@ -58,11 +58,11 @@ def test_tiny_decoders_load_as_causal_with_every_query_head(decoder_dir):
 
 
 def test_llama_adds_a_first_special_and_gpt2_none(tiny_decoders, llama_dir, tmp_path):
-    from real_attention.engine.pipeline import attend_words
+    from real_attention.engine.pipeline import attend_with_sums
 
-    with_bos = attend_words(load(llama_dir), ["The river flooded the bank."])[0]
+    with_bos = attend_with_sums(load(llama_dir), ["The river flooded the bank."])[0][0]
     assert with_bos.words[0] == "<s>" and with_bos.kinds[0] == FIRST_SPECIAL and with_bos.kinds[-1] == PUNCT
-    plain = attend_words(load(tiny_decoders("gpt2")), ["The river flooded the bank."])[0]
+    plain = attend_with_sums(load(tiny_decoders("gpt2")), ["The river flooded the bank."])[0][0]
     assert plain.words == ("The", "river", "flooded", "the", "bank", ".")  # no space before a word
     assert set(plain.kinds) == {WORD, PUNCT}
 
@@ -100,11 +100,11 @@ def test_run_on_a_decoder_writes_its_categories(llama_dir, tmp_path):
 
 
 def test_attention_csv_is_streamed_with_the_bytes_of_the_whole_table(tiny_loaded, tmp_path):
-    from real_attention.engine.pipeline import attend_words
+    from real_attention.engine.pipeline import attend_with_sums
     from real_attention.outputs.tables import attention_frame, attention_frames, write_csv, write_csv_chunks
 
-    attentions = attend_words(tiny_loaded, ["Me senté en el banco de mi jardín.", "Fui al banco a sacar dinero.",
-                                            "the bank, at the end of my garden!"])
+    attentions = attend_with_sums(tiny_loaded, ["Me senté en el banco de mi jardín.", "Fui al banco a sacar dinero.",
+                                            "the bank, at the end of my garden!"])[0]
     write_csv(attention_frame(attentions), tmp_path / "whole.csv")
     write_csv_chunks(attention_frames(attentions), tmp_path / "streamed.csv")
     assert (tmp_path / "streamed.csv").read_bytes() == (tmp_path / "whole.csv").read_bytes()

@@ -98,7 +98,7 @@ def test_compare_measures_puts_both_side_by_side(tiny_model_dir, tmp_path):
 
 
 def test_compare_figure_shows_both_measures_per_head(tiny_loaded):
-    from real_attention.api.api import sentence_set
+    from real_attention.api.arguments import sentence_set
     from real_attention.outputs.compare import draw_compare
     from real_attention.engine.pipeline import analyse
 
@@ -137,13 +137,13 @@ def test_corpus_measure_norm(tiny_loaded, tiny_model_dir, tmp_path):
     import real_attention as ra
     from real_attention.statistics.sums import CorpusReader, corpus_sums
     from real_attention.engine.heads import STATISTICS, word_sums
-    from real_attention.engine.pipeline import attend_words
+    from real_attention.engine.pipeline import attend_with_sums
 
     lines = TEXTS + ["el banco de mi jardín ."]
     stream = iter([(line + "\n").encode() for line in lines])
     means = corpus_sums(tiny_loaded, CorpusReader(stream), batch_size=2, measure="norm").means()
-    expected = word_sums(attend_words(tiny_loaded, lines, measure="norm")).means()
-    weights = word_sums(attend_words(tiny_loaded, lines)).means()
+    expected = word_sums(attend_with_sums(tiny_loaded, lines, measure="norm")[0]).means()
+    weights = word_sums(attend_with_sums(tiny_loaded, lines)[0]).means()
     for name in STATISTICS:
         np.testing.assert_allclose(means[name], expected[name], atol=1e-6, err_msg=name)
     assert not np.allclose(expected["markers"], weights["markers"], atol=1e-3)

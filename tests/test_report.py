@@ -31,13 +31,15 @@ from real_attention.engine.focus import focus_sentences
 from real_attention.engine.heads import classify
 from real_attention.engine.pipeline import RunResult
 from real_attention.outputs.report import (
-    REPORT_NAME, WEIGHT_SCALE, report_html, report_iframe, sentence_gaps, unpack_weights, write_report,
+    REPORT_NAME, WEIGHT_SCALE, report_html, report_iframe, sentence_gaps, write_report,
 )
 from real_attention.engine.sentences import Sentence, SentenceSet, load_sentences
 from real_attention.outputs.tables import summary as make_summary
 from real_attention.outputs.tables import write_results
 from real_attention.engine.words import PUNCT, SPECIAL, WORD, WordAttention
 from real_attention import cli
+
+from conftest import unpack_weights
 
 MB = 1024 * 1024
 DATA_TAG = re.compile(r'<script type="application/json" id="report-data">(.*?)</script>', re.S)

@@ -227,7 +227,7 @@ def test_every_bad_treebank_is_one_error_line_naming_file_and_line(case, tmp_pat
 
 
 @pytest.mark.parametrize("options, expected", [
-    (["--limit", "0"], "Error: --limit must be a whole number of sentences, at least 1, not 0"),
+    (["--limit", "0"], "Error: --limit 0 is out of range: at least 1"),
     (["--name", "../up"], "Error: --name '../up' cannot be a folder name"),
     (["--name", "ewt-norm"], "Error: --name 'ewt-norm' ends in '-norm'"),
     ([], "Error: syntax needs a model: pass --model ID_OR_PATH"),

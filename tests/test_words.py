@@ -115,20 +115,20 @@ def test_a_cased_tokenizer_keeps_case_accents_and_multi_piece_words():
 
 
 def test_tiny_model_keeps_accents_in_labels(tiny_loaded):
-    from real_attention.engine.pipeline import attend_words
+    from real_attention.engine.pipeline import attend_with_sums
 
-    (words,) = attend_words(tiny_loaded, ["Me senté en el banco de mi jardín."])
+    (words,) = attend_with_sums(tiny_loaded, ["Me senté en el banco de mi jardín."])[0]
     assert words.words == ("[CLS]", "Me", "senté", "en", "el", "banco", "de", "mi", "jardín", ".", "[SEP]")
     assert words.weights.shape == (3, 4, 11, 11) and words.weights.dtype == np.float32
     np.testing.assert_allclose(words.weights.sum(axis=-1), 1.0, atol=1e-5)
 
 
 def test_attend_batches_sentences_of_any_length_alike(tiny_loaded):
-    from real_attention.engine.pipeline import attend_words
+    from real_attention.engine.pipeline import attend_with_sums
 
     texts = ["fui al banco .", "Me senté en el banco de mi jardín."]
-    together = attend_words(tiny_loaded, texts)
-    apart = [attend_words(tiny_loaded, [text])[0] for text in texts]
+    together = attend_with_sums(tiny_loaded, texts)[0]
+    apart = [attend_with_sums(tiny_loaded, [text])[0][0] for text in texts]
     for a, b in zip(together, apart):
         assert a.words == b.words and a.kinds == b.kinds
         np.testing.assert_allclose(a.weights, b.weights, atol=1e-5)

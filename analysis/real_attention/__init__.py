@@ -16,6 +16,9 @@ and the `real-attention` command line (real_attention.cli), a thin layer over th
 package loads no torch, transformers, matplotlib or pandas (only click, for `ra.cli`) and changes no global state:
 each other public name is imported from its stage on first use (PEP 562). The block under TYPE_CHECKING names the same objects for
 editors and type checkers; tests/test_layout.py checks that it and `_API` agree.
+
+The stage folders import one way (engine < statistics < outputs < api, lesson < syntax_probe, live, other jobs <
+cli.py, __init__.py): docs/layout.md says what each holds and why, tests/test_layout.py keeps every import to it.
 """
 from __future__ import annotations
 
@@ -32,11 +35,12 @@ from .cli import cli as cli, main as main  # noqa: E402
 if TYPE_CHECKING:  # what editors and mypy read; at run time __getattr__ imports each name on first use
     from .engine.errors import InputError as InputError, ModelUnavailable as ModelUnavailable
     from .engine.errors import OutputError as OutputError, RealAttentionError as RealAttentionError
-    from .engine.mixing import Mixing as Mixing
+    from .engine.mixing.result import Mixing as Mixing
     from .engine.models import LoadedModel as LoadedModel
     from .engine.words import WordAttention as WordAttention
-    from .api.api import Attention as Attention, attend as attend, classify as classify
-    from .api.api import corpus_stats as corpus_stats, heatmap as heatmap, load as load, mixing as mixing
+    from .api.api import attend as attend, classify as classify, corpus_stats as corpus_stats, heatmap as heatmap
+    from .api.api import load as load, mixing as mixing
+    from .api.attention import Attention as Attention
     from .api.corpus import CorpusOutput as CorpusOutput, corpus as corpus, merge as merge
     from .api.run import MeasureRun as MeasureRun, RunOutput as RunOutput, run as run
     from .live.server import app as app, serve as serve
@@ -47,13 +51,13 @@ if TYPE_CHECKING:  # what editors and mypy read; at run time __getattr__ imports
     from .comparison.compare import CompareResult as CompareResult, compare as compare
     from .comparison.compare import write_compare as write_compare
     from .comparison.detect import DetectResult as DetectResult, detect as detect, write_detect as write_detect
-    from .statistics.sums import Thresholds as Thresholds
+    from .statistics.labels import Thresholds as Thresholds
 
 # Each public name and the module (relative to this package) that defines it.
 _API = {
     "load": ".api.api", "attend": ".api.api", "classify": ".api.api", "heatmap": ".api.api",
-    "corpus_stats": ".api.api", "Attention": ".api.api", "mixing": ".api.api",
-    "Mixing": ".engine.mixing",
+    "corpus_stats": ".api.api", "mixing": ".api.api", "Attention": ".api.attention",
+    "Mixing": ".engine.mixing.result",
     "read_attention": ".outputs.readback",
     "run": ".api.run", "RunOutput": ".api.run", "MeasureRun": ".api.run",
     "corpus": ".api.corpus", "merge": ".api.corpus", "CorpusOutput": ".api.corpus",
@@ -63,7 +67,7 @@ _API = {
     "importance": ".head_importance.run", "objective": ".head_importance.run",
     "write_importance": ".head_importance.run", "ImportanceResult": ".head_importance.run",
     "LoadedModel": ".engine.models", "WordAttention": ".engine.words",
-    "Thresholds": ".statistics.sums",
+    "Thresholds": ".statistics.labels",
     "RealAttentionError": ".engine.errors", "InputError": ".engine.errors",
     "ModelUnavailable": ".engine.errors", "OutputError": ".engine.errors",
     "app": ".live.server", "serve": ".live.server",

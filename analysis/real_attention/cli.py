@@ -12,10 +12,10 @@ from pathlib import Path
 import click
 
 from . import __version__
+from .engine.sentences import DEFAULT_LANG
+from .outputs.formats import FIGURE_FORMATS
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
-FIGURE_FORMATS = ("png", "svg", "pdf")
-DEFAULT_LANG = "es"  # the lesson's
 
 
 class CommandError(click.ClickException):

@@ -1,20 +1,22 @@
-"""The Python API behind `import real_attention as ra`: load, attend, classify, heatmap, corpus_stats.
+"""The Python API behind `import real_attention as ra`: load, attend, classify, heatmap, corpus_stats, mixing.
 
 Every command of the CLI is a thin layer over these functions. They raise only the errors of
 real_attention.engine.errors for bad input; torch, transformers and matplotlib are imported when first needed.
+What `attend` returns is an Attention (real_attention.api.attention); the API's argument checks are in
+real_attention.api.arguments, those every stage shares in real_attention.engine.checks.
 """
 from __future__ import annotations
 
-import html
-import numbers
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING
 
+from ..engine.checks import flag, kind, optional_text, text, whole_number
 from ..engine.errors import InputError
-from ..engine.text import check_text, is_blank, text_problem
+from ..engine.sentences import DEFAULT_LANG
 from ..engine.units import check_rule
+from .arguments import checked_lines, given_words, loaded_model, sentence_set, sentence_texts
+from .attention import Attention
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -23,11 +25,8 @@ if TYPE_CHECKING:
     from ..engine.mixing import Mixing
     from ..statistics.sums import Thresholds
     from ..engine.models import LoadedModel
-    from ..engine.pipeline import RunResult
     from ..engine.progress import Progress
     from ..engine.words import WordAttention
-
-DEFAULT_LANG = "es"  # the lesson's
 
 
 def load(model: str | None = "minilm", *, revision: str | None = None, lang: str | None = None,
@@ -44,204 +43,14 @@ def load(model: str | None = "minilm", *, revision: str | None = None, lang: str
 
     if isinstance(model, os.PathLike):
         model = os.fspath(model)
-    _optional_text(model, "model", "a model name, a Hub id or a folder")
-    _optional_text(revision, "revision", "a branch, tag or commit")
-    _optional_text(lang, "lang", "a language code such as \"es\"")
-    _text(device, "device", "such as \"cpu\" or \"cuda\"")
-    _flag(offline, "offline")
+    optional_text(model, "model", "a model name, a Hub id or a folder")
+    optional_text(revision, "revision", "a branch, tag or commit")
+    optional_text(lang, "lang", "a language code such as \"es\"")
+    text(device, "device", "such as \"cpu\" or \"cuda\"")
+    flag(offline, "offline")
     if model is None and lang is None:
         lang = DEFAULT_LANG
     return load_model(choose_model(lang, model, revision), device=device, offline=offline)
-
-
-@dataclass(frozen=True)
-class Attention(Sequence):
-    """Word-level attention of S sentences from one model: `att[i]` is sentence i's WordAttention.
-
-    Each `att[i].weights` is float32 numpy `(layers, heads, n_i, n_i)`, query rows by key columns, every row
-    summing to 1; `att[i].words` are the n_i units as written (special tokens keep the tokenizer's text).
-    `att.rollout[i]` is sentence i's rollout of the same maps after each layer, `(layers, n_i, n_i)`.
-    With `focus` and `sense` given to `attend`, `result` holds the located words and the head labels, and
-    in Jupyter the object shows the interactive report inline (offline, in an iframe).
-    """
-
-    sentences: tuple[WordAttention, ...]  # (S,)
-    model: str  # as the user named it
-    revision: str  # resolved commit, or sha256 of a folder's weights
-    versions: dict[str, str]  # python, torch, transformers
-    result: RunResult | None = None  # with focus and sense: located words and head labels
-    units: str = "text"  # the unit rule the sentences were cut by: "text", "tokenizer" or "words" (given)
-    measure: str = "weights"  # what the maps measure: "weights" or "norm" (real_attention.engine.measures)
-    rollout: tuple = ()  # (S,) each (layers, n_i, n_i) float32: the attention rollout (real_attention.engine.rollout)
-    causal: bool = False  # a decoder's maps: W[i, j] = 0 for j > i
-
-    def __post_init__(self) -> None:
-        shapes = {(s.layers, s.heads) for s in self.sentences}
-        if len(shapes) > 1:
-            raise InputError(f"the sentences of one Attention come from one model; got maps of {sorted(shapes)} "
-                             "(layers, heads)")
-
-    @overload
-    def __getitem__(self, index: int) -> WordAttention: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> tuple[WordAttention, ...]: ...
-
-    def __getitem__(self, index):
-        return self.sentences[index]
-
-    def __len__(self) -> int:
-        return len(self.sentences)
-
-    @property
-    def layers(self) -> int:
-        return self.sentences[0].layers
-
-    @property
-    def heads(self) -> int:
-        return self.sentences[0].heads
-
-    def heatmap(self, index: int, layer: int, head: int, *, focus: str | None = None,
-                sense: str | None = None) -> Figure:
-        """The word x word heatmap of one head on sentence `index` (as in att[index], from 0), as a matplotlib
-        Figure titled with this Attention's model, revision and measure. layer and head count from 1.
-        focus/sense: words of the sentence to frame; with focus and sense given to `attend`, theirs."""
-        return heatmap(self, layer, head, index=index, focus=focus, sense=sense)
-
-    def frame(self) -> pd.DataFrame:
-        """The tidy table of attention.csv: sentence, layer, head (from 1), query_index, query, key_index, key,
-        weight; one row per sentence, head, query and key."""
-        from ..outputs.tables import attention_frame
-
-        return attention_frame(list(self.sentences))
-
-    def summary(self) -> dict:
-        """summary.json's content (needs focus and sense)."""
-        from ..outputs.tables import summary
-
-        return summary(self._focused("summary"))
-
-    def report_html(self) -> str:
-        """The whole self-contained report page, as report.html (needs focus and sense)."""
-        from ..outputs.report import report_html
-
-        result = self._focused("report_html")
-        return report_html(result, self.summary())
-
-    def _focused(self, what: str) -> RunResult:
-        if self.result is None:
-            raise InputError(f"{what} needs the focus word: call ra.attend(model, texts, focus=..., sense=[...])")
-        return self.result
-
-    def __repr__(self) -> str:
-        focus = "" if self.result is None else f", focus {self.result.sentence_set.focus!r}"
-        measure = "" if self.measure == "weights" else f", measure {self.measure}"
-        return (f"<Attention: {len(self)} sentence(s), {self.layers} layers x {self.heads} heads of "
-                f"{self.model}{focus}{measure}>")
-
-    def _repr_html_(self) -> str:
-        if self.result is not None:
-            from ..outputs.report import report_iframe
-
-            return report_iframe(self.report_html())
-        rows = "".join(
-            f"<tr><td>{i + 1}</td><td>{html.escape(' '.join(s.words))}</td><td>{len(s.words)}</td></tr>"
-            for i, s in enumerate(self.sentences)
-        )
-        return (f"<div><b>{html.escape(repr(self))}</b><table><tr><th>sentence</th><th>units</th><th>n</th></tr>"
-                f"{rows}</table><p>Pass <code>focus=</code> and <code>sense=</code> to <code>ra.attend</code> "
-                "for the interactive report.</p></div>")
-
-
-def _kind(value: object) -> str:
-    return "None" if value is None else type(value).__name__
-
-
-def _text(value: object, name: str, what: str) -> str:
-    """A non-empty string, or InputError naming the argument."""
-    if not isinstance(value, str) or not value.strip():
-        shown = "an empty string" if isinstance(value, str) else f"{_kind(value)} {value!r:.60}"
-        raise InputError(f"{name} must be a non-empty string ({what}), not {shown}")
-    return check_text(value, name)
-
-
-def _optional_text(value: object, name: str, what: str) -> str | None:
-    return None if value is None else _text(value, name, what)
-
-
-def _flag(value: object, name: str) -> bool:
-    if not isinstance(value, (bool, numbers.Integral)) or value not in (0, 1):
-        raise InputError(f"{name} must be True or False, not {_kind(value)} {value!r:.60}")
-    return bool(value)
-
-
-def whole_number(value: object, name: str, low: int = 1, high: int | None = None) -> int:
-    """Any integral number (int, numpy int64, ...) from `low` to `high` as an int, or InputError naming `name`."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise InputError(f"{name} must be a whole number, not {_kind(value)} {value!r:.60}")
-    number = int(value)
-    if number < low or (high is not None and number > high):
-        span = f"{low} to {high}" if high is not None else f"at least {low}"
-        raise InputError(f"{name} {number} is out of range: {span}")
-    return number
-
-
-def _strings(values: object, name: str, item: str = "sentence") -> list[str]:
-    """A string (one item) or an iterable of non-empty strings as a list; InputError names the argument and
-    the item. bytes are refused (decode them first), as is any item that is no string: None and 3 are never
-    "None" and "3"."""
-    if isinstance(values, str):
-        return [values]
-    if isinstance(values, (bytes, bytearray, memoryview)):
-        raise InputError(f"{name} must be a string or a list of strings, not bytes; decode them first "
-                         "(e.g. data.decode('utf-8'))")
-    if not isinstance(values, Iterable):
-        raise InputError(f"{name} must be a string or a list of strings, not {_kind(values)} {values!r:.60}")
-    items = list(values)
-    for number, value in enumerate(items, start=1):
-        if not isinstance(value, str):
-            raise InputError(f"{name}: {item} {number} is {_kind(value)} {value!r:.60}, not a string")
-        if not value.strip():
-            raise InputError(f"{name}: {item} {number} is empty; pass non-empty strings")
-        check_text(value, f"{name}: {item} {number}")
-    return items
-
-
-def _texts(texts: object) -> list[str]:
-    items = [text.strip() for text in _strings(texts, "texts")]
-    if not items:
-        raise InputError("attend needs at least one sentence (texts is empty)")
-    return items
-
-
-def _loaded(model: object, function: str) -> LoadedModel:
-    from ..engine.models import LoadedModel
-
-    if not isinstance(model, LoadedModel):
-        raise InputError(f"{function}: model must be a loaded model (model = ra.load(\"minilm\")), "
-                         f"not {_kind(model)} {model!r:.60}")
-    return model
-
-
-def _given_words(words) -> list[tuple[str, ...]]:
-    """words= of attend: sentences, each a list of words -> tuples of stripped words; InputError otherwise."""
-    sentences = [words] if isinstance(words, str) else list(words)
-    if not sentences:
-        raise InputError("attend needs at least one sentence")
-    result = []
-    for number, sentence in enumerate(sentences, start=1):
-        if isinstance(sentence, str):
-            raise InputError(f"words= sentence {number} is a string; give each sentence as a list of words, "
-                             "e.g. words=[['The', 'bank', '.']]")
-        items = list(sentence)
-        if not items:
-            raise InputError(f"words= sentence {number} has no words")
-        for index, word in enumerate(items, start=1):
-            if not isinstance(word, str) or not word.strip():
-                raise InputError(f"words= sentence {number}, word {index} is "
-                                 f"{'empty' if isinstance(word, str) else repr(word)}; pass non-empty strings")
-        result.append(tuple(word.strip() for word in items))
-    return result
 
 
 def attend(model: LoadedModel, texts: str | Iterable[str] | None = None, *,
@@ -270,29 +79,27 @@ def attend(model: LoadedModel, texts: str | Iterable[str] | None = None, *,
     """
     from ..engine.measures import check_measure
     from ..engine.models import check_encodes
-    from ..engine.pipeline import analyse, attend_with_sums, versions
+    from ..engine.pipeline import analyse, attend_with_sums
 
-    model = _loaded(model, "attend")
+    model = loaded_model(model, "attend")
     check_measure(measure)
     if (texts is None) == (words is None):
         raise InputError("give attend either texts or words=, exactly one")
     if words is not None:
         if focus is not None or sense is not None or units != "text":
             raise InputError("words= sets the units and takes no focus=, sense= or units=")
-        given = _given_words(words)
+        given = given_words(words)
         attentions, _, rollouts = attend_with_sums(model, None, words=given, measure=measure,
                                                    batch_size=whole_number(batch_size, "batch_size"),
-                                                   pieces=_flag(pieces, "pieces"))
-        return Attention(sentences=tuple(attentions), model=model.choice.name, revision=model.revision,
-                         versions=versions(), units="words", measure=measure, rollout=tuple(rollouts),
-                         causal=model.causal)
-    items = _texts(texts)
+                                                   pieces=flag(pieces, "pieces"))
+        return Attention.from_maps(model, attentions, rollouts, units="words", measure=measure)
+    items = sentence_texts(texts)
     check_measure(measure)
     check_rule(units)
     size = whole_number(batch_size, "batch_size")
-    keep_pieces = _flag(pieces, "pieces")
+    keep_pieces = flag(pieces, "pieces")
     if not isinstance(lang, str):
-        raise InputError(f"lang must be a string, not {_kind(lang)} {lang!r:.60}")
+        raise InputError(f"lang must be a string, not {kind(lang)} {lang!r:.60}")
     chosen = None if focus is None and sense is None else sentence_set(items, focus, sense, lang)
     note = check_encodes(model, items)
     if note:  # the words still run, as [UNK]
@@ -302,34 +109,9 @@ def attend(model: LoadedModel, texts: str | Iterable[str] | None = None, *,
     if chosen is None:
         attentions, _, rollouts = attend_with_sums(model, items, units=units, measure=measure, batch_size=size,
                                                    pieces=keep_pieces)
-        return Attention(sentences=tuple(attentions), model=model.choice.name, revision=model.revision,
-                         versions=versions(), units=units, measure=measure, rollout=tuple(rollouts),
-                         causal=model.causal)
+        return Attention.from_maps(model, attentions, rollouts, units=units, measure=measure)
     result = analyse(model, chosen, units=units, measure=measure, batch_size=size, pieces=keep_pieces)
-    return from_result(result)
-
-
-def from_result(result: RunResult) -> Attention:
-    """An Attention around a finished run (what `run` computed)."""
-    return Attention(sentences=tuple(s.attention for s in result.sentences), model=result.model,
-                     revision=result.revision, versions=result.versions, result=result, units=result.units,
-                     measure=result.measure, rollout=result.rollout, causal=result.causal)
-
-
-def sentence_set(texts: list[str], focus: str | None, sense: str | Sequence[str] | None, lang: str = ""):
-    """A SentenceSet from the API's arguments; InputError says what is missing."""
-    from ..engine.sentences import Sentence, SentenceSet, same_word
-
-    if focus is None or sense is None:
-        raise InputError("give both focus= (the ambiguous word) and sense= (one word per sentence)")
-    _text(focus, "focus", "the ambiguous word")
-    senses = _strings(sense, "sense", "word")
-    if len(senses) != len(texts):
-        raise InputError(f"sense= has {len(senses)} word(s) for {len(texts)} sentence(s); give one per sentence")
-    for number, word in enumerate(senses, start=1):
-        if same_word(word, focus):
-            raise InputError(f"sentence {number}: the sense word {word!r} is the focus word itself")
-    return SentenceSet(lang=lang, focus=focus, sentences=tuple(Sentence(t, s) for t, s in zip(texts, senses)))
+    return Attention.from_result(result)
 
 
 def classify(att: Attention, focus: str | None = None, sense: str | Sequence[str] | None = None) -> pd.DataFrame:
@@ -340,7 +122,7 @@ def classify(att: Attention, focus: str | None = None, sense: str | Sequence[str
     from ..outputs.tables import heads_frame
 
     if not isinstance(att, Attention):
-        raise InputError(f"classify takes the result of ra.attend(...), not {_kind(att)} {att!r:.60}")
+        raise InputError(f"classify takes the result of ra.attend(...), not {kind(att)} {att!r:.60}")
 
     if focus is None and sense is None:
         return heads_frame(att._focused("classify").report)
@@ -384,15 +166,15 @@ def heatmap(sentence: Attention | WordAttention, layer: int, head: int, *, index
             focus_index, sense_index = located.focus, located.sense
     elif not isinstance(sentence, WordAttention):
         raise InputError(f"heatmap takes an Attention (ra.attend(...)) or one of its sentences (att[0]), "
-                         f"not {_kind(sentence)} {sentence!r:.60}")
+                         f"not {kind(sentence)} {sentence!r:.60}")
     check_measure("weights" if measure is None else measure)
     layer = whole_number(layer, "layer", 1, sentence.layers)
     head = whole_number(head, "head", 1, sentence.heads)
     number = whole_number(1 if number is None else number, "number")
     if focus is not None:
-        focus_index = find_word(sentence, _text(focus, "focus", "a word of the sentence"), "focus")
+        focus_index = find_word(sentence, text(focus, "focus", "a word of the sentence"), "focus")
     if sense is not None:
-        sense_index = find_word(sentence, _text(sense, "sense", "a word of the sentence"), "sense")
+        sense_index = find_word(sentence, text(sense, "sense", "a word of the sentence"), "sense")
     return draw_heatmap(sentence.checked_weights()[layer - 1, head - 1], sentence.words, focus=focus_index,
                         sense=sense_index, model=model or "model", revision=revision or "", layer=layer - 1,
                         head=head - 1, sentence=number - 1, text=sentence.text, measure=measure or "weights")
@@ -410,14 +192,14 @@ def corpus_stats(model: LoadedModel, lines: Iterable[str], *, batch_size: int = 
     from ..statistics.sums import CorpusReader, Thresholds, check_analysable, corpus_heads_frame, corpus_sums, label_heads
     from ..engine.measures import check_measure
 
-    model = _loaded(model, "corpus_stats")
+    model = loaded_model(model, "corpus_stats")
     check_measure(measure)
     check_rule(units)
     batch_size = whole_number(batch_size, "batch_size")
-    _flag(truncate, "truncate")
+    flag(truncate, "truncate")
     if thresholds is not None and not isinstance(thresholds, Thresholds):
-        raise InputError(f"thresholds must be a ra.Thresholds, not {_kind(thresholds)}")
-    lines = _checked_lines(lines)
+        raise InputError(f"thresholds must be a ra.Thresholds, not {kind(thresholds)}")
+    lines = checked_lines(lines)
     # The reader takes the bytes of a file: one line each, so a text with a newline stays one sentence.
     stream = ((" ".join(line.splitlines()) + "\n").encode("utf-8") for line in lines)
     reader = CorpusReader(stream, "text", source="lines")
@@ -426,26 +208,6 @@ def corpus_stats(model: LoadedModel, lines: Iterable[str], *, batch_size: int = 
     check_analysable(sums, "the lines")
     labels = label_heads(sums.means(), sums.uniform_entropy, thresholds or Thresholds())
     return corpus_heads_frame(sums, labels)
-
-
-def _checked_lines(lines: object) -> Iterable[str]:
-    """corpus_stats's lines, checked as they stream by (a generator stays lazy): a string is one sentence."""
-    if isinstance(lines, str):
-        return [lines]
-    if isinstance(lines, (bytes, bytearray, memoryview)) or not isinstance(lines, Iterable):
-        _strings(lines, "lines")  # raises, naming the argument
-
-    def checked(items: Iterable[Any]):
-        for number, item in enumerate(items, start=1):
-            if not isinstance(item, str):
-                raise InputError(f"lines: line {number} is {_kind(item)} {item!r:.60}, not a string")
-            problem = text_problem(item)
-            if problem is not None and not is_blank(item):  # a line with nothing visible is counted as blank
-                raise InputError(f"lines: line {number} {problem}")
-            yield item
-
-    assert isinstance(lines, Iterable), "_strings raised for anything else"
-    return checked(lines)
 
 
 def mixing(model: LoadedModel, texts: str | Iterable[str], *, focus: str | None = None,
@@ -463,8 +225,8 @@ def mixing(model: LoadedModel, texts: str | Iterable[str], *, focus: str | None 
     """
     from ..engine.mixing import compute_mixing
 
-    model = _loaded(model, "mixing")
-    items = _texts(texts)
+    model = loaded_model(model, "mixing")
+    items = sentence_texts(texts)
     check_rule(units)
     required: list[tuple[str, ...]] | None = None
     if focus is not None or sense is not None:

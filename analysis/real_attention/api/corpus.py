@@ -59,7 +59,7 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
     from ..statistics.inputs import CorpusText, expand
     from ..outputs.corpus_files import write_corpus
     from ..statistics.sums import CorpusRun, Shard, Thresholds, folder_name
-    from .run import check_formats
+    from ..outputs.formats import check_formats
 
     check_measure(measure)
     check_rule(units)
@@ -105,7 +105,7 @@ def merge(shard_dirs: Sequence[str | Path], *, out: str | Path = ".", formats: s
     from ..outputs.staging import staged_outputs
     from ..outputs.corpus_files import write_corpus
     from ..statistics.sums import merge_shards
-    from .run import check_formats
+    from ..outputs.formats import check_formats
 
     formats = check_formats(formats)
     folders = [Path(d) for d in ([shard_dirs] if isinstance(shard_dirs, (str, Path)) else shard_dirs)]

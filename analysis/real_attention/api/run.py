@@ -14,14 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..engine.errors import InputError
+from ..engine.sentences import DEFAULT_LANG
 
 if TYPE_CHECKING:
     from ..engine.mixing import Mixing
     from ..engine.pipeline import RunResult
     from ..engine.sentences import SentenceSet
-    from .api import Attention
-
-FIGURE_FORMATS = ("png", "svg", "pdf")
+    from .attention import Attention
 
 
 @dataclass(frozen=True)
@@ -41,13 +40,13 @@ class MeasureRun:
     def attention(self) -> Attention:
         """The maps, located words and head labels as an Attention. A run of more sentences than its report
         holds kept only the maps it shows: InputError then, and ra.read_attention(results_dir) reads them all."""
-        from .api import from_result
+        from .attention import Attention
 
         if self.result.maps_kept < len(self.result.sentences):
             raise InputError(f"this run kept the maps of its first {self.result.maps_kept} of "
                              f"{len(self.result.sentences)} sentences only (it streamed them to its tables); read "
                              f"them all with ra.read_attention({str(self.results_dir)!r})")
-        return from_result(self.result)
+        return Attention.from_result(self.result)
 
 
 @dataclass(frozen=True)
@@ -74,17 +73,6 @@ class RunOutput:
         return self.runs[0].summary
 
 
-def check_formats(formats: str | Sequence[str]) -> tuple[str, ...]:
-    """Figure formats, each once in the order given; InputError for an unknown one."""
-    items = (formats,) if isinstance(formats, str) else tuple(formats)
-    for item in items:
-        if item not in FIGURE_FORMATS:
-            raise InputError(f"figure format {item!r} is not one of {', '.join(FIGURE_FORMATS)}")
-    if not items:
-        raise InputError("give at least one figure format")
-    return tuple(dict.fromkeys(items))
-
-
 def layer_bar(total: int, desc: str):
     """A tqdm bar on stderr that shows itself only after a second (a short job draws nothing)."""
     import sys
@@ -94,11 +82,11 @@ def layer_bar(total: int, desc: str):
     return tqdm(total=total, desc=desc, unit="layer", file=sys.stderr, dynamic_ncols=True, delay=1.0)
 
 
-def run(lang: str = "es", config: str | Path | None = None, model: str | None = None, revision: str | None = None,
-        out: str | Path = ".", units: str = "text", measure: str = "weights", compare_measures: bool = False,
-        figures: bool = True, report: bool = True, formats: str | Sequence[str] = ("png",),
-        all_figures: bool = False, offline: bool = False, device: str = "cpu",
-        progress: Callable[[str], None] | None = None, quiet: bool = True, wait: bool = True,
+def run(lang: str = DEFAULT_LANG, config: str | Path | None = None, model: str | None = None,
+        revision: str | None = None, out: str | Path = ".", units: str = "text", measure: str = "weights",
+        compare_measures: bool = False, figures: bool = True, report: bool = True,
+        formats: str | Sequence[str] = ("png",), all_figures: bool = False, offline: bool = False,
+        device: str = "cpu", progress: Callable[[str], None] | None = None, quiet: bool = True, wait: bool = True,
         mixing: bool = False, table_format: str = "csv", report_sentences: int = 200) -> RunOutput:
     """Write exactly the files of `real-attention run`, staged and swapped in at once.
 
@@ -113,36 +101,22 @@ def run(lang: str = "es", config: str | Path | None = None, model: str | None = 
     sentences. `progress` receives a message when this run waits for another one writing the same folders;
     `quiet=False` shows the figures' progress bar. Returns a RunOutput.
     """
-    from ..engine.measures import COMPARED, check_measure, check_supported, folder_suffix
+    from ..engine.measures import check_supported
     from ..engine.models import check_encodes, choose_model, load_model
-    from ..engine.pipeline import analyse
     from ..engine.sentences import load_sentences
-    from ..engine.units import check_rule
-    from ..outputs.drawing import FIGURE_SENTENCES, Drawing, DrawingPool, font_note, run_jobs, run_texts
-    from ..outputs.folders import run_folder_name
-    from ..outputs.report import REPORT_NAME, write_report
+    from ..outputs.drawing import DrawingPool, font_note, run_texts
     from ..outputs.staging import check_targets, staged_outputs
-    from ..outputs.tables import SentenceTables, check_table_format, write_results
 
-    check_measure(measure)
-    check_rule(units)
-    formats = check_formats(formats)
-    check_table_format(table_format)
-    if isinstance(report_sentences, bool) or not isinstance(report_sentences, int) or report_sentences < 1:
-        raise InputError(f"report_sentences must be a whole number >= 1, not {report_sentences!r}")
-    if compare_measures and measure != COMPARED[0]:
-        raise InputError(f"--compare-measures runs both measures; leave out --measure {measure}")
-    measures = COMPARED if compare_measures else (measure,)
-    lang = run_folder_name(lang)
-    out = Path(out)
-    check_targets(out / kind / (lang + folder_suffix(m)) for kind in ("results", "figures") for m in measures)
-    sentence_set = load_sentences(config, lang)
-    choice = choose_model(lang, model, revision)
+    settings, measures = _checked(lang, out, units, measure, compare_measures, figures, report, formats,
+                                  all_figures, quiet, table_format, report_sentences)
+    check_targets(folder(m) for folder in (settings.results_dir, settings.figures_dir) for m in measures)
+    sentence_set = load_sentences(config, settings.lang)
+    choice = choose_model(settings.lang, model, revision)
     runs: list[MeasureRun] = []
     pending_note = None  # the line about missing glyphs, worked out by a drawing worker
     compare: tuple[Path, ...] = ()
     with staged_outputs(wait=wait, on_wait=progress) as staging, ExitStack() as drawing_processes:
-        results_dirs = {m: staging.folder(out / "results" / (lang + folder_suffix(m))) for m in measures}
+        results_dirs = {m: staging.folder(settings.results_dir(m)) for m in measures}
         # Started now, the drawing processes import matplotlib while this one loads the model.
         pool = DrawingPool.start() if figures else None
         if pool is not None:
@@ -151,72 +125,191 @@ def run(lang: str = "es", config: str | Path | None = None, model: str | None = 
         unknown_note = check_encodes(loaded, [sentence.text for sentence in sentence_set.sentences])
         for m in measures:  # before any measure is computed or drawn
             check_supported(loaded, m)
-        mixed = None
-        if mixing:  # the context-mixing maps: the same for every measure
-            from dataclasses import replace
-
-            from ..engine.mixing import check_supported as check_mixing
-            from ..engine.mixing import run_mixing
-            from ..outputs.mixing import write_mixing
-
-            check_mixing(loaded)
-            mixed = run_mixing(loaded, sentence_set, units=units, progress=None if quiet else layer_bar,
-                               note=progress)
+        mixed = _mixing(loaded, sentence_set, units, quiet, progress) if mixing else None  # same for every measure
         for m in measures:
-            folder = lang + folder_suffix(m)
-            # The tables are written as each batch of sentences is done; only the maps that the report and the
-            # figures show stay in memory.
-            keep_maps = None if figures and all_figures else max(report_sentences if report else 0,
-                                                                 FIGURE_SENTENCES if figures else 0)
-            with SentenceTables(results_dirs[m], table_format) as tables:
-                result = analyse(loaded, sentence_set, units=units, measure=m, keep_maps=keep_maps,
-                                 on_sentence=tables.add)
-            if mixed is not None:
-                result = replace(result, mixing=mixed)
-            figures_dir = staging.folder(out / "figures" / folder) if figures or report else None
-            if figures_dir is None:  # the folder holds what this run drew: nothing
-                staging.remove(out / "figures" / folder)
-            drawing = None
-            if figures and figures_dir is not None:  # the workers draw while this process writes tables and report
-                drawing = Drawing(run_jobs(figures_dir, result, formats, None if all_figures else FIGURE_SENTENCES),
-                                  pool=pool)
-                if pending_note is None and pool is not None:
-                    pending_note = pool.font_note(run_texts(result))
-            summary = write_results(results_dirs[m], result, tables_written=True)
-            mixing_figures: list[Path] = []
-            if mixed is not None:  # before the report, which shows the summary
-                summary, mixing_figures = write_mixing(
-                    results_dirs[m], figures_dir if figures else None, mixed, summary,
-                    [(s.focus, s.sense) for s in result.sentences], formats,
-                    None if all_figures else FIGURE_SENTENCES)
-            pending_report = None
-            if report and figures_dir is not None:
-                if pool is not None:
-                    pending_report = pool.write_report(figures_dir / REPORT_NAME, result, summary, report_sentences)
-                else:
-                    write_report(figures_dir / REPORT_NAME, result, summary, report_sentences)
-            drawn = (drawing.wait(quiet=quiet) if drawing is not None else []) + mixing_figures
-            if pending_report is not None and pool is not None:
-                pool.get(pending_report)
-            runs.append(MeasureRun(
-                measure=m, folder=folder, result=result, summary=summary, results_dir=out / "results" / folder,
-                figures_dir=None if figures_dir is None else out / "figures" / folder,
-                figures=tuple(out / "figures" / folder / Path(p).name for p in drawn),
-                report=out / "figures" / folder / REPORT_NAME if report else None))
+            measure_run, note = _run_measure(settings, m, loaded, sentence_set, staging, pool, results_dirs[m],
+                                             mixed, want_note=pending_note is None)
+            runs.append(measure_run)
+            pending_note = pending_note or note
         if compare_measures:
-            from ..outputs.compare import COMPARE_NAME, write_compare
-
-            weights_run, norm_run = runs
-            write_compare(results_dirs[COMPARED[0]], staged_figures(staging, out, weights_run.folder) if figures
-                          else None, weights_run.result, norm_run.result, formats)
-            compare = (weights_run.results_dir / f"{COMPARE_NAME}.csv",) + (
-                (out / "figures" / weights_run.folder / f"{COMPARE_NAME}.{formats[0]}",) if figures else ())
+            compare = _compare(settings, staging, runs, results_dirs)
     note = None
     if figures:  # ready: the pool has joined
         note = pending_note.get() if pending_note is not None else font_note(run_texts(runs[-1].result))
     paths = tuple(p for r in runs for p in (r.results_dir, r.figures_dir) if p is not None)
-    return RunOutput(sentence_set=sentence_set, runs=tuple(runs), out=out, compare=compare, font_note=note or None,
-                     unknown_note=unknown_note, leftovers=tuple(staging.leftovers), paths=paths, mixing=mixed)
+    return RunOutput(sentence_set=sentence_set, runs=tuple(runs), out=settings.out, compare=compare,
+                     font_note=note or None, unknown_note=unknown_note, leftovers=tuple(staging.leftovers),
+                     paths=paths, mixing=mixed)
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """A run's checked arguments, as each measure's steps read them."""
+
+    lang: str  # the results folder's name (LANG)
+    out: Path
+    units: str
+    figures: bool
+    report: bool
+    formats: tuple[str, ...]
+    all_figures: bool
+    quiet: bool
+    table_format: str
+    report_sentences: int
+
+    def folder(self, measure: str) -> str:
+        """LANG, LANG-norm or LANG-value-zeroing."""
+        from ..engine.measures import folder_suffix
+
+        return self.lang + folder_suffix(measure)
+
+    def results_dir(self, measure: str) -> Path:
+        return self.out / "results" / self.folder(measure)
+
+    def figures_dir(self, measure: str) -> Path:
+        return self.out / "figures" / self.folder(measure)
+
+    @property
+    def figure_sentences(self) -> int | None:
+        """How many sentences get per-sentence figures: None (all) with all_figures."""
+        from ..outputs.drawing import FIGURE_SENTENCES
+
+        return None if self.all_figures else FIGURE_SENTENCES
+
+    @property
+    def keep_maps(self) -> int | None:
+        """How many sentences keep their maps in memory: those the report and the figures show (None: all)."""
+        from ..outputs.drawing import FIGURE_SENTENCES
+
+        if self.figures and self.all_figures:
+            return None
+        return max(self.report_sentences if self.report else 0, FIGURE_SENTENCES if self.figures else 0)
+
+
+def _checked(lang: str, out: str | Path, units: str, measure: str, compare_measures: bool, figures: bool,
+             report: bool, formats: str | Sequence[str], all_figures: bool, quiet: bool, table_format: str,
+             report_sentences: int) -> tuple[_Settings, tuple[str, ...]]:
+    """run's arguments, checked before any work -> (settings, the measures to run)."""
+    from ..engine.checks import whole_number
+    from ..engine.measures import COMPARED, check_measure
+    from ..engine.units import check_rule
+    from ..outputs.folders import run_folder_name
+    from ..outputs.formats import check_formats
+    from ..outputs.tables import check_table_format
+
+    check_measure(measure)
+    check_rule(units)
+    checked_formats = check_formats(formats)
+    check_table_format(table_format)
+    report_sentences = whole_number(report_sentences, "report_sentences")
+    if compare_measures and measure != COMPARED[0]:
+        raise InputError(f"--compare-measures runs both measures; leave out --measure {measure}")
+    settings = _Settings(lang=run_folder_name(lang), out=Path(out), units=units, figures=figures, report=report,
+                         formats=checked_formats, all_figures=all_figures, quiet=quiet, table_format=table_format,
+                         report_sentences=report_sentences)
+    return settings, COMPARED if compare_measures else (measure,)
+
+
+def _mixing(loaded, sentence_set: SentenceSet, units: str, quiet: bool,
+            progress: Callable[[str], None] | None) -> Mixing:
+    """The context-mixing maps of the sentences (run --mixing), with a layer bar unless quiet."""
+    from ..engine.mixing import check_supported as check_mixing
+    from ..engine.mixing import run_mixing
+
+    check_mixing(loaded)
+    return run_mixing(loaded, sentence_set, units=units, progress=None if quiet else layer_bar, note=progress)
+
+
+def _run_measure(settings: _Settings, measure: str, loaded, sentence_set: SentenceSet, staging, pool,
+                 results_dir: Path, mixed: Mixing | None, want_note: bool):
+    """One measure: the maps and labels (tables streamed as each batch ends), the figures (drawn by the pool
+    meanwhile), summary.json, the mixing files and the report. -> (its MeasureRun, the pool's pending font note
+    if want_note, else None)."""
+    from dataclasses import replace
+
+    from ..engine.pipeline import analyse
+    from ..outputs.drawing import Drawing, run_jobs, run_texts
+    from ..outputs.tables import SentenceTables, write_results
+
+    # The tables are written as each batch of sentences is done; only the maps that the report and the figures
+    # show stay in memory.
+    with SentenceTables(results_dir, settings.table_format) as tables:
+        result = analyse(loaded, sentence_set, units=settings.units, measure=measure, keep_maps=settings.keep_maps,
+                         on_sentence=tables.add)
+    if mixed is not None:
+        result = replace(result, mixing=mixed)
+    figures_dir = _figures_folder(settings, staging, measure)
+    drawing, note = None, None
+    if settings.figures and figures_dir is not None:  # the workers draw while this process writes tables, report
+        drawing = Drawing(run_jobs(figures_dir, result, settings.formats, settings.figure_sentences), pool=pool)
+        if want_note and pool is not None:
+            note = pool.font_note(run_texts(result))
+    summary = write_results(results_dir, result, tables_written=True)
+    mixing_figures: list[Path] = []
+    if mixed is not None:  # before the report, which shows the summary
+        summary, mixing_figures = _write_mixing(settings, results_dir, figures_dir, mixed, summary, result)
+    pending_report = _start_report(settings, figures_dir, result, summary, pool)
+    drawn = (drawing.wait(quiet=settings.quiet) if drawing is not None else []) + mixing_figures
+    if pending_report is not None and pool is not None:
+        pool.get(pending_report)
+    return _measure_run(settings, measure, result, summary, figures_dir, drawn), note
+
+
+def _figures_folder(settings: _Settings, staging, measure: str) -> Path | None:
+    """The staged OUT/figures/<folder>, or None (and the old one removed) with neither figures nor report: the
+    folder holds what this run drew."""
+    if settings.figures or settings.report:
+        return staging.folder(settings.figures_dir(measure))
+    staging.remove(settings.figures_dir(measure))
+    return None
+
+
+def _write_mixing(settings: _Settings, results_dir: Path, figures_dir: Path | None, mixed: Mixing, summary: dict,
+                  result: RunResult) -> tuple[dict, list[Path]]:
+    """mixing.csv, mixing_agreement.csv and the mixing figures -> (the summary with the mixing's part, figures)."""
+    from ..outputs.mixing import write_mixing
+
+    return write_mixing(results_dir, figures_dir if settings.figures else None, mixed, summary,
+                        [(s.focus, s.sense) for s in result.sentences], settings.formats,
+                        settings.figure_sentences)
+
+
+def _start_report(settings: _Settings, figures_dir: Path | None, result: RunResult, summary: dict, pool):
+    """Write report.html: by the drawing pool (-> its pending job) or here (-> None)."""
+    from ..outputs.report import REPORT_NAME, write_report
+
+    if not settings.report or figures_dir is None:
+        return None
+    if pool is not None:
+        return pool.write_report(figures_dir / REPORT_NAME, result, summary, settings.report_sentences)
+    write_report(figures_dir / REPORT_NAME, result, summary, settings.report_sentences)
+    return None
+
+
+def _measure_run(settings: _Settings, measure: str, result: RunResult, summary: dict, figures_dir: Path | None,
+                 drawn: list[Path]) -> MeasureRun:
+    """The MeasureRun of one measure, with the paths its files will have once swapped in."""
+    from ..outputs.report import REPORT_NAME
+
+    final = settings.figures_dir(measure)
+    return MeasureRun(measure=measure, folder=settings.folder(measure), result=result, summary=summary,
+                      results_dir=settings.results_dir(measure), figures_dir=None if figures_dir is None else final,
+                      figures=tuple(final / Path(p).name for p in drawn),
+                      report=final / REPORT_NAME if settings.report else None)
+
+
+def _compare(settings: _Settings, staging, runs: list[MeasureRun], results_dirs: dict[str, Path]) -> tuple[Path, ...]:
+    """measures.csv (and its figure) of compare_measures: the weights run beside the norm run."""
+    from ..engine.measures import COMPARED
+    from ..outputs.compare import COMPARE_NAME, write_compare
+
+    weights_run, norm_run = runs
+    write_compare(results_dirs[COMPARED[0]],
+                  staged_figures(staging, settings.out, weights_run.folder) if settings.figures else None,
+                  weights_run.result, norm_run.result, settings.formats)
+    return (weights_run.results_dir / f"{COMPARE_NAME}.csv",) + (
+        (settings.out / "figures" / weights_run.folder / f"{COMPARE_NAME}.{settings.formats[0]}",)
+        if settings.figures else ())
 
 
 def staged_figures(staging, out: Path, folder: str) -> Path:

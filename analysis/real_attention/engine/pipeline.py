@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .batches import index_batches
 from .focus import FocusedSentence, focus_sentences
 from .heads import (FixedAccumulator, HeadReport, HeadSums, classify, focus_scores, kernel, report_from_scores,
                     sentence_counts)
@@ -58,17 +59,6 @@ def versions() -> dict[str, str]:
             "transformers": str(transformers.__version__)}
 
 
-def length_order(lengths: list[int], batch_size: int | None) -> list[list[int]]:
-    """The texts' indices cut into batches of at most batch_size (None: one batch). With more than one batch,
-    the indices are sorted by length first (a stable sort, as a corpus is), so a batch holds little padding;
-    one batch keeps the input order."""
-    indices = list(range(len(lengths)))
-    if batch_size is None or len(indices) <= batch_size:
-        return [indices]
-    ordered = sorted(indices, key=lambda i: lengths[i])
-    return [ordered[start:start + batch_size] for start in range(0, len(ordered), batch_size)]
-
-
 def check_length(loaded, too_long) -> None:
     """SentenceTooLong naming the first sentence of encode's too_long list, if any."""
     from .extract import SentenceTooLong
@@ -90,7 +80,8 @@ def attend_with_sums(loaded, texts: list[str] | None, *, units: str = DEFAULT_UN
     all of them, each text's (layers, n, n) rollout of the same maps; real_attention.engine.rollout), in the
     order of `texts`.
     units: the unit rule; required[i]: the words that must be units of text i (real_attention.engine.extract.encode).
-    batch_size: at most this many texts per forward pass, sorted by length (length_order); None: one pass.
+    batch_size: at most this many texts per forward pass, fewer when they are long, sorted by length
+    (real_attention.engine.batches.length_batches: memory stays bounded); None: one pass.
     pieces: keep each text's piece labels and (layers, heads, t, t) piece maps (WordAttention.pieces,
     .piece_weights).
     words: instead of texts, each sentence as its given words (the given-words rule, extract.encode_words);
@@ -113,7 +104,7 @@ def attend_with_sums(loaded, texts: list[str] | None, *, units: str = DEFAULT_UN
     rollouts: dict[int, np.ndarray] = {}
     accumulator = FixedAccumulator(loaded.layers, loaded.heads, loaded.device)
     tokens = 0
-    for indices in length_order([len(s.ids) for s in encoded], batch_size):
+    for indices in index_batches([len(s.ids) for s in encoded], batch_size):
         batch_attentions, batch_rollouts, batch_tokens = _attend_batch(
             loaded, [encoded[i] for i in indices], measure, pieces, accumulator)
         tokens += batch_tokens
@@ -169,12 +160,6 @@ def _attend_batch(loaded, encoded, measure: str, pieces: bool, accumulator: Fixe
     rolled = word_rollout(layer_means, piece_units, kinds.shape[1]).cpu().numpy()  # (B, L, n, n)
     rollouts = [np.ascontiguousarray(rolled[row, :, :n, :n]) for row, n in enumerate(sizes)]
     return attentions, rollouts, int(batch.attention_mask.sum())
-
-
-def attend_words(loaded, texts: list[str], *, units: str = DEFAULT_UNITS,
-                 measure: str = WEIGHTS, batch_size: int | None = None) -> list[WordAttention]:
-    """Word-level maps of `measure` of every head for each text: (layers, heads, n, n) float32, rows sum to 1."""
-    return attend_with_sums(loaded, texts, units=units, measure=measure, batch_size=batch_size)[0]
 
 
 def classify_words(attentions: list[WordAttention], sentence_set: SentenceSet, model: str = "", revision: str = "",

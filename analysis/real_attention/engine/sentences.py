@@ -1,17 +1,16 @@
 """The sentences to analyse: a TOML config with one table per language."""
 from __future__ import annotations
 
-import difflib
-import tomllib
 import unicodedata
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
+from .checks import whole_number
 from .errors import InputError
 from .text import text_problem
 
 DEFAULT_CONFIG_NAME = "sentences.toml"
+DEFAULT_LANG = "es"  # the lesson's: the table of the packaged config that `run`, `show` and `serve` use by default
 
 
 class ConfigError(InputError):
@@ -38,11 +37,15 @@ class SentenceSet:
 
 
 def default_config_text() -> str:
+    from importlib import resources
+
     return resources.files(__package__).joinpath(DEFAULT_CONFIG_NAME).read_text(encoding="utf-8")
 
 
 def read_config(path: str | Path | None) -> tuple[dict, str]:
     """Parse the TOML at `path` (the packaged lesson config if None); returns (tables, source name)."""
+    import tomllib  # here, not at the top: the CLI imports this module for DEFAULT_LANG as it starts
+
     if path is None:
         source, text = f"<packaged {DEFAULT_CONFIG_NAME}>", default_config_text()
     else:
@@ -66,14 +69,8 @@ def read_config(path: str | Path | None) -> tuple[dict, str]:
     return tables, source
 
 
-def _positive_int(value: object, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{where} must be a whole number >= 1, got {value!r}")
-    return value
-
-
 def _optional_occurrence(raw: dict, key: str, where: str) -> int | None:
-    return _positive_int(raw[key], f"{where}: {key}") if key in raw else None
+    return whole_number(raw[key], f"{where}: {key}", error=ConfigError) if key in raw else None
 
 
 def _nonempty_str(value: object, where: str) -> str:
@@ -95,6 +92,8 @@ def check_keys(keys, known: tuple[str, ...], where: str, elsewhere: tuple[str, .
                elsewhere_name: str = "") -> None:
     """ConfigError for the first key not in `known`, suggesting the closest known one; a key that belongs
     at another level (`elsewhere`, e.g. a sentence's key in a language table) is named with where it goes."""
+    import difflib
+
     for key in sorted(set(keys) - set(known)):
         close = difflib.get_close_matches(key, known + elsewhere, n=1, cutoff=0.6)
         if close and close[0] in elsewhere:

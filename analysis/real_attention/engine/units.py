@@ -53,11 +53,6 @@ def check_rule(rule: str) -> str:
     return rule
 
 
-def is_cjk(char: str) -> bool:
-    code = ord(char)
-    return any(low <= code <= high for low, high in CJK_RANGES)
-
-
 def is_punct_char(char: str) -> bool:
     return unicodedata.category(char).startswith("P")
 

@@ -40,7 +40,6 @@ LESSON: LessonNumbers = {
 
 # The scene of the seed's code block: "Me senté en el banco de mi jardín", d = 2.
 SCENE_WORDS: tuple[str, ...] = ("Me", "senté", "en", "el", "banco", "de", "mi", "jardín")
-SCENE_QUERY_WORD = "banco"
 SCENE_KEYS = np.array(
     [[-1.6, 0], [-0.3, 1], [-0.8, -0.8], [-0.8, -0.8], [0.5, -0.5], [-0.8, -0.8], [-0.8, -0.8], [1, 0.8]]
 )  # (8, 2)

@@ -69,7 +69,8 @@ def attend_many(model, queries: list[Query], lang: str = "") -> list:
         return [_alone(model, query, lang) for query in queries]
     from ..engine.models import check_encodes
     from ..engine.pipeline import attend_with_sums, classify_words, versions
-    from ..api.api import Attention, from_result, sentence_set
+    from ..api.arguments import sentence_set
+    from ..api.attention import Attention
 
     measure, units = queries[0].measure, queries[0].units
     try:
@@ -91,12 +92,11 @@ def attend_many(model, queries: list[Query], lang: str = "") -> list:
         span = slice(start, start + len(query.texts))
         start = span.stop
         if chosen is None:
-            answers.append(Attention(sentences=tuple(attentions[span]), model=model.choice.name,
-                                     revision=model.revision, versions=versions(), units=units, measure=measure,
-                                     rollout=tuple(rollouts[span]), causal=model.causal))
+            answers.append(Attention.from_maps(model, attentions[span], rollouts[span], units=units,
+                                               measure=measure))
             continue
         try:
-            answers.append(from_result(classify_words(
+            answers.append(Attention.from_result(classify_words(
                 attentions[span], chosen, model=model.choice.name, revision=model.revision, versions=versions(),
                 units=units, measure=measure, rollout=tuple(rollouts[span]), causal=model.causal,
                 weights_note=model.choice.weights_note)))

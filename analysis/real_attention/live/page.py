@@ -11,9 +11,9 @@ import html
 
 from ..engine.errors import RealAttentionError
 from ..engine.measures import MEASURES
+from ..engine.sentences import DEFAULT_LANG
 from ..engine.units import UNIT_RULES
 
-DEFAULT_LANG = "es"  # the lesson's
 DECODER_LANG = "en-causal"  # the packaged config's sentences whose sense word comes before the focus word
 STYLES = '<link rel="stylesheet" href="static/report.css">\n<link rel="stylesheet" href="static/page.css">'
 SCRIPTS = '<script src="static/report.js"></script>\n<script src="static/page.js"></script>'

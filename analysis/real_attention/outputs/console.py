@@ -1,16 +1,71 @@
-"""What the commands print after a job: a few lines per result, built from the job's output, no files read."""
+"""What the commands print after a job: a few lines per result, built from the job's output, no files read.
+
+The jobs' result types (api.run.RunOutput, api.corpus.CorpusOutput) live with their jobs, a stage above this
+one; the protocols below name the fields these lines read, so this module imports no job (the stage graph:
+docs/layout.md).
+"""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from ..engine.naming import short_revision
 
 if TYPE_CHECKING:
-    from ..api.corpus import CorpusOutput
-    from ..api.run import RunOutput
+    from ..engine.pipeline import RunResult
+    from ..engine.sentences import SentenceSet
+    from ..statistics.sums import CorpusRun
 
 
-def run_lines(output: RunOutput) -> list[str]:
+class MeasureRunView(Protocol):
+    """What run_lines reads of one measure's run (api.run.MeasureRun)."""
+
+    @property
+    def measure(self) -> str: ...
+    @property
+    def result(self) -> RunResult: ...
+    @property
+    def summary(self) -> dict: ...
+    @property
+    def results_dir(self) -> Path: ...
+    @property
+    def figures_dir(self) -> Path | None: ...
+    @property
+    def figures(self) -> tuple[Path, ...]: ...
+    @property
+    def report(self) -> Path | None: ...
+
+
+class RunView(Protocol):
+    """What run_lines reads of a run's output (api.run.RunOutput)."""
+
+    @property
+    def sentence_set(self) -> SentenceSet: ...
+    @property
+    def runs(self) -> Sequence[MeasureRunView]: ...
+    @property
+    def compare(self) -> tuple[Path, ...]: ...
+
+
+class CorpusView(Protocol):
+    """What corpus_lines reads of a corpus job's output (api.corpus.CorpusOutput)."""
+
+    @property
+    def run(self) -> CorpusRun: ...
+    @property
+    def summary(self) -> dict: ...
+    @property
+    def results_dir(self) -> Path: ...
+    @property
+    def figures_dir(self) -> Path: ...
+    @property
+    def engine(self) -> dict: ...
+    @property
+    def shards(self) -> int: ...
+
+
+def run_lines(output: RunView) -> list[str]:
     """The lines `real-attention run` prints: per measure the model, the summary and the paths written."""
     from ..engine.measures import MEASURES
     from ..outputs.tables import describe_run, sense_head_note
@@ -38,7 +93,7 @@ def run_lines(output: RunOutput) -> list[str]:
     return lines
 
 
-def corpus_lines(output: CorpusOutput) -> list[str]:
+def corpus_lines(output: CorpusView) -> list[str]:
     """The lines `heads --corpus` and `merge` print: the model and corpus, the summary, the folders."""
     from ..statistics.sums import describe_corpus
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..engine.measures import WEIGHTS
+from .formats import check_formats
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
     from ..engine.pipeline import RunResult
     from .readback import StoredRun
 
-FORMATS = ("png", "svg", "pdf")
 FIGURE_SENTENCES = 10  # per-sentence figures are drawn for the first 10 sentences unless asked for all
 PARALLEL_FROM = 6  # this many figures or more are drawn by forked worker processes (where fork exists)
 PROGRESS_FROM = 24  # this many figures or more show a progress bar on stderr (unless quiet)
@@ -305,19 +305,6 @@ def draw_all(jobs: list[Job], *, workers: int | None = None, quiet: bool = False
     """Draw and save every job, in forked worker processes when there are many (or in `pool`, started
     earlier); returns the paths in job order."""
     return Drawing(jobs, pool=pool, workers=workers).wait(quiet=quiet, desc=desc)
-
-
-def check_formats(formats: Sequence[str]) -> tuple[str, ...]:
-    """The formats once each, in the order given (a repeated --format draws once); InputError for unknown ones."""
-    from ..engine.errors import InputError
-
-    if isinstance(formats, str):
-        formats = (formats,)
-    formats = tuple(dict.fromkeys(formats))
-    unknown = set(formats) - set(FORMATS)
-    if unknown:
-        raise InputError(f"unknown figure format(s) {', '.join(sorted(unknown))}; use {', '.join(FORMATS)}")
-    return formats
 
 
 def figure_sentences(result: RunResult, max_sentences: int | None = FIGURE_SENTENCES) -> int:

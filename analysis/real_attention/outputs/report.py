@@ -72,12 +72,6 @@ def _packed(weights: np.ndarray) -> str:
     return base64.b64encode(zlib.compress(planes.tobytes(), 9)).decode("ascii")
 
 
-def unpack_weights(text: str) -> np.ndarray:
-    """The inverse of _packed: flat int64 ten-thousandths (for tests and for readers of the page's JSON)."""
-    planes = np.frombuffer(zlib.decompress(base64.b64decode(text)), dtype=np.uint8).reshape(2, -1)
-    return planes[0].astype(np.int64) | (planes[1].astype(np.int64) << 8)
-
-
 def _rounded(values: np.ndarray) -> list[float]:
     return [round(float(v), 4) for v in np.asarray(values, dtype=np.float64).reshape(-1)]
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 
 from .partitions import OrderedSum, Partition, partition_sums, partitions  # noqa: F401  (re-exported)
 from .sums import CorpusError, HeadSums
+from ..engine.checks import whole_number
 from ..engine.units import DEFAULT_UNITS
 from ..engine.errors import RealAttentionError
 
@@ -55,8 +56,8 @@ class Engine:
             raise CorpusError("--workers starts a local cluster and --scheduler connects to one; pass only one")
         for name in ("workers", "threads", "partition_size"):
             value = getattr(self, name)
-            if value is not None and value < 1:
-                raise CorpusError(f"--{name.replace('_', '-')} must be at least 1, not {value}")
+            if value is not None:
+                whole_number(value, f"--{name.replace('_', '-')}", error=CorpusError)
 
     @property
     def kind(self) -> str:

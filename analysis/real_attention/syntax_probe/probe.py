@@ -2,7 +2,7 @@
 word maps of each layer as it ends -> predictions -> exact counts -> tables, examples and files.
 
     read_treebank (checked TreeSentences) -> extract.encode_words (units: the treebank's words + specials)
-    -> statistics.sums.length_batches -> extract.pad_batch -> measures.forward_measured -> words.merge_maps
+    -> engine.batches.length_batches -> extract.pad_batch -> measures.forward_measured -> words.merge_maps
     (word maps without the specials) -> scoring.predict -> SyntaxCounts -> heads.csv, best.csv, baselines.csv,
     summary.json and the figures.
 
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from ..engine.checks import whole_number
 from ..engine.errors import InputError
 from ..engine.measures import WEIGHTS, check_measure
 from .scoring import (
@@ -64,8 +65,8 @@ class Treebank:
 def scan_treebank(path: str | Path, limit: int | None = None) -> Treebank:
     """Check the treebank (every sentence up to `limit`) and count its sentences; TreebankError names the file
     and line of a problem, InputError a bad limit."""
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise InputError(f"--limit must be a whole number of sentences, at least 1, not {limit!r}")
+    if limit is not None:
+        whole_number(limit, "--limit")
     path = check_treebank(path)
     kept: list[TreeSentence] | None = []
     count = 0
@@ -80,9 +81,8 @@ def scan_treebank(path: str | Path, limit: int | None = None) -> Treebank:
 
 
 def check_options(batch_size: int, min_count: int) -> None:
-    for name, value in (("--batch-size", batch_size), ("--min-count", min_count)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(f"{name} must be a whole number, at least 1, not {value!r}")
+    whole_number(batch_size, "--batch-size")
+    whole_number(min_count, "--min-count")
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,8 @@ def syntax_counts(loaded, sentences: Iterable[TreeSentence], batch_size: int = D
     order). `progress`: tqdm's update(n), one per sentence."""
     import torch
 
-    from ..statistics.streaming import BUCKET_BATCHES, length_batches
+    from ..engine.batches import length_batches
+    from ..statistics.streaming import BUCKET_BATCHES
     from ..engine.extract import encode_words, is_out_of_memory, out_of_memory, pad_batch
     from ..engine.measures import forward_measured
     from ..engine.words import merge_maps
@@ -293,13 +294,12 @@ def write_syntax(result: SyntaxResult, out: str | Path = ".", name: str | None =
     OUT/figures/syntax/NAME/ (best, relations and examples_<relation> figures in each format), all at once
     (staged). NAME: the treebank's stem by default ('-norm' added for the norm measure). -> the two folders."""
     from ..outputs.figio import save_figure
+    from ..outputs.formats import check_formats
     from ..outputs.staging import staged_outputs
     from ..outputs.files import write_csv, write_json
     from .figures import best_figure, example_figure, relations_figure
 
-    for fmt in formats:
-        if fmt not in ("png", "svg", "pdf"):
-            raise InputError(f"unknown figure format {fmt!r}: use png, svg or pdf")
+    formats = check_formats(formats)
     folder = folder_name(name or Path(result.summary["treebank"]["name"]).stem, result.summary["measure"])
     out = Path(out)
     title = f"{Path(result.summary['model']).name} on {result.summary['treebank']['name']}"

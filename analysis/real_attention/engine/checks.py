@@ -1,0 +1,69 @@
+"""Argument checks shared by every stage: each returns the checked value or raises one InputError that names the
+argument and says what it must be (a subclass such as ConfigError where the caller passes one)."""
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterable
+
+from .errors import InputError
+from .text import check_text
+
+
+def kind(value: object) -> str:
+    """How a message names a value's type: "None", "str", "float", ..."""
+    return "None" if value is None else type(value).__name__
+
+
+def whole_number(value: object, name: str, low: int = 1, high: int | None = None,
+                 error: type[InputError] = InputError) -> int:
+    """Any integral number (int, numpy int64, ...; not bool) from `low` to `high` (None: no limit) as an int;
+    otherwise `error` naming `name`: "NAME must be a whole number, at least 1, not ..." or "NAME 0 is out of range:
+    at least 1"."""
+    span = f"at least {low}" if high is None else f"{low} to {high}"
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise error(f"{name} must be a whole number, {span}, not {kind(value)} {value!r:.60}")
+    number = int(value)
+    if number < low or (high is not None and number > high):
+        raise error(f"{name} {number} is out of range: {span}")
+    return number
+
+
+def text(value: object, name: str, what: str) -> str:
+    """A non-empty string, or InputError naming the argument and saying `what` it should be."""
+    if not isinstance(value, str) or not value.strip():
+        shown = "an empty string" if isinstance(value, str) else f"{kind(value)} {value!r:.60}"
+        raise InputError(f"{name} must be a non-empty string ({what}), not {shown}")
+    return check_text(value, name)
+
+
+def optional_text(value: object, name: str, what: str) -> str | None:
+    """None, or a non-empty string (text)."""
+    return None if value is None else text(value, name, what)
+
+
+def flag(value: object, name: str) -> bool:
+    """True or False (1 and 0 too, numpy's included) as a bool; InputError otherwise."""
+    if not isinstance(value, (bool, numbers.Integral)) or value not in (0, 1):
+        raise InputError(f"{name} must be True or False, not {kind(value)} {value!r:.60}")
+    return bool(value)
+
+
+def strings(values: object, name: str, item: str = "sentence") -> list[str]:
+    """A string (one item) or an iterable of non-empty strings as a list; InputError names the argument and
+    the item. bytes are refused (decode them first), as is any item that is no string: None and 3 are never
+    "None" and "3"."""
+    if isinstance(values, str):
+        return [values]
+    if isinstance(values, (bytes, bytearray, memoryview)):
+        raise InputError(f"{name} must be a string or a list of strings, not bytes; decode them first "
+                         "(e.g. data.decode('utf-8'))")
+    if not isinstance(values, Iterable):
+        raise InputError(f"{name} must be a string or a list of strings, not {kind(values)} {values!r:.60}")
+    items = list(values)
+    for number, value in enumerate(items, start=1):
+        if not isinstance(value, str):
+            raise InputError(f"{name}: {item} {number} is {kind(value)} {value!r:.60}, not a string")
+        if not value.strip():
+            raise InputError(f"{name}: {item} {number} is empty; pass non-empty strings")
+        check_text(value, f"{name}: {item} {number}")
+    return items

@@ -1,0 +1,20 @@
+"""The figure formats every command and function draws: one list, one check (light: the CLI imports it)."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..engine.errors import InputError
+
+FIGURE_FORMATS = ("png", "svg", "pdf")
+
+
+def check_formats(formats: str | Sequence[str]) -> tuple[str, ...]:
+    """The figure formats, each once in the order given (a repeated --format draws once); InputError for an
+    unknown one or for none."""
+    items = tuple(dict.fromkeys((formats,) if isinstance(formats, str) else formats))
+    unknown = [item for item in items if item not in FIGURE_FORMATS]
+    if unknown:
+        raise InputError(f"unknown figure format(s) {', '.join(map(repr, unknown))}: use {', '.join(FIGURE_FORMATS)}")
+    if not items:
+        raise InputError("give at least one figure format")
+    return items
