@@ -46,7 +46,10 @@ def loading_notice(quiet: bool):
     def say(line: str) -> None:
         from tqdm.auto import tqdm
 
-        tqdm.write(line, file=sys.stderr)
+        if getattr(tqdm, "_instances", None):  # a bar is drawn: write above it
+            tqdm.write(line, file=sys.stderr)
+        else:  # in order with the command's other output
+            click.echo(line, err=True)
 
     token = ON_LOADING.set(None if quiet else say)
     try:
