@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from . import norm
 from .errors import InputError
-from .extract import forward_layers
+from .extract import forward_layers, is_out_of_memory, out_of_memory
 from .mixing import layers as rerun
 from .mixing import value_zeroing
 from .norm import NORM, norm_maps  # noqa: F401  (norm_maps re-exported)
@@ -86,8 +86,22 @@ class Measurer:
         return weights if self.hooks is None else self.hooks.maps(layer, weights)
 
 
-def forward_measured(loaded, batch, on_layer: Callable, measure: str = WEIGHTS) -> None:
-    """extract.forward_layers, with on_layer(layer, maps) getting the maps of `measure` instead of the weights."""
+def forward_measured(loaded, batch, on_layer: Callable, measure: str = WEIGHTS, *, batch_size: int | None = None) -> None:
+    """extract.forward_layers, with on_layer(layer, maps) getting the maps of `measure` instead of the weights.
+
+    batch_size: the run's --batch-size; when given, the device running out of memory is one OutOfDeviceMemory that
+    says to lower it, instead of torch's error."""
+    if batch_size is None:
+        return _forward_measured(loaded, batch, on_layer, measure)
+    try:
+        _forward_measured(loaded, batch, on_layer, measure)
+    except Exception as error:  # CUDA/MPS out of memory: one line that says what to change
+        if is_out_of_memory(error):
+            raise out_of_memory(loaded, batch, batch_size) from None
+        raise
+
+
+def _forward_measured(loaded, batch, on_layer: Callable, measure: str) -> None:
     if check_measure(measure) == VALUE_ZEROING:  # every layer re-run in float64
         maps = value_zeroing.head_value_zeroing(loaded, batch)  # (B, layers, H, t, t)
         for layer in range(loaded.layers):

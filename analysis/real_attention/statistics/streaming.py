@@ -134,7 +134,6 @@ def corpus_sums(
     """
     import torch
 
-    from ..engine.extract import is_out_of_memory, out_of_memory
     from ..engine.measures import forward_measured
 
     if batch_size < 1:
@@ -159,12 +158,7 @@ def corpus_sums(
                 # called within this iteration's forward pass: this batch's piece_units and kinds
                 accumulator.add(layer, kernel(weights, piece_units, kinds, causal=loaded.causal)[1])  # noqa: B023
 
-            try:
-                forward_measured(loaded, batch, on_layer, measure)
-            except Exception as error:  # CUDA/MPS out of memory: one line that says what to change
-                if is_out_of_memory(error):
-                    raise out_of_memory(loaded, batch, batch_size) from None
-                raise
+            forward_measured(loaded, batch, on_layer, measure, batch_size=batch_size)
             for name, value in sentence_counts(sizes, int(batch.attention_mask.sum()), loaded.causal).items():
                 counts[name] += value
             shown = _advance(progress, shown, len(sizes))

@@ -139,7 +139,7 @@ def syntax_counts(loaded, sentences: Iterable[TreeSentence], batch_size: int = D
 
     from ..engine.batches import length_batches
     from ..statistics.streaming import BUCKET_BATCHES
-    from ..engine.extract import encode_words, is_out_of_memory, out_of_memory, pad_batch
+    from ..engine.extract import encode_words, pad_batch
     from ..engine.measures import forward_measured
     from ..engine.words import merge_maps
     from .scoring import predict
@@ -178,12 +178,7 @@ def syntax_counts(loaded, sentences: Iterable[TreeSentence], batch_size: int = D
                 word_maps = merge_maps(maps.float(), pieces, words)  # (B, H, W, W) without the specials
                 correct = counts.add_layer_on_device(layer, gold, predict(word_maps, lengths), correct)
 
-            try:
-                forward_measured(loaded, batch, on_layer, measure)
-            except Exception as error:  # CUDA/MPS out of memory: one line that says what to change
-                if is_out_of_memory(error):
-                    raise out_of_memory(loaded, batch, batch_size) from None
-                raise
+            forward_measured(loaded, batch, on_layer, measure, batch_size=batch_size)
             if progress is not None:
                 progress.update(len(batch_sentences))
     counts.take_device_counts(correct)  # the only copy of the counts to the host
