@@ -98,7 +98,7 @@ RECIPES = [("parquet", xor_middle), ("csv", truncate_half), ("parquet", truncate
            ("csv", cut_summary), ("parquet", cut_summary)]
 
 
-def check_refused(out: Path, damaged_file: Path) -> None:
+def check_refused(out: Path, damaged_file: Path) -> str:
     """show: one `Error:` line naming the file and saying it is damaged, exit 2, no traceback; the API:
     InputError with the same message."""
     result = CliRunner().invoke(cli, ["show", "--layer", "3", "--head", "1", "--out", str(out)])
@@ -109,6 +109,7 @@ def check_refused(out: Path, damaged_file: Path) -> None:
     with pytest.raises(InputError, match=f"^{damaged_file} is damaged: "):
         ra.read_attention(out / "results" / "es")
     assert not (out / "figures").exists()
+    return line
 
 
 @pytest.mark.parametrize("old", [False, True], ids=["recorded", "older-run"])
@@ -117,7 +118,9 @@ def test_a_damaged_table_or_summary_is_one_error_naming_the_file(fmt, damage, ol
     out = copy_of(written, fmt, tmp_path, old=old)
     table = out / "results" / "es" / f"attention.{fmt}"
     damage(table)
-    check_refused(out, table.with_name("summary.json") if damage is cut_summary else table)
+    named = table.with_name("summary.json") if damage is cut_summary else table
+    line = check_refused(out, named)
+    assert line.startswith(f"Error: {named} is damaged: ") and len(line) > len(f"Error: {named} is damaged: ")
 
 
 def test_a_recorded_table_whose_bytes_changed_is_refused_even_if_it_parses(written, tmp_path):

@@ -42,7 +42,7 @@ def test_out_of_device_memory_is_one_line_that_suggests_a_smaller_batch(tmp_path
     def exhausted(*args, **options):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
-    monkeypatch.setattr(measures, "forward_measured", exhausted)
+    monkeypatch.setattr(measures, "_forward_measured", exhausted)  # under the OOM guard
     out = tmp_path / "out"
     result = CliRunner().invoke(cli, ["heads", "--corpus", str(write_corpus(tmp_path)), "--model",
                                       str(tiny_model_dir), "--batch-size", "8", "--out", str(out), "--quiet"])

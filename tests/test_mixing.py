@@ -98,7 +98,7 @@ def test_alti_reconstructs_the_pre_ln_blocks_of_decoders(decoder):
 
 @pytest.mark.slow
 def test_alti_reconstructs_minilm(minilm):
-
+    assert {b.kind for b in mx.blocks(minilm)} == {"post"}  # MiniLM is a post-LN BERT
     check_reconstruction(minilm)
 
 

@@ -87,7 +87,10 @@ def test_stated_values_become_asserts():
 @pytest.mark.parametrize(("name", "number", "code"), BLOCKS, ids=[f"{name}-{number}" for name, number, _ in BLOCKS])
 def test_a_python_block_runs(name, number, code, needs_minilm, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    exec(compile(with_stated_values_checked(code), f"{name} python block {number}", "exec"), {"__name__": "__docs__"})
+    namespace: dict = {"__name__": "__docs__"}
+    code = with_stated_values_checked(code) + "\n__ran_to_the_end__ = True\n"
+    exec(compile(code, f"{name} python block {number}", "exec"), namespace)
+    assert namespace.get("__ran_to_the_end__") is True  # every statement ran, each stated value asserted on the way
 
 
 # --- paths ---------------------------------------------------------------------------------------------------
