@@ -301,7 +301,7 @@ def _force(llama, length: int, targets: dict[int, int]):
     """Patch layer 1's attention so that head h attends only to i + targets[h] (or to 0 where that is before the
     start): a forward hook on the attention module, registered before detect's own, replaces the weights it hands
     over. The model's hidden states are untouched: this checks which positions detect reads, not a learnt head."""
-    from real_attention.engine.extract import attention_modules
+    from real_attention.engine.anatomy import attention_modules
 
     def hook(module, args, output):
         weights = output[1].clone()

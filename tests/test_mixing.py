@@ -75,9 +75,20 @@ def real_block_outputs(loaded, text: str) -> list[torch.Tensor]:
     return seen
 
 
+def decompositions(loaded, piece_ids: np.ndarray) -> list:
+    """ALTI's decomposition of every layer's attention block for one sentence's (t,) piece ids."""
+    found = mx.blocks(loaded)
+    out = []
+    for block, given in zip(found, mx.layer_inputs(loaded, found, piece_ids)):
+        layer = mx.Layer64(block)
+        _, recorded = layer.run(given, given.hidden, record=True)
+        out.append(mx.decompose(layer, given, loaded.heads, recorded))
+    return out
+
+
 def check_reconstruction(loaded, text: str = SENTENCE) -> None:
     real = real_block_outputs(loaded, text)
-    decomposed = mx.decompositions(loaded, ids(loaded, text))
+    decomposed = decompositions(loaded, ids(loaded, text))
     assert len(real) == len(decomposed) == loaded.layers
     for layer, (block, part) in enumerate(zip(real, decomposed)):
         np.testing.assert_allclose(part.output.numpy(), block.numpy(), atol=1e-5, rtol=1e-5,
@@ -459,7 +470,7 @@ def test_alti_refuses_a_block_that_is_not_x_plus_attention(tiny_decoders, tmp_pa
                          tokenizer=tokenizer, model=model, device="cpu", layers=2, heads=4, max_tokens=32, causal=True)
     piece_ids = ids(loaded, CAUSAL.sentences[0].text)
     with pytest.raises(InputError, match="ALTI needs the residual stream x \\+ attention"):
-        mx.decompositions(loaded, piece_ids)
+        decompositions(loaded, piece_ids)
     zeroed = mx.piece_mixing(loaded, [piece_ids], alti=False)[0].value_zeroing
     np.testing.assert_allclose(zeroed.sum(axis=-1), 1.0, atol=1e-12)
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .anatomy import attention_modules
 from .errors import InputError, ModelUnavailable
 from .text import check_text
 from .units import DEFAULT_UNITS, GIVEN_WORDS, Joined, MissingWord, UnitError, join_words
@@ -186,16 +187,6 @@ def is_out_of_memory(error: BaseException) -> bool:
 
     return isinstance(error, torch.OutOfMemoryError) or (
         isinstance(error, RuntimeError) and "out of memory" in str(error).lower())
-
-
-def attention_modules(model) -> list | None:
-    """The self-attention module of every layer, in order: the class transformers records "attentions" from;
-    None for a model that says none (MPNet, DeBERTa: their maps come only through output_attentions)."""
-    spec = (getattr(model, "_can_record_outputs", None) or {}).get("attentions")
-    target = getattr(spec, "target_class", spec)
-    if not isinstance(target, type):
-        return None
-    return [module for module in model.modules() if isinstance(module, target)]
 
 
 def inputs(loaded, batch: Batch) -> dict:

@@ -14,25 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ModelUnavailable
-from .extract import attention_modules
+from .anatomy import attention_parts
 
 from .measure_names import NORM  # noqa: E402, F401  (re-exported; --measure norm, folders <lang>-norm; run --mixing's "norm" map)
 TEXT = ("Norm-based: each weight times the length of what that word adds, ||\u03b1 f(x)|| (Kobayashi et al., "
         "2020), each row rescaled to sum to 1 (100 %).")
 TITLE = "norm-based weight \u2016\u03b1f(x)\u2016"
-
-# Where a layer's value and output projections live, relative to the module that gives the attention maps.
-VALUE_NAMES = ("v_proj", "value", "value_proj", "v")  # BERT: .value; Llama-style decoders: .v_proj
-OUTPUT_NAMES = ("o_proj", "out_proj", "output.dense")  # Llama: .o_proj; BERT: the parent's .output.dense
-
-
-def _attribute(module, dotted: str):
-    for part in dotted.split("."):
-        module = getattr(module, part, None)
-        if module is None:
-            return None
-    return module
-
 
 @dataclass(frozen=True)
 class Projections:
@@ -60,28 +47,21 @@ def _fused(module, heads: int) -> Projections | None:
 
 
 def projections(model, heads: int) -> list[Projections]:
-    """Every layer's value and output projections, found from the module that gives the attention maps."""
-    parents = {}
-    for module in model.modules():
-        for child in module.children():
-            parents[id(child)] = module
-    modules = attention_modules(model)
+    """Every layer's value and output projections (real_attention.engine.anatomy finds them)."""
+    parts = attention_parts(model)
     layers = getattr(getattr(model, "config", None), "num_hidden_layers", None)
-    if modules is None or (layers is not None and len(modules) != layers):
+    if parts is None or (layers is not None and len(parts) != layers):
         # MPNet and DeBERTa name no attention module; ALBERT shares one across its layers
         raise ModelUnavailable(f"--measure norm needs one attention module per layer with a value and an output "
                                f"projection; {type(model).__name__} gives its maps only through "
                                "output_attentions. Use --measure weights")
     found = []
-    for module in modules:
+    for part in parts:
+        module, value, output = part.attention, part.value, part.output
         fused = _fused(module, heads)
         if fused is not None:
             found.append(fused)
             continue
-        owners = (module, parents.get(id(module)))
-        value = next((v for v in (_attribute(module, name) for name in VALUE_NAMES) if v is not None), None)
-        output = next((o for owner in owners if owner is not None
-                       for o in (_attribute(owner, name) for name in OUTPUT_NAMES) if o is not None), None)
         if value is None or output is None or not hasattr(output, "weight"):
             raise ModelUnavailable(f"{type(module).__name__} has no value or output projection that --measure "
                                    "norm knows (BERT's value and output.dense, v_proj and o_proj, or GPT-2's "

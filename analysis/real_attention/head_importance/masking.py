@@ -123,7 +123,7 @@ def _projection_hook(layer: int, heads: int):
 
 def layer_map(base, layers: int) -> dict[int, int]:
     """id(attention module) -> layer from 0, for a model that names its attention modules; else {}."""
-    from ..engine.extract import attention_modules
+    from ..engine.anatomy import attention_modules
 
     modules = attention_modules(base)
     if modules is None or len(modules) != layers:

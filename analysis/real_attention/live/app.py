@@ -16,7 +16,8 @@ from importlib import resources
 
 import numpy as np
 
-from ..engine.errors import InputError, RealAttentionError
+from ..engine.checks import whole_number
+from ..engine.errors import RealAttentionError
 from ..engine.text import text_problem
 from .engine import Busy, Query, Worker
 
@@ -233,9 +234,8 @@ class LiveModel:
         from .page import live_page
 
         self.model, self.measure = model, check_measure(measure)
-        for name, value in (("max_sentences", max_sentences), ("max_pieces", max_pieces)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InputError(f"{name} must be a whole number >= 1, got {value!r}")
+        max_sentences = whole_number(max_sentences, "max_sentences")
+        max_pieces = whole_number(max_pieces, "max_pieces")
         page_lang, self.page = live_page(model, lang=lang, measure=measure)
         self.worker = Worker(model, lang=page_lang, max_sentences=max_sentences, max_pieces=max_pieces)
         self.answers: OrderedDict = OrderedDict()  # Query -> Attention, the last CACHED_ANSWERS

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from ..extract import attention_modules
+from ..anatomy import attention_parts
 
 ATTENTION_FUNCTION = "real_attention_mixing"  # its name in transformers' attention-function registry
 
@@ -42,9 +42,6 @@ class Block:
     kind: str  # "post", "pre" or "sandwich"
 
 
-OUTPUT_NAMES = ("o_proj", "out_proj", "c_proj")  # inside the attention module; BERT's is beside it
-
-
 def blocks(loaded) -> list[Block]:
     """Every layer's Block; InputError for a model whose layers cannot be re-run one by one (MPNet, DeBERTa:
     no attention module is named; ALBERT: one module shared by every layer)."""
@@ -52,27 +49,24 @@ def blocks(loaded) -> list[Block]:
     records = getattr(model, "_can_record_outputs", None) or {}
     spec = records.get("hidden_states")
     layer_class = getattr(spec, "target_class", spec)
-    modules = attention_modules(model)
-    if modules is None or not isinstance(layer_class, type):
+    parts = attention_parts(model)
+    if parts is None or not isinstance(layer_class, type):
         raise _unsupported(model, "gives its maps only through output_attentions")
     layers: list[Any] = [module for module in model.modules() if isinstance(module, layer_class)]
-    if len(layers) != loaded.layers or len(modules) != loaded.layers:
+    if len(layers) != loaded.layers or len(parts) != loaded.layers:
         raise _unsupported(model, "shares one attention module across its layers")
     found = []
-    for layer, module in zip(layers, modules):
+    for layer, part in zip(layers, parts):
         names = {id(m): name for name, m in layer.named_modules()}
-        if id(module) not in names:
+        if id(part.attention) not in names or (part.output is not None and id(part.output) not in names):
             raise _unsupported(model, "has an attention module outside its layer module")
-        attention = names[id(module)]
-        parent = attention.rpartition(".")[0]
-        owner = layer.get_submodule(parent) if parent else layer
-        output = next((f"{attention}.{o}" for o in OUTPUT_NAMES if hasattr(module, o)), None)
+        attention = names[id(part.attention)]
+        output = None if part.output is None else names[id(part.output)]
         after, kind = None, "pre"
-        if output is None and hasattr(getattr(owner, "output", None), "dense"):  # BERT: attention.output.dense
-            output = f"{parent}.output.dense".lstrip(".")
-            after, kind = f"{parent}.output.LayerNorm".lstrip("."), "post"
-            if not hasattr(owner.output, "LayerNorm"):
+        if part.beside is not None:  # BERT: attention.output.dense, then attention.output.LayerNorm
+            if not hasattr(part.beside, "LayerNorm"):
                 raise _unsupported(model, "has no LayerNorm after its attention output")
+            after, kind = names[id(part.beside.LayerNorm)], "post"
         elif hasattr(layer, "pre_feedforward_layernorm") and hasattr(layer, "post_attention_layernorm"):
             after, kind = "post_attention_layernorm", "sandwich"  # Gemma 2 and 3: a norm on the attention output
         if output is None:

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .alti import Decomposition, alti_raw, decompose
-from .layers import Layer64, blocks, each_layer, layer_inputs, scale_rows
+from .alti import alti_raw
+from .layers import each_layer, scale_rows
 from .value_zeroing import head_maps, layer_map
 
 
@@ -19,7 +19,6 @@ class PieceMixing:
     value_zeroing: np.ndarray | None  # (layers, t, t)
     heads: np.ndarray | None  # (layers, heads, t, t) per-head value zeroing
     raw_sums: np.ndarray | None  # (layers, t) value zeroing's row sums before scaling
-    head_raw_sums: np.ndarray | None  # (layers, heads, t) per head
 
 
 def piece_mixing(loaded, sentences: list[np.ndarray], *, alti: bool = True, zeroing: bool = True,
@@ -32,7 +31,7 @@ def piece_mixing(loaded, sentences: list[np.ndarray], *, alti: bool = True, zero
 
     count, h = len(sentences), loaded.heads
     maps: dict[str, list[list]] = {name: [[] for _ in range(count)] for name in
-                                   ("alti", "value_zeroing", "heads", "raw_sums", "head_raw_sums")}
+                                   ("alti", "value_zeroing", "heads", "raw_sums")}
     for layer, given_each in each_layer(loaded, sentences, progress):
         for s, given in enumerate(given_each):
             reference, recorded = layer.run(given, given.hidden, record=alti)  # (1, t, hidden)
@@ -44,19 +43,7 @@ def piece_mixing(loaded, sentences: list[np.ndarray], *, alti: bool = True, zero
                 maps["value_zeroing"][s].append(scaled)
                 maps["raw_sums"][s].append(sums)
             if heads:
-                scaled, sums = head_maps(layer, given, reference, h, loaded.causal, chunk)
-                maps["heads"][s].append(scaled)
-                maps["head_raw_sums"][s].append(sums)
+                maps["heads"][s].append(head_maps(layer, given, reference, h, loaded.causal, chunk)[0])
     stacked = {name: [torch.stack(rows).numpy() if rows else None for rows in per] for name, per in maps.items()}
     return [PieceMixing(**{name: stacked[name][s] for name in stacked}) for s in range(count)]
 
-
-def decompositions(loaded, ids: np.ndarray) -> list[Decomposition]:
-    """ALTI's decomposition of every layer's attention block for one sentence's (t,) piece ids (for checks)."""
-    found = blocks(loaded)
-    out = []
-    for block, given in zip(found, layer_inputs(loaded, found, ids)):
-        layer = Layer64(block)
-        _, recorded = layer.run(given, given.hidden, record=True)
-        out.append(decompose(layer, given, loaded.heads, recorded))
-    return out
