@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import matplotlib
@@ -235,3 +236,72 @@ def _close_figures():
     import matplotlib.pyplot as plt
 
     plt.close("all")
+
+
+# ---- one headless Chromium per test session (per xdist worker) -----------------------------------------------------
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+CHROME_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run",
+    "--disable-extensions", "--disable-default-apps", "--hide-scrollbars", "--force-device-scale-factor=1",
+    "--window-size=1400,1000",
+    # every host but 127.0.0.1 (the live page's server) unreachable: a report that asked for anything on the
+    # network would fail to get it, and its request would still be logged
+    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+    "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=127.0.0.1",
+]
+
+
+def browser_missing() -> str | None:
+    """Why the browser tests cannot run here, or None when they can."""
+    if not (CHROMIUM and CHROMEDRIVER):
+        return "no Chromium or chromedriver: apt-get install -y chromium chromium-driver"
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "no Selenium: pip install selenium"
+    return None
+
+
+def require_browser(missing: str | None, environ=os.environ) -> None:
+    """In CI a missing browser fails the browser tests; elsewhere they skip with the reason."""
+    if missing is None:
+        return
+    if environ.get("CI"):
+        pytest.fail(f"CI is set but the browser tests cannot run: {missing}")
+    pytest.skip(missing)
+
+
+def start_browser(profile: Path):
+    """Headless Chromium through Selenium: no host but 127.0.0.1 reachable, every request and message logged."""
+    require_browser(browser_missing())
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in CHROME_FLAGS + [f"--user-data-dir={profile}"]:
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.execute_cdp_cmd("Network.enable", {})
+    return driver
+
+
+@pytest.fixture(scope="session")
+def chromium(tmp_path_factory):
+    """The session's one Chromium: starting it costs more than most browser tests."""
+    require_browser(browser_missing())
+    driver = start_browser(tmp_path_factory.mktemp("chromium-profile"))
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture()
+def browser(chromium):
+    """The session's Chromium on a blank page, with what earlier tests logged forgotten."""
+    chromium.get("about:blank")
+    chromium.get_log("performance"), chromium.get_log("browser")
+    return chromium

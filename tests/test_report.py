@@ -11,9 +11,7 @@ from __future__ import annotations
 import html
 import io
 import json
-import os
 import re
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -23,6 +21,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from conftest import require_browser, start_browser
 from real_attention.engine.categories import (
     CATEGORIES, CATEGORY_COLOURS, HEATMAP_CMAP, HEATMAP_LIGHT_TEXT_FROM, category_counts, focus_categories,
     key_relations, key_rules,
@@ -374,69 +373,12 @@ def test_iframe_holds_the_exact_page_and_nothing_external(synthetic_144):
 
 # ---- in a real browser -----------------------------------------------------------------------------
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-CHROME_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run",
-    "--disable-extensions", "--disable-default-apps", "--hide-scrollbars", "--force-device-scale-factor=1",
-    "--window-size=1400,1000",
-]
-
-
-def start_browser(profile: Path):
-    """Headless Chromium through Selenium, with the network off and every request logged."""
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        pytest.fail("Chromium is installed but Selenium is not: pip install selenium")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in CHROME_FLAGS + [f"--user-data-dir={profile}"]:
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.execute_cdp_cmd("Network.enable", {})
-    driver.execute_cdp_cmd("Network.emulateNetworkConditions",
-                           {"offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
-    return driver
-
-
-def browser_missing() -> str | None:
-    """Why the browser tests cannot run here, or None when they can."""
-    if not (CHROMIUM and CHROMEDRIVER):
-        return "no Chromium or chromedriver: apt-get install -y chromium chromium-driver"
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        return "no Selenium: pip install selenium"
-    return None
-
-
-def require_browser(missing: str | None, environ=os.environ) -> None:
-    """In CI a missing browser fails the browser tests; elsewhere they skip with the reason."""
-    if missing is None:
-        return
-    if environ.get("CI"):
-        pytest.fail(f"CI is set but the browser tests cannot run: {missing}")
-    pytest.skip(missing)
-
-
 def test_browser_tests_fail_in_ci_and_skip_elsewhere():
     require_browser(None, {"CI": "true"})  # a browser: nothing to say
     with pytest.raises(pytest.fail.Exception, match="CI is set .*no Chromium"):
         require_browser("no Chromium or chromedriver", {"CI": "true"})
     with pytest.raises(pytest.skip.Exception, match="no Chromium"):
         require_browser("no Chromium or chromedriver", {})
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    require_browser(browser_missing())
-    driver = start_browser(tmp_path_factory.mktemp("chromium-profile"))
-    yield driver
-    driver.quit()
 
 
 def open_report(driver, path: Path, timeout: float = 15.0) -> float:

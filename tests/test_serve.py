@@ -449,37 +449,6 @@ def test_sigint_while_a_request_runs_still_exits_0(tiny_model_dir):
 
 # ---- in a real browser -------------------------------------------------------------------------------
 
-def start_browser(profile: Path):
-    """Headless Chromium as tests/test_report.py starts it, but with every host other than 127.0.0.1 unreachable."""
-    from test_report import (
-        CHROME_FLAGS,
-        CHROMEDRIVER,
-        CHROMIUM,
-        browser_missing,
-        require_browser,
-    )
-
-    require_browser(browser_missing())
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in CHROME_FLAGS + [f"--user-data-dir={profile}",
-                                "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
-                                "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=127.0.0.1"]:
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
-    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    driver = start_browser(tmp_path_factory.mktemp("chromium-serve"))
-    yield driver
-    driver.quit()
-
-
 def wait_for(driver, script: str, timeout: float = 30.0):
     start = time.monotonic()
     while True:
@@ -612,6 +581,7 @@ if __name__ == "__main__":  # python tests/test_serve.py figures/demo-minilm/ser
     import tempfile
 
     sys.path.insert(0, str(Path(__file__).parent))
+    from conftest import start_browser
     target = Path(sys.argv[1] if len(sys.argv) > 1 else "figures/demo-minilm/serve.png")
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as work:
