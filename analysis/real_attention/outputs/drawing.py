@@ -145,7 +145,7 @@ def _serve(end) -> None:
             try:
                 reply = (True, function(*arguments))
             except BaseException as error:  # noqa: BLE001  the caller raises it
-                reply = (False, _ExceptionWithTraceback(error, error.__traceback__))
+                reply = (False, _ExceptionWithTraceback(error, error.__traceback__))  # type: ignore[arg-type]
             try:
                 end.send(reply)
             except (EOFError, OSError):
@@ -307,10 +307,10 @@ class DrawingPool:
 
         live = dict(enumerate(self._ends))
         while live:
-            for end in wait(list(live.values())):
-                worker = next(number for number, known in live.items() if known is end)
+            for ready in wait(list(live.values())):
+                worker = next(number for number, known in live.items() if known is ready)
                 try:
-                    reply = end.recv()
+                    reply = live[worker].recv()
                 except (EOFError, OSError):
                     del live[worker]
                     self._break()
@@ -321,7 +321,10 @@ class DrawingPool:
                     self._hand_out()
                 if future is not None:
                     ok, value = reply
-                    future.set_result(value) if ok else future.set_exception(value)
+                    if ok:
+                        future.set_result(value)
+                    else:
+                        future.set_exception(value)
 
     def _break(self) -> None:
         """A worker ended: unless the pool was closing, every task not done is an OutputError."""
