@@ -1,4 +1,4 @@
-"""The drawing pool (a ProcessPoolExecutor of forked workers): a dead worker is one error, Ctrl-C is left to the
+"""The drawing pool (forked workers: the first forks the others): a dead worker is one error, Ctrl-C is left to the
 main process, workers die with their parent. No sleeps and no private attributes: the pool says its workers'
 pids (DrawingPool.pids), and a process's end is awaited through a pidfd."""
 import os

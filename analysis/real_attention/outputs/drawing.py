@@ -1,8 +1,9 @@
 """Which figures a run draws, and the forked worker processes that draw them (real_attention.outputs.plots draws each one).
 
 This module imports no matplotlib. The workers do, so `run` can start them (`DrawingPool.start`) before it
-loads the model: while the main process imports torch and reads the weights on one core, the workers import
-matplotlib and warm their fonts on the other, and they are ready when the maps are. A job is one figure:
+loads the model: while the main process imports torch and reads the weights on one core, the first worker
+imports matplotlib and warms its fonts on the other, then forks the others from itself, and they are ready when
+the maps are. A job is one figure:
 (drawer name, its arguments, folder, file stem, formats); each is drawn and saved by itself, so its bytes do
 not depend on the process that drew it.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -80,7 +81,7 @@ def die_with_parent(parent: int) -> None:
 
 
 def _start_worker(parent: int, started) -> None:  # started: the write end of DrawingPool's pid pipe
-    """Each drawing worker's initializer: die with the parent, leave Ctrl-C to it, say its pid, warm up."""
+    """What each drawing worker does first: die with its parent, leave Ctrl-C to the main process, say its pid."""
     import signal
 
     die_with_parent(parent)
@@ -91,14 +92,66 @@ def _start_worker(parent: int, started) -> None:  # started: the write end of Dr
     # for itself (staging.sigterm_as_interrupt), which a forked worker inherits.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     started.send(os.getpid())  # one small write: atomic on a pipe, done before any job runs
+
+
+def _warm_up() -> None:
+    """Import matplotlib, render one small figure, load the report's colour map (its module and matplotlib's
+    colour maps)."""
     try:
         from .plots import warm_up
         from .report import heatmap_colours
 
         warm_up()
-        heatmap_colours()  # the report's colour map: its module, pandas and matplotlib's colour maps are loaded
-    except Exception:  # noqa: BLE001  the first job meets the same error and reports it; an initializer that
-        pass  # raised would break the whole pool
+        heatmap_colours()
+    except Exception:  # noqa: BLE001  the first job meets the same error and reports it; a worker that died
+        pass  # here would break the whole pool
+
+
+def _first_worker(parent: int, started, ends: list, main_ends: list) -> None:
+    """The first drawing worker: warms up, then forks the others from itself, so that they start with
+    matplotlib imported and its caches filled (one import and one warm-up for the whole pool), then serves
+    `ends[0]`. ends: each worker's end of its pipe to the main process; main_ends: the main process's."""
+    import multiprocessing
+
+    for end in main_ends:
+        end.close()
+    _start_worker(parent, started)
+    _warm_up()
+    context = multiprocessing.get_context("fork")
+    for index in range(1, len(ends)):
+        context.Process(target=_other_worker, args=(os.getpid(), started, ends, index), name="drawing").start()
+        ends[index].close()  # that worker's now: its death is the end of its pipe
+    _serve(ends[0])
+
+
+def _other_worker(parent: int, started, ends: list, index: int) -> None:
+    """A drawing worker forked by the first one (its `parent`): serves `ends[index]`."""
+    for number, end in enumerate(ends):
+        if number != index and not end.closed:
+            end.close()
+    _start_worker(parent, started)
+    _serve(ends[index])
+
+
+def _serve(end) -> None:
+    """A worker's loop: say it is ready, then run each (function, arguments) it gets and send back (True,
+    value) or (False, error); None, or the main process gone, ends it."""
+    from concurrent.futures.process import _ExceptionWithTraceback  # the error keeps the worker's traceback
+
+    with contextlib.suppress(EOFError, OSError):  # the main process went away: nothing to do
+        end.send(None)
+        while (task := end.recv()) is not None:
+            function, arguments = task
+            try:
+                reply = (True, function(*arguments))
+            except BaseException as error:  # noqa: BLE001  the caller raises it
+                reply = (False, _ExceptionWithTraceback(error, error.__traceback__))  # type: ignore[arg-type]
+            try:
+                end.send(reply)
+            except (EOFError, OSError):
+                raise
+            except Exception as error:  # noqa: BLE001  a value or an error that does not pickle
+                end.send((False, RuntimeError(f"a drawing job's result could not be sent back: {error!r}")))
 
 
 def _write_report(path: Path, result: RunResult, summary: dict, max_sentences: int | None = None) -> Path:
@@ -139,18 +192,6 @@ def worker_count(jobs: int, workers: int | None) -> int:
     return max(1, min(cpu_count(), MAX_WORKERS, jobs // 3))
 
 
-def _outcome(future: Future):
-    """A future's value; a dead worker (BrokenProcessPool) is one OutputError, any other error its own."""
-    from concurrent.futures.process import BrokenProcessPool
-
-    from ..engine.errors import OutputError
-
-    try:
-        return future.result()
-    except BrokenProcessPool:
-        raise OutputError(DIED) from None
-
-
 class Pending:
     """A task handed to the drawing workers: `get()` waits for its value (and raises its error)."""
 
@@ -158,12 +199,15 @@ class Pending:
         self.future = future
 
     def get(self):
-        return _outcome(self.future)
+        return self.future.result()
 
 
 class DrawingPool:
-    """Forked drawing processes (a concurrent.futures.ProcessPoolExecutor), each warmed up (matplotlib imported,
-    one figure rendered) as it starts. They start at once, ignore Ctrl-C and die with this process.
+    """Forked drawing processes: the first one imports matplotlib and renders one small figure as it starts,
+    then forks the others from itself, warm (one import for the whole pool: while the main process loads the
+    model on one core, a second import would be a third busy process on two cores). They ignore Ctrl-C and
+    die with this process. Each worker has a pipe of its own; a thread of this process hands each job to the
+    next idle worker and reads the results back.
 
     A context manager: leaving it waits for the work handed over, or, if an error or an interrupt is on its
     way, ends the processes at once. A worker that dies (killed, out of memory) is an OutputError in whatever
@@ -172,25 +216,38 @@ class DrawingPool:
     """
 
     def __init__(self, count: int):
+        import collections
         import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+        import threading
 
         context = multiprocessing.get_context("fork")
         self.count = count
         self._announced, started = context.Pipe(duplex=False)  # each worker sends its pid as it starts
         self._pids: list[int] = []
+        pipes = [context.Pipe() for _ in range(count)]
+        self._ends = [ours for ours, _ in pipes]  # this process's end of each worker's pipe
+        theirs = [end for _, end in pipes]
+        self._lock = threading.Lock()  # guards what follows, shared with the results thread
+        self._waiting: collections.deque[tuple[Future, Callable, tuple]] = collections.deque()
+        self._busy: dict[int, Future] = {}  # worker -> the task it runs
+        self._idle: list[int] = []  # the workers waiting for a task
+        self._broken = self._closing = False
         # A forked child would inherit the tokenizers' "parallelism already used" state and warn; it tokenizes
         # nothing. Set only while forking: the user's environment is left as it was.
         quiet_tokenizers = "TOKENIZERS_PARALLELISM" not in os.environ
         if quiet_tokenizers:
             os.environ["TOKENIZERS_PARALLELISM"] = "false"
         try:
-            self._executor = ProcessPoolExecutor(count, mp_context=context, initializer=_start_worker,
-                                                 initargs=(os.getpid(), started))
-            self._executor.submit(os.getpid)  # with fork, the first task starts every worker, now
+            self._first = context.Process(target=_first_worker, args=(os.getpid(), started, theirs, self._ends),
+                                          name="drawing")
+            self._first.start()
         finally:
             if quiet_tokenizers:
                 del os.environ["TOKENIZERS_PARALLELISM"]
+        for end in (*theirs, started):  # the workers' now: a worker's death is the end of its pipe
+            end.close()
+        self._results = threading.Thread(target=self._read_results, name="drawing-results", daemon=True)
+        self._results.start()
 
     @classmethod
     def start(cls, workers: int | None = None) -> DrawingPool | None:
@@ -204,22 +261,88 @@ class DrawingPool:
         seconds). With timeout=0: those that have started so far."""
         from ..engine.errors import OutputError
 
-        while len(self._pids) < self.count and self._announced.poll(timeout):
-            self._pids.append(self._announced.recv())
+        with contextlib.suppress(EOFError):  # every worker ended: no more pids will come
+            while len(self._pids) < self.count and self._announced.poll(timeout):
+                self._pids.append(self._announced.recv())
         if len(self._pids) < self.count and timeout > 0:
             raise OutputError(DIED)
         return sorted(self._pids)
 
     def submit(self, function, *arguments) -> Pending:
         """function(*arguments) in a worker (both picklable); `.get()` the value."""
-        from concurrent.futures.process import BrokenProcessPool
+        from concurrent.futures import Future
 
         from ..engine.errors import OutputError
 
-        try:
-            return Pending(self._executor.submit(function, *arguments))
-        except BrokenProcessPool:
-            raise OutputError(DIED) from None
+        future: Future = Future()
+        with self._lock:
+            if self._broken or self._closing:
+                raise OutputError(DIED)
+            self._waiting.append((future, function, arguments))
+            self._hand_out()
+        return Pending(future)
+
+    def _hand_out(self) -> None:
+        """Give waiting tasks to idle workers (with the lock held)."""
+        while self._idle and self._waiting:
+            future, function, arguments = self._waiting.popleft()
+            if not future.set_running_or_notify_cancel():
+                continue
+            worker = self._idle.pop(0)
+            try:
+                self._ends[worker].send((function, arguments))
+            except OSError:  # the worker has just died: the results thread says so
+                self._busy[worker] = future
+                continue
+            except Exception as error:  # noqa: BLE001  arguments that do not pickle: that task's error
+                self._idle.insert(0, worker)
+                future.set_exception(error)
+                continue
+            self._busy[worker] = future
+
+    def _read_results(self) -> None:
+        """The results thread: each worker's replies, until every worker has ended. A worker that ends before
+        the pool is closed breaks it: every task not done is an OutputError."""
+        from multiprocessing.connection import wait
+
+        live = dict(enumerate(self._ends))
+        while live:
+            for ready in wait(list(live.values())):
+                worker = next(number for number, known in live.items() if known is ready)
+                try:
+                    reply = live[worker].recv()
+                except (EOFError, OSError):
+                    del live[worker]
+                    self._break()
+                    continue
+                with self._lock:
+                    future = self._busy.pop(worker, None)
+                    self._idle.append(worker)
+                    self._hand_out()
+                if future is not None:
+                    ok, value = reply
+                    if ok:
+                        future.set_result(value)
+                    else:
+                        future.set_exception(value)
+
+    def _break(self) -> None:
+        """A worker ended: unless the pool was closing, every task not done is an OutputError."""
+        from ..engine.errors import OutputError
+
+        with self._lock:
+            if self._closing:
+                return
+            self._broken = True
+            lost = [*self._busy.values(), *(future for future, _, _ in self._waiting)]
+            self._busy.clear()
+            self._waiting.clear()
+        for future in lost:
+            if not future.done():
+                with contextlib.suppress(Exception):  # a task the caller cancelled
+                    future.set_running_or_notify_cancel()
+                with contextlib.suppress(Exception):
+                    future.set_exception(OutputError(DIED))
 
     def imap(self, jobs: list[Job]) -> Iterator[list[Path]]:
         """Each job's saved paths, in job order, whoever finishes first; the jobs start at once."""
@@ -245,24 +368,50 @@ class DrawingPool:
 
     def __exit__(self, kind, error, traceback) -> None:
         if kind is None:
-            self._executor.shutdown(wait=True)
+            self.close()
             return
         self.terminate()
+
+    def close(self) -> None:
+        """Wait for the work handed over, then end the workers (OutputError if one died meanwhile)."""
+        from concurrent.futures import wait
+
+        with self._lock:
+            futures = [*self._busy.values(), *(future for future, _, _ in self._waiting)]
+        wait(futures)
+        with self._lock:
+            broken, self._closing = self._broken, True
+        if broken:
+            self.terminate()
+            return
+        for end in self._ends:  # each worker reads it once it is idle, and ends
+            with contextlib.suppress(OSError):
+                end.send(None)
+        self._settle()
 
     def terminate(self) -> None:
         """End the workers now (SIGTERM), drop the work not started, and wait until they are gone."""
         import signal
 
-        from ..engine.errors import OutputError
+        with self._lock:
+            self._closing = True
+            for future, _, _ in self._waiting:
+                future.cancel()
+            self._waiting.clear()
+        # The workers the first one forked are its children, not reaped before it ends: their pids are theirs.
+        for pid in self.pids(timeout=0):
+            if pid != self._first.pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+        self._first.terminate()  # one it was forking just now dies with it (die_with_parent)
+        self._settle()
 
-        try:  # each says its pid first thing after the fork
-            pids = self.pids(timeout=STOP_SECONDS)
-        except OutputError:  # one died before: the executor ends the others itself
-            pids = self.pids(timeout=0)
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-        self._executor.shutdown(wait=True, cancel_futures=True)
+    def _settle(self) -> None:
+        """Wait until every worker has ended (the end of its pipe), then close this side's pipes."""
+        self._results.join()
+        self._first.join()
+        for end in (*self._ends, self._announced):
+            end.close()
 
 
 class Drawing:

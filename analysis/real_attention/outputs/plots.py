@@ -106,11 +106,20 @@ def _centred_outline(label: str, size: float, family: tuple[str, ...]):
     from matplotlib.font_manager import FontProperties
     from matplotlib.textpath import TextPath
 
-    prop = FontProperties(family=list(family))
-    outline = TextPath((0, 0), label, size=size, prop=prop)
-    line = TextPath((0, 0), "lp", size=size, prop=prop).get_extents()
+    outline = TextPath((0, 0), label, size=size, prop=FontProperties(family=list(family)))
     box = outline.get_extents()
-    return outline.transformed(Affine2D().translate(-(box.x0 + box.x1) / 2, -(line.y0 + line.y1) / 2))
+    return outline.transformed(Affine2D().translate(-(box.x0 + box.x1) / 2, -_line_middle(size, family)))
+
+
+@functools.lru_cache(maxsize=64)
+def _line_middle(size: float, family: tuple[str, ...]) -> float:
+    """The middle of the font's line ("lp": ascender to descender) in points above the baseline; one per size
+    and family, not one per label."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextPath
+
+    line = TextPath((0, 0), "lp", size=size, prop=FontProperties(family=list(family))).get_extents()
+    return (line.y0 + line.y1) / 2
 
 
 def label_cells(ax, labels: np.ndarray, colours: Sequence, size: float) -> CellLabels:
@@ -447,9 +456,14 @@ def draw_and_save(name: str, arguments: dict, folder: Path, stem: str, formats: 
 
 
 def warm_up() -> None:
-    """Draw and render one small heatmap, so that a fresh process has its fonts and caches ready."""
+    """Draw and render one small heatmap, so that a fresh process has its fonts and caches ready, and make the
+    outlines of every cell label a short sentence's figures show ('0' to '100' at CELL_TEXT_SIZE): about a
+    tenth of a second that a drawing worker spends while the model loads, not once the maps are there."""
     import io
 
     fig = draw_heatmap(np.full((2, 2), 0.5, dtype=np.float32), ["a", "b"], focus=0, model="m", revision="r",
                        layer=0, head=0, sentence=0, text="a b")
     fig.savefig(io.BytesIO(), format="png", dpi=DPI)
+    family = tuple(np.atleast_1d(matplotlib.rcParams["font.family"]).tolist())  # as CellLabels asks for it
+    for number in range(101):
+        _centred_outline(str(number), float(CELL_TEXT_SIZE), family)
