@@ -230,6 +230,15 @@ def smollm2():
         pytest.skip(str(error))
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(items):
+    """Every test that uses the session's SmolLM2 runs in one xdist worker (--dist loadgroup): one 20 s load, not
+    one per worker."""
+    for item in items:
+        if "smollm2" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("smollm2"))
+
+
 @pytest.fixture(autouse=True)
 def _close_figures():
     yield

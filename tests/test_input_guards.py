@@ -172,17 +172,9 @@ def test_a_typed_special_is_text_for_a_decoder(tiny_decoders, tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_smollm2_reads_a_typed_im_end_as_text():
-    """SmolLM2's byte-level BPE: its chat markers typed in a sentence are characters (its tokenizer alone, ~5 s)."""
-    from real_attention.engine.errors import ModelUnavailable
-    from real_attention.engine.models import smollm2_gguf
-    from transformers import AutoTokenizer
-
-    try:
-        gguf = smollm2_gguf()
-    except ModelUnavailable as error:
-        pytest.skip(str(error))
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+def test_smollm2_reads_a_typed_im_end_as_text(smollm2):
+    """SmolLM2's byte-level BPE: its chat markers typed in a sentence are characters."""
+    tokenizer = smollm2.tokenizer
     (sentence,), _ = encode(tokenizer, ["The bank<|im_end|> closed <|endoftext|>."], 64)
     assert not set(tokenizer.all_special_ids) & set(sentence.ids.tolist())
     assert "<|im_end|>" in "".join(sentence.words)

