@@ -253,6 +253,22 @@ def test_random_corpora_in_random_shards_merge_to_the_unsharded_files(tmp_path, 
         assert corpus_files(tmp_path / "one", corpus.stem) == merged, (trial, options)
 
 
+def test_merge_warns_when_the_shards_ran_at_different_batch_sizes(tmp_path, tiny_model_dir):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    runner = CliRunner()
+    for index, batch_size in ((1, "4"), (2, "8")):
+        args = heads_args(corpus, tiny_model_dir, tmp_path / "s", "--shard", f"{index}/2", "--batch-size", batch_size)
+        assert runner.invoke(cli, args).exit_code == 0
+    folders = [str(tmp_path / "s" / "results" / "corpus" / f"c-shard-{i}-of-2") for i in (1, 2)]
+    result = runner.invoke(cli, ["merge", *folders, "--out", str(tmp_path / "m"), "--quiet"])
+    assert result.exit_code == 0 and result.output.startswith("Warning: the shards did not all run with the same "
+                                                              "--batch-size"), result.output
+    engine = json.loads((tmp_path / "m" / "results" / "corpus" / "c" / "summary.json").read_text())["engine"]
+    assert engine == {"name": "merge", "shards": 2, "batch_size": None, "torch_threads": engine["torch_threads"],
+                      "device": "cpu", "differs": ["batch_size"]}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("batch_size", ["1", "32"])
 def test_the_issues_two_line_reproduction_on_minilm(tmp_path, needs_minilm, batch_size):

@@ -343,8 +343,11 @@ def merge_command(shard_dirs, out_dir, formats, no_wait, quiet) -> None:
 
     with friendly_errors():
         output = merge(shard_dirs, out=out_dir, formats=formats, wait=not no_wait)
-    for line in output.leftovers:
-        warn(line)
+    from .statistics.merging import differing_settings_warning
+
+    for line in [*output.leftovers, differing_settings_warning(output.engine)]:
+        if line:
+            warn(line)
     if not quiet:
         click.echo("\n".join(corpus_lines(output)))
 
