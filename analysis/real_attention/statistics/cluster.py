@@ -24,8 +24,9 @@ from ..engine.checks import whole_number
 from ..engine.units import DEFAULT_UNITS
 from ..engine.errors import RealAttentionError
 
-# 1024 = the default batch size (32) x the batches that corpus_sums sorts by length at once (32): a partition
-# is then one of the buckets a whole-corpus run would form, so partitioning changes no batch of today's run.
+# 1024 = the default batch size (32) x the batches that corpus_sums reads ahead at once (32). The size changes no
+# bit of the sums (fixed-shape batches); a partition's last batches are filled with dummy rows, so larger
+# partitions waste less (about 3% of the pieces at 1024 and --batch-size 32 on the seed corpus).
 DEFAULT_PARTITION_SIZE = 1024
 SINGLE_PROCESS, DASK_LOCAL, DASK_SCHEDULER = "single-process", "dask-local", "dask-scheduler"
 
