@@ -8,9 +8,11 @@ least 2000 lines. The model: the packaged MiniLM (--model minilm). Reported:
    computed per head with numpy, on the seeds twice (364 sentences, the same length mix), timed in every
    repeat. Target >= 5x. On 2 CPU cores batching itself buys only ~5x (small matmuls either way); on a
    GPU the gap is far larger.
-2. throughput against the bare batched forward pass with output_attentions=True on the same batches
-   (real_attention.statistics.sums.length_batches; tokenizing included, forward passes alone also shown). Target >= 0.8x.
-   Also shown: the bare forward on plain batches of --batch-size, sorted by length with no cap on long ones.
+2. throughput against the bare batched forward pass with output_attentions=True on length-sorted batches
+   padded to their longest (real_attention.statistics.sums.length_batches; tokenizing included, forward passes
+   alone also shown). Target >= 0.8x. Also shown: the bare forward on plain batches of --batch-size, sorted by
+   length with no cap on long ones, and on the fixed-shape batches corpus_sums runs (fixed_batches: the cost of
+   a sentence's maps being the same bits in any split, docs/device.md).
 3. peak resident memory (ru_maxrss) of a fresh process that streams the corpus repeated 10x, noted after
    every 1x: the growth from the first note to the last, the median of 3 processes. Target: under 50 MB.
    The same is shown for the bare forward passes: glibc's heap fragments as batches of different shapes
@@ -93,14 +95,18 @@ def plain_batches(sentences: list, batch_size: int) -> list[list]:
     return [ordered[i:i + batch_size] for i in range(0, len(ordered), batch_size)]
 
 
-def bare(loaded, path: Path, batch_size: int, capped: bool = True, progress=None) -> tuple[float, float]:
+def bare(loaded, path: Path, batch_size: int, capped: bool = True, progress=None, fixed: bool = False
+         ) -> tuple[float, float]:
     """Tokenize, bucket by length, pad, forward with output_attentions. -> (total, forward s).
 
-    capped: the same batches as corpus_sums (real_attention.statistics.sums.length_batches); else plain_batches.
+    capped: length-sorted batches padded to their longest (real_attention.statistics.sums.length_batches, what
+    corpus_sums ran before its batches had fixed shapes); else plain_batches. fixed: the fixed shapes corpus_sums
+    runs (fixed_batches, padded to their rows and padded length; each read-ahead bucket cut on its own, so every
+    group's last batch has dummy rows: an upper bound of the cost).
     """
     import torch
 
-    from real_attention.statistics.sums import BUCKET_BATCHES, length_batches
+    from real_attention.statistics.sums import BUCKET_BATCHES, fixed_batches, length_batches
 
     forward = 0.0
     start = time.perf_counter()
@@ -109,11 +115,16 @@ def bare(loaded, path: Path, batch_size: int, capped: bool = True, progress=None
         while chunk := list(itertools.islice(texts, batch_size * BUCKET_BATCHES)):
             encoded = [Pieces(ids) for ids in loaded.tokenizer(chunk, verbose=False)["input_ids"]]
             batches = length_batches(encoded, batch_size) if capped else plain_batches(encoded, batch_size)
-            for batch in batches:
+            shapes = [None] * len(batches)
+            if fixed:
+                cut = fixed_batches(encoded, batch_size, loaded.max_tokens)
+                batches, shapes = [b.items for b in cut], [(b.rows, b.pieces) for b in cut]
+            for batch, shape in zip(batches, shapes):
                 batch = [sentence.ids for sentence in batch]
-                width = max(map(len, batch))
-                input_ids = torch.zeros((len(batch), width), dtype=torch.long)
-                mask = torch.zeros((len(batch), width), dtype=torch.long)
+                rows, width = shape or (len(batch), max(map(len, batch)))
+                input_ids = torch.zeros((rows, width), dtype=torch.long)
+                mask = torch.zeros((rows, width), dtype=torch.long)
+                mask[len(batch):, 0] = 1
                 for row, piece_ids in enumerate(batch):
                     input_ids[row, :len(piece_ids)] = torch.tensor(piece_ids)
                     mask[row, :len(piece_ids)] = 1
@@ -195,10 +206,14 @@ def post_forward(loaded, texts: list[str], batch_size: int, repeats: int) -> dic
 
     from real_attention.engine.extract import encode, forward_layers, pad_batch
     from real_attention.engine.heads import FixedAccumulator, kernel
-    from real_attention.statistics.streaming import length_batches
+    from real_attention.engine.batches import fixed_batches
+
+    def shaped(encoded):  # the batches corpus_sums runs: fixed shapes, dummy rows in a group's last one
+        return [(b.items, pad_batch(b.items, loaded.tokenizer.pad_token_id or 0, (b.rows, b.pieces)))
+                for b in fixed_batches(encoded, batch_size, loaded.max_tokens)]
 
     encoded, _ = encode(loaded.tokenizer, texts, loaded.max_tokens)
-    batches = [pad_batch(part, loaded.tokenizer.pad_token_id or 0) for part in length_batches(encoded, batch_size)]
+    batches = [batch for _, batch in shaped(encoded)]
     kept = []
     for batch in batches:  # the attentions, once, outside the timing
         layers: list = []
@@ -216,13 +231,12 @@ def post_forward(loaded, texts: list[str], batch_size: int, repeats: int) -> dic
         results["encode_s"].append(time.perf_counter() - start)
         start, cpu = time.perf_counter(), time.process_time()
         accumulator = FixedAccumulator(loaded.layers, loaded.heads, loaded.device)
-        for part, layers in zip(length_batches(again, batch_size), kept):
-            padded = pad_batch(part, loaded.tokenizer.pad_token_id or 0)
+        for (part, padded), layers in zip(shaped(again), kept):
             units = torch.from_numpy(padded.units)
             kinds = torch.from_numpy(padded.kinds)
             accumulator.reserve([len(s.kinds) for s in part])
             for layer, weights in enumerate(layers):
-                accumulator.add(layer, kernel(weights, units, kinds, causal=loaded.causal)[1])
+                accumulator.add(layer, kernel(weights, units, kinds, causal=loaded.causal)[1][:len(part)])
         accumulator.result()
         results["kernel_s"].append(time.perf_counter() - start)
         results["kernel_cpu_s"].append(time.process_time() - cpu)
@@ -327,7 +341,7 @@ def main() -> None:
         # The naive loop runs on whole repetitions of the seeds (the same length mix), in every repeat too.
         naive_count = args.naive_sentences or 2 * len(seed_lines())
         naive_texts = texts[:naive_count]
-        ours_runs, bare_runs, forward_runs, plain_runs, naive_runs = [], [], [], [], []
+        ours_runs, bare_runs, forward_runs, plain_runs, fixed_runs, naive_runs = [], [], [], [], [], []
         for _ in range(args.repeats):
             start = time.perf_counter()
             ours(loaded, path, args.batch_size)
@@ -336,14 +350,15 @@ def main() -> None:
             bare_runs.append(bare_s)
             forward_runs.append(forward_s)
             plain_runs.append(bare(loaded, path, args.batch_size, capped=False)[0])
+            fixed_runs.append(bare(loaded, path, args.batch_size, fixed=True)[0])
             if not args.skip_naive:
                 start = time.perf_counter()
                 naive_means = naive(loaded, naive_texts)
                 naive_runs.append(time.perf_counter() - start)
         if args.skip_naive:
             naive_texts, naive_means, naive_runs = texts[:0], {}, [math.inf]
-        ours_s, bare_s, forward_s, plain_s, naive_s = (
-            min(runs) for runs in (ours_runs, bare_runs, forward_runs, plain_runs, naive_runs))
+        ours_s, bare_s, forward_s, plain_s, fixed_s, naive_s = (
+            min(runs) for runs in (ours_runs, bare_runs, forward_runs, plain_runs, fixed_runs, naive_runs))
 
         # the naive baseline computes the same numbers (float32 noise apart)
         from real_attention.statistics.sums import CorpusReader, corpus_sums
@@ -352,11 +367,13 @@ def main() -> None:
         worst = max((float(np.abs(same.means()[name] - naive_means[name]).max()) for name in naive_means), default=0.0)
 
     rate = {"ours": count / ours_s, "bare": count / bare_s, "forward_only": count / forward_s,
-            "bare_plain_batches": count / plain_s, "naive": len(naive_texts) / naive_s or math.nan}
+            "bare_plain_batches": count / plain_s, "bare_fixed_shapes": count / fixed_s,
+            "naive": len(naive_texts) / naive_s or math.nan}
     result = {
         "sentences": count,
         "runs_s": {"ours": [round(x, 2) for x in ours_runs], "bare": [round(x, 2) for x in bare_runs],
                    "bare_plain_batches": [round(x, 2) for x in plain_runs],
+                   "bare_fixed_shapes": [round(x, 2) for x in fixed_runs],
                    "naive": [round(x, 2) for x in naive_runs]},
         "naive_sentences": len(naive_texts),
         "batch_size": args.batch_size,
@@ -365,6 +382,7 @@ def main() -> None:
         "ratio_vs_bare_forward": round(rate["ours"] / rate["bare"], 3),
         "ratio_vs_forward_passes_only": round(rate["ours"] / rate["forward_only"], 3),
         "ratio_vs_bare_plain_batches": round(rate["ours"] / rate["bare_plain_batches"], 3),
+        "fixed_shapes_vs_length_batches": round(rate["bare_fixed_shapes"] / rate["bare"], 3),
         "naive_max_abs_difference": worst,
     }
     if not args.skip_memory:
@@ -386,6 +404,8 @@ def main() -> None:
           f"against the forward passes alone {result['ratio_vs_forward_passes_only']:.3f}x; against bare "
           f"forward passes on plain batches of {args.batch_size} (no cap on long ones) "
           f"{result['ratio_vs_bare_plain_batches']:.3f}x")
+    print(f"   the cost of fixed shapes: bare forward on corpus_sums's fixed-shape batches against length batches "
+          f"{result['fixed_shapes_vs_length_batches']:.3f}x")
     if not args.skip_memory:
         median = result["peak_rss_growth_mb_median"]
         print(f"3. peak RSS growth from {count} to {10 * count} sentences, median of {args.memory_repeats} processes: "

@@ -290,6 +290,17 @@ def test_a_cluster_run_equals_the_single_process_run(cluster, single_process, tm
 
 
 @pytest.mark.slow
+def test_partitions_of_any_size_give_the_same_bits(cluster, single_process):
+    """Fixed-shape batches (real_attention.engine.batches.fixed_batches): a sentence's maps do not depend on the
+    other sentences of its partition, so partitions of any size, here or on the cluster, add up to the same bits
+    (MiniLM, --batch-size 8, one torch thread in every process)."""
+    local, _ = cluster
+    for engine in (Engine(threads=1, partition_size=1000), Engine(scheduler=local.scheduler_address, partition_size=23)):
+        got = run_corpus(engine, seed_text(), lang=None, model="minilm", revision=None, batch_size=8)
+        assert json.dumps(got.sums.to_json()) == json.dumps(single_process.sums.to_json()), engine
+
+
+@pytest.mark.slow
 def test_a_killed_worker_is_replaced_and_the_result_is_the_same(cluster, single_process, tmp_path):
     local, client = cluster
     pids = client.run(os.getpid)  # worker address -> process id
@@ -339,7 +350,8 @@ def test_heads_workers_writes_the_single_process_files(tmp_path, tiny_model_dir)
         assert (got / name).read_text() == (expected / name).read_text(), name
     a, b = (json.loads((folder / "summary.json").read_text()) for folder in (expected, got))
     assert b.pop("engine") == {"name": "dask-local", "workers": 2, "torch_threads": 1, "partitions": 5,
-                               "partition_size": 4, "dask": __import__("dask").__version__, "device": "cpu"}
+                               "partition_size": 4, "dask": __import__("dask").__version__, "device": "cpu",
+                               "batch_size": 2}
     assert a.pop("engine")["name"] == "single-process"
     assert a == b
 

@@ -287,7 +287,7 @@ def test_cli_writes_heads_summary_sums_and_the_label_grid(tmp_path, corpus_file,
 
 def test_shards_merge_to_the_unsharded_run(tmp_path, corpus_file, tiny_model_dir):
     runner = CliRunner()
-    # batch size 1: every sentence gets the same float32 maps in every run, so only the sums' order differs
+    # one batch size: every sentence gets the same float32 maps in every run (fixed-shape batches, test_exact.py)
     whole = runner.invoke(cli, heads_args(corpus_file, tiny_model_dir, tmp_path / "whole", "--batch-size", "1"))
     assert whole.exit_code == 0, whole.output
     for i in (1, 2, 3):
@@ -305,7 +305,8 @@ def test_shards_merge_to_the_unsharded_run(tmp_path, corpus_file, tiny_model_dir
     assert (a.sentences, a.units, a.lines, a.blank, a.skipped) == (b.sentences, b.units, b.lines, b.blank, b.skipped)
     assert (got / "heads.csv").read_text() == (expected / "heads.csv").read_text()
     merged_summary, whole_summary = (json.loads((f / "summary.json").read_text()) for f in (got, expected))
-    assert merged_summary.pop("engine") == {"name": "merge", "shards": 3}
+    assert merged_summary.pop("engine") == {"name": "merge", "shards": 3, "batch_size": 1, "device": "cpu",
+                                            "torch_threads": whole_summary["engine"]["torch_threads"], "differs": []}
     assert whole_summary.pop("engine")["name"] == "single-process"
     assert merged_summary == whole_summary
     # a missing or repeated shard, or an unsharded folder, is refused

@@ -1,5 +1,6 @@
-"""Pooled sums that do not depend on how a corpus is split (real_attention.engine.heads: fixed point, FixedAccumulator):
-any batch size, batch composition, shard count or partitioning gives the same bits; entropy defined once, checked
+"""Pooled sums that do not depend on how a corpus is split (real_attention.engine.heads: fixed point, FixedAccumulator;
+real_attention.engine.batches.fixed_batches: batch shapes that depend on the sentences alone): for one batch size,
+any batch composition, shard count or partitioning gives the same bits; entropy defined once, checked
 on hand-made rows; the kernel on a second device agrees with the CPU (skipped without one)."""
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import io
 import json
 import math
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +22,7 @@ from real_attention.engine.heads import (FIXED_BITS, STATISTICS, FixedAccumulato
 from real_attention.engine.words import FIRST_SPECIAL, LAST_SPECIAL, WORD
 from real_attention.statistics.sums import CorpusReader, corpus_sums
 
+SEEDS = Path(__file__).resolve().parent.parent / "benchmarks" / "corpus_seeds.txt"
 LINES = [
     "the bank of the garden , the end .",
     "i sat on the bank in my garden .",
@@ -143,22 +146,60 @@ def test_uniform_entropy_is_summed_exactly():
 # --- whole corpora, the tiny model ------------------------------------------------------------------------
 
 
-def test_any_split_and_order_give_the_same_bits(tiny_loaded):
-    """Each sentence alone in its forward pass (batch size 1: the model's own float32 arithmetic then sees the same
-    shapes whatever the split; see docs/device.md), random splits of a shuffled corpus add up to the same bits."""
-    whole = sums_of_texts(tiny_loaded, LINES, batch_size=1)
-    rng = random.Random(0)
+def random_parts(rng: random.Random, count: int) -> list[list[int]]:
+    """The indices 0 .. count - 1 shuffled and cut into 2 to 5 parts, in a random order."""
+    order = list(range(count))
+    rng.shuffle(order)
+    cuts = sorted(rng.sample(range(1, count), rng.randint(1, 4)))
+    parts = [order[a:b] for a, b in zip([0, *cuts], [*cuts, count])]
+    rng.shuffle(parts)
+    return parts
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 32])
+def test_any_split_and_order_give_the_same_bits(tiny_loaded, batch_size):
+    """Every batch has a shape fixed by its sentences' lengths alone (real_attention.engine.batches.fixed_batches:
+    the model's own float32 arithmetic then gives a sentence the same bits whatever the split; see
+    docs/device.md), so random splits of a shuffled corpus add up to the same bits."""
+    texts = LINES + [f"{a} {b}" for a, b in zip(LINES, LINES[3:])]  # 21 lines, more than a batch of 3 per length
+    whole = sums_of_texts(tiny_loaded, texts, batch_size)
+    rng = random.Random(batch_size)
     for trial in range(4):
-        order = list(range(len(LINES)))
-        rng.shuffle(order)
-        cuts = sorted(rng.sample(range(1, len(LINES)), rng.randint(1, 4)))
-        parts = [order[a:b] for a, b in zip([0, *cuts], [*cuts, len(LINES)])]
-        rng.shuffle(parts)
+        parts = random_parts(rng, len(texts))
         total = None
         for part in parts:
-            sums = sums_of_texts(tiny_loaded, [LINES[i] for i in part], batch_size=1)
+            sums = sums_of_texts(tiny_loaded, [texts[i] for i in part], batch_size)
             total = sums if total is None else total + sums
         assert total is not None and same_bits(total, whole), (trial, parts)
+
+
+def test_fixed_batches_shapes_depend_on_lengths_alone():
+    from real_attention.engine.batches import PAIR_TOKENS, batch_rows, fixed_batches, padded_length
+
+    assert [padded_length(n, 512) for n in (1, 7, 8, 9, 64, 65, 80, 81, 129, 500, 512)] == \
+        [8, 8, 8, 16, 64, 80, 80, 96, 160, 512, 512]
+    assert padded_length(20, 18) == 20 and padded_length(17, 18) == 18  # never past the model's limit, nor below
+    assert batch_rows(16, 32) == 32 and batch_rows(80, 32) == 8 and batch_rows(512, 32) == 1
+    rng = random.Random(5)
+    lengths = [rng.randint(3, 3 * PAIR_TOKENS) for _ in range(300)]
+    shapes = {}
+    for batch in fixed_batches(range(300), 16, 512, lengths.__getitem__):
+        assert 1 <= len(batch.items) <= batch.rows == batch_rows(batch.pieces, 16)
+        assert batch.rows * batch.pieces**2 <= 16 * PAIR_TOKENS**2 or batch.rows == 1
+        for i in batch.items:
+            assert shapes.setdefault(i, (batch.rows, batch.pieces)) == (batch.rows, padded_length(lengths[i], 512))
+    assert sorted(shapes) == list(range(300))  # every item once
+    again = [i for batch in fixed_batches(range(150), 16, 512, lengths.__getitem__) for i in batch.items]
+    assert sorted(again) == list(range(150)) and all(  # a subset: the same shape for each item
+        (b.rows, b.pieces) == shapes[i] for b in fixed_batches(range(150), 16, 512, lengths.__getitem__) for i in b.items)
+
+
+def test_a_batch_with_dummy_rows_adds_nothing_for_them(tiny_loaded):
+    """A bucket's last batch is padded with dummy rows (no unit, one unmasked pad piece): the counts and sums are
+    those of its sentences alone (the same as the sentences in full batches of their own kind)."""
+    sums = sums_of_texts(tiny_loaded, LINES[:2], batch_size=32)
+    pieces = [len(ids) for ids in tiny_loaded.tokenizer(LINES[:2])["input_ids"]]
+    assert (sums.sentences, sums.tokens) == (2, sum(pieces))
 
 
 def heads_args(corpus, model_dir, out, *extra):
@@ -170,39 +211,87 @@ def corpus_files(out, name: str) -> dict[str, bytes]:
     return {file: (folder / file).read_bytes() for file in ("heads.csv", "sums.json")}
 
 
-@pytest.mark.parametrize("lines, shards", [(LINES[:2], 2), (LINES, 3)])
-def test_shards_merged_give_the_unsharded_files_byte_for_byte(tmp_path, tiny_model_dir, lines, shards):
-    """The issue's reproduction (a 2-line corpus in two shards) and a longer one in three."""
+def sharded_and_merged(tmp_path, corpus, model_dir, shards: int, *options) -> dict[str, bytes]:
+    """heads --corpus in `shards` shards with `options`, merged: the merged folder's heads.csv and sums.json."""
+    runner = CliRunner()
+    out = tmp_path / f"sharded-{shards}-{'-'.join(options)}"
+    for index in range(1, shards + 1):
+        result = runner.invoke(cli, heads_args(corpus, model_dir, out, "--shard", f"{index}/{shards}", *options))
+        assert result.exit_code == 0, result.output
+    name = corpus.stem
+    folders = [str(out / "results" / "corpus" / f"{name}-shard-{i}-of-{shards}") for i in range(1, shards + 1)]
+    result = runner.invoke(cli, ["merge", *folders, "--out", str(out / "merged"), "--quiet"])
+    assert result.exit_code == 0, result.output
+    return corpus_files(out / "merged", name)
+
+
+@pytest.mark.parametrize("lines, shards, batch_size", [(LINES[:2], 2, "1"), (LINES, 3, "1"), (LINES[:2], 2, "32"),
+                                                       (LINES, 3, "4")])
+def test_shards_merged_give_the_unsharded_files_byte_for_byte(tmp_path, tiny_model_dir, lines, shards, batch_size):
+    """The issue's reproduction (a 2-line corpus in two shards) and a longer one in three, at batch sizes 1 and more."""
     corpus = tmp_path / "c.txt"
     corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    one = heads_args(corpus, tiny_model_dir, tmp_path / "one", "--batch-size", batch_size)
+    assert CliRunner().invoke(cli, one).exit_code == 0
+    single = corpus_files(tmp_path / "one", "c")
+    merged = sharded_and_merged(tmp_path, corpus, tiny_model_dir, shards, "--batch-size", batch_size)
+    assert single["heads.csv"] == merged["heads.csv"]
+    assert json.loads(single["sums.json"]) == json.loads(merged["sums.json"])  # every exact sum and count
+
+
+def test_random_corpora_in_random_shards_merge_to_the_unsharded_files(tmp_path, tiny_model_dir):
+    """Shuffled corpora of random length, each in 2 to 5 shards at a random batch size above 1."""
+    rng = random.Random(11)
+    for trial in range(3):
+        lines = [rng.choice(LINES) + " " + rng.choice(LINES) if rng.random() < 0.4 else rng.choice(LINES)
+                 for _ in range(rng.randint(8, 30))]
+        corpus = tmp_path / f"r{trial}.txt"
+        corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        options = ("--batch-size", str(rng.choice([2, 3, 5, 8, 32])))
+        assert CliRunner().invoke(cli, heads_args(corpus, tiny_model_dir, tmp_path / "one", *options)).exit_code == 0
+        merged = sharded_and_merged(tmp_path, corpus, tiny_model_dir, rng.randint(2, 5), *options)
+        assert corpus_files(tmp_path / "one", corpus.stem) == merged, (trial, options)
+
+
+def test_merge_warns_when_the_shards_ran_at_different_batch_sizes(tmp_path, tiny_model_dir):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(LINES) + "\n", encoding="utf-8")
     runner = CliRunner()
-    one = heads_args(corpus, tiny_model_dir, tmp_path / "one", "--batch-size", "1")
-    assert runner.invoke(cli, one).exit_code == 0
-    for index in range(1, shards + 1):
-        result = runner.invoke(cli, heads_args(corpus, tiny_model_dir, tmp_path / "sharded", "--shard",
-                                               f"{index}/{shards}", "--batch-size", "1"))
-        assert result.exit_code == 0, result.output
-    folders = [str(tmp_path / "sharded" / "results" / "corpus" / f"c-shard-{i}-of-{shards}") for i in range(1, shards + 1)]
-    result = runner.invoke(cli, ["merge", *folders, "--out", str(tmp_path / "merged"), "--quiet"])
-    assert result.exit_code == 0, result.output
-    one, merged = corpus_files(tmp_path / "one", "c"), corpus_files(tmp_path / "merged", "c")
-    assert one["heads.csv"] == merged["heads.csv"]
-    single, joined = json.loads(one["sums.json"]), json.loads(merged["sums.json"])
-    assert single == joined  # every exact sum and count (the shards' lines add up to the file's)
+    for index, batch_size in ((1, "4"), (2, "8")):
+        args = heads_args(corpus, tiny_model_dir, tmp_path / "s", "--shard", f"{index}/2", "--batch-size", batch_size)
+        assert runner.invoke(cli, args).exit_code == 0
+    folders = [str(tmp_path / "s" / "results" / "corpus" / f"c-shard-{i}-of-2") for i in (1, 2)]
+    result = runner.invoke(cli, ["merge", *folders, "--out", str(tmp_path / "m"), "--quiet"])
+    assert result.exit_code == 0 and result.output.startswith("Warning: the shards did not all run with the same "
+                                                              "--batch-size"), result.output
+    engine = json.loads((tmp_path / "m" / "results" / "corpus" / "c" / "summary.json").read_text())["engine"]
+    assert engine == {"name": "merge", "shards": 2, "batch_size": None, "torch_threads": engine["torch_threads"],
+                      "device": "cpu", "differs": ["batch_size"]}
 
 
 @pytest.mark.slow
-def test_the_issues_two_line_reproduction_on_minilm(tmp_path, needs_minilm):
+@pytest.mark.parametrize("batch_size", ["1", "32"])
+def test_the_issues_two_line_reproduction_on_minilm(tmp_path, needs_minilm, batch_size):
     corpus = tmp_path / "two.txt"
     corpus.write_text("The bank of the river was muddy.\nShe paid the money into her bank account.\n", encoding="utf-8")
-    runner = CliRunner()
-    assert runner.invoke(cli, heads_args(corpus, "minilm", tmp_path / "one", "--batch-size", "1")).exit_code == 0
-    for index in (1, 2):
-        shard = heads_args(corpus, "minilm", tmp_path / "s", "--shard", f"{index}/2", "--batch-size", "1")
-        assert runner.invoke(cli, shard).exit_code == 0
-    folders = [str(tmp_path / "s" / "results" / "corpus" / f"two-shard-{i}-of-2") for i in (1, 2)]
-    assert runner.invoke(cli, ["merge", *folders, "--out", str(tmp_path / "m"), "--quiet"]).exit_code == 0
-    assert corpus_files(tmp_path / "one", "two")["heads.csv"] == corpus_files(tmp_path / "m", "two")["heads.csv"]
+    assert CliRunner().invoke(cli, heads_args(corpus, "minilm", tmp_path / "one", "--batch-size", batch_size)
+                              ).exit_code == 0
+    merged = sharded_and_merged(tmp_path, corpus, "minilm", 2, "--batch-size", batch_size)
+    assert corpus_files(tmp_path / "one", "two") == merged
+
+
+@pytest.mark.slow
+def test_random_splits_of_the_seed_corpus_on_minilm(minilm):
+    """MiniLM at --batch-size 8 (its float32 matrix products change with the batch shape on a CPU): random splits
+    of the 182 seed sentences add up to the whole corpus's bits."""
+    texts = [line for line in SEEDS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    whole = sums_of_texts(minilm, texts, 8)
+    rng = random.Random(8)
+    for _ in range(2):
+        parts = random_parts(rng, len(texts))
+        total = sum((sums_of_texts(minilm, [texts[i] for i in part], 8) for part in parts[1:]),
+                    start=sums_of_texts(minilm, [texts[i] for i in parts[0]], 8))
+        assert same_bits(total, whole), parts
 
 
 # --- a second device -----------------------------------------------------------------------------------------

@@ -282,7 +282,8 @@ def show_command(lang, layer, head, sentence, out_dir, measure, formats, quiet) 
 @model_options
 @units_option
 @click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True,
-              help="Sentences per forward pass, fewer for long ones; sorted by length first, so little padding is run.")
+              help="Sentences per forward pass, fewer for long ones; grouped by length, so little padding is run. "
+              "Shards merge bit for bit when they share it (and torch threads).")
 @click.option("--truncate", is_flag=True, help="Cut lines over the model's maximum length instead of skipping them.")
 @click.option("--shard", "shard", metavar="i/N",
               help="Process lines i, i+N, i+2N, ... (counted from 1) into NAME-shard-i-of-N; see `merge`.")
@@ -343,8 +344,11 @@ def merge_command(shard_dirs, out_dir, formats, no_wait, quiet) -> None:
 
     with friendly_errors():
         output = merge(shard_dirs, out=out_dir, formats=formats, wait=not no_wait)
-    for line in output.leftovers:
-        warn(line)
+    from .statistics.merging import differing_settings_warning
+
+    for line in [*output.leftovers, differing_settings_warning(output.engine)]:
+        if line:
+            warn(line)
     if not quiet:
         click.echo("\n".join(corpus_lines(output)))
 

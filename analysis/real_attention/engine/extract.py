@@ -152,13 +152,22 @@ class Batch(NamedTuple):
     kinds: np.ndarray  # (B, n) int64 Kind codes, PAD (-1) after the end
 
 
-def pad_batch(sentences: list[Encoded], pad_id: int) -> Batch:
-    """Right-pad a batch; pads get no unit, so no statistic ever sees them."""
-    size = len(sentences)
-    t = max(len(s.ids) for s in sentences)
+def pad_batch(sentences: list[Encoded], pad_id: int, shape: tuple[int, int] | None = None) -> Batch:
+    """Right-pad a batch; pads get no unit, so no statistic ever sees them.
+
+    shape: (rows, pieces) to pad to (real_attention.engine.batches.fixed_batches), units padded to `pieces` too;
+    the rows after the sentences are dummies: pad ids, the first piece unmasked (no all-masked row), no unit.
+    None: as many rows as sentences, padded to the longest.
+    """
+    size, t = len(sentences), max(len(s.ids) for s in sentences)
     n = max(len(s.kinds) for s in sentences)
+    if shape is not None:
+        assert shape[0] >= size and shape[1] >= t, (shape, size, t)
+        size, t = shape
+        n = t  # a sentence has no more units than pieces
     input_ids = np.full((size, t), pad_id, dtype=np.int64)
     attention_mask = np.zeros((size, t), dtype=np.int64)
+    attention_mask[len(sentences):, 0] = 1
     units = np.full((size, t), -1, dtype=np.int64)
     kinds = np.full((size, n), PAD, dtype=np.int64)
     for row, sentence in enumerate(sentences):

@@ -73,6 +73,9 @@ def check_summary(folder: Path, data) -> None:
             raise CorpusError(f"{folder}/summary.json: field {name!r} is {data[name]!r}, expected {expected}")
 
 
+# Settings under which a sentence's float32 maps can differ in the last bits (real_attention.engine.batches): shards
+# that differ in one of them merge to sums that match an unsharded run to about 6 decimals, not bit for bit.
+SAME_FOR_EXACT_SUMS = ("batch_size", "torch_threads", "device")
 SAME_IN_EVERY_SHARD = ("model", "revision", "corpus", "truncate", "units", "thresholds", "layers", "heads_per_layer",
                        "measure")
 
@@ -113,8 +116,27 @@ def merge_shards(folders: Iterable[Path]) -> tuple[CorpusRun, HeadSums]:
         truncate=first["truncate"],
         versions=first["versions"],
         thresholds=Thresholds(**first["thresholds"]),
-        engine={"name": "merge", "shards": count},
+        engine={"name": "merge", "shards": count, **shared_settings([data for _, data, _ in shards])},
         units=first.get("units", "tokenizer"),  # results from before the text rule used the tokenizer's words
         measure=first.get("measure", "weights"),
     )
     return run, total
+
+
+def shared_settings(summaries: list[dict]) -> dict:
+    """The SAME_FOR_EXACT_SUMS settings of the shards' engines: each value if every shard has it, else None, and
+    "differs": the names of those that are missing or not the same in every shard."""
+    values = {key: {json.dumps((data.get("engine") or {}).get(key)) for data in summaries} for key in SAME_FOR_EXACT_SUMS}
+    shared = {key: json.loads(next(iter(seen))) if len(seen) == 1 else None for key, seen in values.items()}
+    return {**shared, "differs": [key for key in SAME_FOR_EXACT_SUMS if shared[key] is None]}
+
+
+def differing_settings_warning(engine: dict) -> str | None:
+    """merge's warning when the shards did not all run with the same batch size, torch threads and device."""
+    differs = engine.get("differs") or []
+    if not differs:
+        return None
+    names = ", ".join({"batch_size": "--batch-size", "torch_threads": "torch threads"}.get(key, key) for key in differs)
+    return (f"the shards did not all run with the same {names} (or some do not say): a sentence's maps can differ "
+            "in the last bits with these, so the merged means match an unsharded run to about 6 decimals, not bit "
+            "for bit")

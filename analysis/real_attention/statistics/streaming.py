@@ -1,4 +1,4 @@
-"""The corpus stream: sentences read ahead, encoded, sorted into length batches, run through the model; each
+"""The corpus stream: sentences read ahead, encoded, grouped into fixed-shape batches, run through the model; each
 batch's exact statistics summed on the model's device (real_attention.engine.heads.kernel, FixedAccumulator)."""
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+from ..engine.batches import FixedBatch, fixed_batches
 from ..engine.extract import Batch, Encoded
 from ..engine.heads import FixedAccumulator, HeadSums, kernel, sentence_counts
 from ..engine.units import DEFAULT_UNITS
@@ -15,26 +16,6 @@ from .reading import CorpusError, CorpusReader
 
 DEFAULT_BATCH_SIZE = 32
 BUCKET_BATCHES = 32  # sentences read ahead and sorted by length: this many batches
-PAIR_TOKENS = 40  # batches of sentences longer than this many pieces hold fewer sentences (length_batches)
-
-
-
-
-def length_batches(sentences: list[Encoded], batch_size: int) -> list[list[Encoded]]:
-    """Sort by piece count (a stable sort: ties keep their order) and cut into batches: little padding.
-
-    A batch has at most batch_size sentences, and fewer when they are long: at most batch_size * PAIR_TOKENS**2
-    query-key pairs per head, so the maps of a batch of long sentences take no more memory than a full batch
-    of PAIR_TOKENS-piece ones.
-    """
-    budget = batch_size * PAIR_TOKENS**2
-    batches: list[list[Encoded]] = []
-    for sentence in sorted(sentences, key=lambda s: len(s.ids)):
-        t = len(sentence.ids)  # the longest so far: the batch's padded length
-        if not batches or len(batches[-1]) == batch_size or (len(batches[-1]) + 1) * t * t > budget:
-            batches.append([])
-        batches[-1].append(sentence)
-    return batches
 
 
 class Bucket(NamedTuple):
@@ -43,24 +24,37 @@ class Bucket(NamedTuple):
     batches: list[tuple[Batch, list[int]]]  # each padded batch with its sentences' unit counts
     lines: int  # lines of the shard this bucket read (blank and too-long ones included)
     left_out: int  # lines over the model's maximum length (skipped, or cut with --truncate)
-    sentences: int  # sentences in the batches
+    sentences: int  # sentences encoded from those lines (those of a batch not yet full wait for a later bucket)
     end: bool = False  # the last item: no batches; `lines` is then the shard's total line count
 
 
 def buckets(loaded, reader: CorpusReader, batch_size: int, truncate: bool, units: str) -> Iterator[Bucket]:
-    """Read, apply the unit rule, tokenize and pad, one bucket of batch_size * BUCKET_BATCHES sentences at a time."""
+    """Read, apply the unit rule, tokenize and pad, one bucket of batch_size * BUCKET_BATCHES sentences at a time.
+
+    The batches have fixed shapes (real_attention.engine.batches.fixed_batches: each sentence's maps the same bits
+    whatever else is read with it); a batch not yet full waits for the sentences of the next bucket, so only the
+    last bucket runs batches with dummy rows.
+    """
     from ..engine.extract import encode, pad_batch
 
     pad_id = loaded.tokenizer.pad_token_id or 0
+
+    def padded(batches: list[FixedBatch[Encoded]]) -> list[tuple[Batch, list[int]]]:
+        return [(pad_batch(b.items, pad_id, (b.rows, b.pieces)), [len(s.kinds) for s in b.items]) for b in batches]
+
     sentences = iter(reader)
+    waiting: list[Encoded] = []  # sentences of batches not yet full
     while True:
         lines_before = reader.lines
         texts = list(itertools.islice(sentences, batch_size * BUCKET_BATCHES))
         if not texts:
             break
         encoded, too_long = encode(loaded.tokenizer, texts, loaded.max_tokens, truncate, units)
-        batches = [(pad_batch(part, pad_id), [len(s.kinds) for s in part]) for part in length_batches(encoded, batch_size)]
-        yield Bucket(batches, reader.lines - lines_before, len(too_long), len(encoded))
+        batches = fixed_batches(waiting + encoded, batch_size, loaded.max_tokens)
+        waiting = [sentence for batch in batches if not batch.full for sentence in batch.items]
+        yield Bucket(padded([b for b in batches if b.full]), reader.lines - lines_before, len(too_long), len(encoded))
+    if waiting:
+        yield Bucket(padded(fixed_batches(waiting, batch_size, loaded.max_tokens)), 0, 0, 0)
     yield Bucket([], reader.lines, 0, 0, end=True)  # blank lines after the last sentence included
 
 
@@ -130,7 +124,8 @@ def corpus_sums(
     tqdm's `update(n)` and advances by one per line read. `units`: the unit rule ("text" or "tokenizer",
     real_attention.engine.words.group); a corpus names no required words. measure: the maps the statistics pool,
     "weights" or "norm" (real_attention.engine.measures). The sums are exact (real_attention.engine.heads
-    .FixedAccumulator): the same bits for any batch size, batch composition or split of the corpus.
+    .FixedAccumulator) and each sentence's maps do not depend on the batch it runs in (fixed_batches): for one
+    batch_size and torch thread count, the same bits for any split or order of the corpus.
     """
     import torch
 
@@ -156,10 +151,12 @@ def corpus_sums(
 
             def on_layer(layer: int, weights) -> None:  # as each layer ends: its maps die with it
                 # called within this iteration's forward pass: this batch's piece_units and kinds
-                accumulator.add(layer, kernel(weights, piece_units, kinds, causal=loaded.causal)[1])  # noqa: B023
+                totals = kernel(weights, piece_units, kinds, causal=loaded.causal)[1]  # noqa: B023
+                accumulator.add(layer, totals[:len(sizes)])  # noqa: B023  (the dummy rows dropped)
 
             forward_measured(loaded, batch, on_layer, measure, batch_size=batch_size)
-            for name, value in sentence_counts(sizes, int(batch.attention_mask.sum()), loaded.causal).items():
+            real_pieces = int(batch.attention_mask[:len(sizes)].sum())
+            for name, value in sentence_counts(sizes, real_pieces, loaded.causal).items():
                 counts[name] += value
             shown = _advance(progress, shown, len(sizes))
     return HeadSums(fixed=accumulator.result(), lines=reader.lines, blank=reader.blank, causal=loaded.causal,
