@@ -98,11 +98,9 @@ def encode(tokenizer, texts: list[str], max_tokens: int, truncate: bool = False,
     for i, (text, encoding) in enumerate(zip(texts, encodings)):
         if i in drop:
             continue
-        word_ids = np.array([-1 if w is None else w for w in encoding.word_ids], dtype=np.int64)
-        special = np.array(encoding.special_tokens_mask, dtype=bool)
-        offsets = np.array(encoding.offsets, dtype=np.int64).reshape(-1, 2)
-        try:
-            grouped = group(text, encoding.tokens, word_ids, special, offsets, units,
+        word_ids = [-1 if w is None else w for w in encoding.word_ids] if units == "tokenizer" else None
+        try:  # the lists as the tokenizer gives them: group's loops read them directly
+            grouped = group(text, encoding.tokens, word_ids, encoding.special_tokens_mask, encoding.offsets, units,
                             required[i] if required is not None else ())
         except UnitError as error:
             raise UnitError(f"sentence {i + 1}: {error}") from None
@@ -129,11 +127,9 @@ def encode_words(tokenizer, sentences: list[tuple[str, ...]], max_tokens: int
     for i, ((text, spans), encoding) in enumerate(zip(joined, encodings)):
         if i in long_ones:
             continue
-        special = np.array(encoding.special_tokens_mask, dtype=bool)
-        offsets = np.array(encoding.offsets, dtype=np.int64).reshape(-1, 2)
         try:
-            grouped = group(text, encoding.tokens, np.full(len(special), -1, dtype=np.int64), special, offsets,
-                            GIVEN_WORDS, given=spans)
+            grouped = group(text, encoding.tokens, None, encoding.special_tokens_mask, encoding.offsets, GIVEN_WORDS,
+                            given=spans)
         except MissingWord as error:
             missing.append((i, error))
             continue
@@ -153,19 +149,17 @@ class Batch(NamedTuple):
 
 def pad_batch(sentences: list[Encoded], pad_id: int) -> Batch:
     """Right-pad a batch; pads get no unit, so no statistic ever sees them."""
-    size = len(sentences)
-    t = max(len(s.ids) for s in sentences)
-    n = max(len(s.kinds) for s in sentences)
-    input_ids = np.full((size, t), pad_id, dtype=np.int64)
-    attention_mask = np.zeros((size, t), dtype=np.int64)
-    units = np.full((size, t), -1, dtype=np.int64)
-    kinds = np.full((size, n), PAD, dtype=np.int64)
-    for row, sentence in enumerate(sentences):
-        length = len(sentence.ids)
-        input_ids[row, :length] = sentence.ids
-        attention_mask[row, :length] = 1
-        units[row, :length] = sentence.units
-        kinds[row, :len(sentence.kinds)] = sentence.kinds
+    lengths = np.array([len(s.ids) for s in sentences])  # (B,)
+    sizes = np.array([len(s.kinds) for s in sentences])  # (B,)
+    real = np.arange(lengths.max())[None, :] < lengths[:, None]  # (B, t) row-major order = the pieces in order
+    has = np.arange(sizes.max())[None, :] < sizes[:, None]  # (B, n)
+    attention_mask = real.astype(np.int64)
+    input_ids = np.full(real.shape, pad_id, dtype=np.int64)
+    input_ids[real] = np.concatenate([s.ids for s in sentences])
+    units = np.full(real.shape, -1, dtype=np.int64)
+    units[real] = np.concatenate([s.units for s in sentences])
+    kinds = np.full(has.shape, PAD, dtype=np.int64)
+    kinds[has] = np.concatenate([s.kinds for s in sentences])
     return Batch(input_ids, attention_mask, units, kinds)
 
 
