@@ -176,7 +176,7 @@ def syntax_counts(loaded, sentences: Iterable[TreeSentence], batch_size: int = D
                 # as each layer ends: its maps die with it; the counts stay on the device
                 nonlocal correct
                 word_maps = merge_maps(maps.float(), pieces, words)  # (B, H, W, W) without the specials
-                correct = counts.add_layer_on_device(layer, gold, predict(word_maps, lengths), correct)
+                correct = counts.add_layer_on_device(layer, gold, predict(word_maps, lengths, scratch=True), correct)
 
             forward_measured(loaded, batch, on_layer, measure, batch_size=batch_size)
             if progress is not None:
