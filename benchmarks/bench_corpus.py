@@ -207,7 +207,7 @@ def post_forward(loaded, texts: list[str], batch_size: int, repeats: int) -> dic
     import torch
 
     from real_attention.engine.extract import encode, forward_layers, pad_batch
-    from real_attention.engine.heads import FixedAccumulator, kernel
+    from real_attention.engine.heads import FixedAccumulator, kernel, kernel_batch
     from real_attention.statistics.streaming import length_batches
 
     encoded, _ = encode(loaded.tokenizer, texts, loaded.max_tokens)
@@ -237,11 +237,10 @@ def post_forward(loaded, texts: list[str], batch_size: int, repeats: int) -> dic
         accumulator = FixedAccumulator(loaded.layers, loaded.heads, loaded.device)
         for part, layers in zip(length_batches(again, batch_size), kept):
             padded = pad_batch(part, loaded.tokenizer.pad_token_id or 0)
-            units = torch.from_numpy(padded.units)
-            kinds = torch.from_numpy(padded.kinds)
+            shared = kernel_batch(torch.from_numpy(padded.units), torch.from_numpy(padded.kinds))  # as corpus_sums
             accumulator.reserve([len(s.kinds) for s in part])
             for layer, weights in enumerate(layers):
-                accumulator.add(layer, kernel(weights, units, kinds, causal=loaded.causal)[1])
+                accumulator.add(layer, kernel(weights, shared, causal=loaded.causal)[1])
         accumulator.result()
         results["kernel_s"].append(time.perf_counter() - start)
         results["kernel_cpu_s"].append(time.process_time() - cpu)

@@ -179,10 +179,21 @@ def group(text: str, tokens: list[str], word_ids: np.ndarray | Sequence[int] | N
     return Grouping(np.array(units, dtype=np.int64), np.array(kinds, dtype=np.int64), tuple(words), joined)
 
 
-def merge_maps(weights, units, n: int):
+def assignment(units, n: int, dtype):
+    """(B, t) unit of each piece, -1 for pads -> ((B, n, t) 0/1 assignment A, (B, n, t) A over each unit's piece
+    count): what merge_maps multiplies by, the same for every layer of a batch (make it once: merge_maps(...,
+    matrices=))."""
+    import torch
+
+    matrix = (torch.arange(n, device=units.device)[None, :, None] == units[:, None, :]).to(dtype)  # (B, n, t)
+    return matrix, matrix / matrix.sum(dim=-1, keepdim=True).clamp(min=1)
+
+
+def merge_maps(weights, units, n: int, matrices=None):
     """Piece maps -> unit maps, batched, in torch, in the maps' dtype.
 
-    weights: (B, H, t, t) post-softmax piece weights; units: (B, t) int64 unit of each piece, -1 for pads.
+    weights: (B, H, t, t) post-softmax piece weights; units: (B, t) int64 unit of each piece, -1 for pads;
+    matrices: assignment(units, n, weights.dtype) if the caller has it (one per batch, not one per layer).
     Returns (B, H, n, n), query units x key units (a permuted view: no copy of the maps).
     Keys: the pieces of a word are summed (right product with A^T).
     Queries: the rows of a word's pieces are averaged (left product with A / piece count).
@@ -191,10 +202,9 @@ def merge_maps(weights, units, n: int):
     import torch
 
     batch, heads, t, _ = weights.shape
-    assignment = (torch.arange(n, device=units.device)[None, :, None] == units[:, None, :]).to(weights.dtype)  # (B, n, t)
-    mean_rows = assignment / assignment.sum(dim=-1, keepdim=True).clamp(min=1)  # (B, n, t)
+    matrix, mean_rows = assignment(units, n, weights.dtype) if matrices is None else matrices  # (B, n, t) each
     # One bmm over all heads for the keys, one for the queries; no copy of the piece maps.
-    keyed = torch.bmm(weights.reshape(batch, heads * t, t), assignment.transpose(1, 2))  # (B, H*t, n)
+    keyed = torch.bmm(weights.reshape(batch, heads * t, t), matrix.transpose(1, 2))  # (B, H*t, n)
     keyed = keyed.view(batch, heads, t, n).transpose(1, 2).reshape(batch, t, heads * n)  # (B, t, H*n)
     merged = torch.bmm(mean_rows, keyed).view(batch, n, heads, n)  # (B, query n, H, key n)
     return merged.transpose(1, 2)  # (B, H, n, n)

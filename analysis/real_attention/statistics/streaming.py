@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from ..engine.extract import Batch, Encoded
-from ..engine.heads import FixedAccumulator, HeadSums, kernel, sentence_counts
+from ..engine.heads import FixedAccumulator, HeadSums, kernel, kernel_batch, sentence_counts
 from ..engine.units import DEFAULT_UNITS
 from .reading import CorpusError, CorpusReader
 
@@ -150,13 +150,13 @@ def corpus_sums(
         counts["truncated" if truncate else "skipped"] += bucket.left_out
         shown = _advance(progress, shown, bucket.lines - bucket.sentences)  # blank, skipped
         for batch, sizes in bucket.batches:
-            piece_units = torch.from_numpy(batch.units).to(device)  # not `units`: that is the rule's name
-            kinds = torch.from_numpy(batch.kinds).to(device)
+            # what every layer's kernel shares, made once (not `units`: that is the rule's name)
+            shared = kernel_batch(torch.from_numpy(batch.units).to(device), torch.from_numpy(batch.kinds).to(device))
             accumulator.reserve(sizes)
 
             def on_layer(layer: int, weights) -> None:  # as each layer ends: its maps die with it
-                # called within this iteration's forward pass: this batch's piece_units and kinds
-                accumulator.add(layer, kernel(weights, piece_units, kinds, causal=loaded.causal)[1])  # noqa: B023
+                # called within this iteration's forward pass: this batch's shared arrays
+                accumulator.add(layer, kernel(weights, shared, causal=loaded.causal)[1])  # noqa: B023
 
             forward_measured(loaded, batch, on_layer, measure, batch_size=batch_size)
             for name, value in sentence_counts(sizes, int(batch.attention_mask.sum()), loaded.causal).items():
