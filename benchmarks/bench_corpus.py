@@ -20,10 +20,16 @@ least 2000 lines. The model: the packaged MiniLM (--model minilm). Reported:
 4. with --post-forward alone: the work after the forward pass per sentence of the seeds corpus (the attentions
    computed once beforehand; then the text rule's units, padding, the merge, every statistic and the exact
    accumulator, timed; wall and process CPU time, median of interleaved repeats). Target: 0.15 ms per sentence.
+   Last measured (issue 28; 2 cores shared with other jobs, load 5-9): the units 0.06 ms of CPU a sentence,
+   before and after that round's changes alike; merge and statistics 0.48 ms on one torch thread (--threads 1),
+   0.33 ms of wall time on two when the machine was quiet and 6-30 ms when it was not; 0.54 ms in all on one
+   thread: target not met (the merge's two matrix products are most of it; see docs/benchmarks.md).
 
     python benchmarks/bench_corpus.py [--batch-size 32] [--repeats 5] [--naive-sentences N] [--skip-memory]
                                       [--memory-repeats 3] [--sentences 2000] [--skip-naive] [--json OUT.json]
     python benchmarks/bench_corpus.py --post-forward [--repeats 7]
+
+Last measured for ratio 2 (issue 28; --sentences 600 --repeats 5, load about 2): 0.911x median, 0.915x fastest.
 
 A quick look at ratio 2 alone (a few minutes instead of ~20):
     python benchmarks/bench_corpus.py --sentences 600 --repeats 3 --skip-memory --skip-naive
