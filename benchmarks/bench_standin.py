@@ -6,8 +6,9 @@ with MiniLM's tokenizer to a temporary folder and loaded through the same path a
 interleaved, `repeats` times each, on the seeds corpus repeated to `--sentences` lines: corpus_sums (ours) and the
 bare batched forward with output_attentions on the same length-sorted batches, tokenizing included (bench_corpus.bare).
 Reported: the medians and ours / bare throughput. Target >= 0.85.
-Last measured (issue 28; 728 sentences, 5 interleaved repeats, 2 cores, load about 2): ours 0.662 s, bare
-0.507 s, 0.765x: not met. Under load (6-11) the runs spread from 0.7 to 60 s and the ratio means nothing.
+Last measured (issue 28; 728 sentences, 5 interleaved repeats, 2 cores, load 0.8): ours 0.606 s, bare 0.387 s,
+0.64x (an earlier quiet run 0.662 s against 0.507 s, 0.765x): not met. Under load (6-11) the runs spread from
+0.7 to 60 s and the ratio means nothing.
 
     python benchmarks/bench_standin.py [--sentences 600] [--repeats 5] [--batch-size 32] [--json OUT.json]
 """
