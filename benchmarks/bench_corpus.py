@@ -22,10 +22,16 @@ least 2000 lines. The model: the packaged MiniLM (--model minilm). Reported:
 4. with --post-forward alone: the work after the forward pass per sentence of the seeds corpus (the attentions
    computed once beforehand; then the text rule's units, padding, the merge, every statistic and the exact
    accumulator, timed; wall and process CPU time, median of interleaved repeats). Target: 0.15 ms per sentence.
+   Last measured (issue 28; 2 cores shared with other jobs, load 5-9): the units 0.06 ms of CPU a sentence,
+   before and after that round's changes alike; merge and statistics 0.48 ms on one torch thread (--threads 1),
+   0.33 ms of wall time on two when the machine was quiet and 6-30 ms when it was not; 0.54 ms in all on one
+   thread: target not met (the merge's two matrix products are most of it; see docs/benchmarks.md).
 
     python benchmarks/bench_corpus.py [--batch-size 32] [--repeats 5] [--naive-sentences N] [--skip-memory]
                                       [--memory-repeats 3] [--sentences 2000] [--skip-naive] [--json OUT.json]
     python benchmarks/bench_corpus.py --post-forward [--repeats 7]
+
+Last measured for ratio 2 (issue 28; --sentences 600 --repeats 5, load 1.2-1.6): 0.908x median, 0.932x fastest.
 
 A quick look at ratio 2 alone (a few minutes instead of ~20):
     python benchmarks/bench_corpus.py --sentences 600 --repeats 3 --skip-memory --skip-naive
@@ -197,15 +203,28 @@ def naive(loaded, texts: list[str]) -> dict[str, np.ndarray]:
     return {name: value / (pairs if name in ("prev", "next") else units) for name, value in totals.items()}
 
 
+class Tokenized:
+    """The tokenizer with its answer for the texts ready: encode through it times the unit rule, not the tokenizer."""
+
+    def __init__(self, tokenizer, answer):
+        self.tokenizer, self.answer = tokenizer, answer
+
+    def __call__(self, *args, **kwargs):
+        return self.answer
+
+    def __getattr__(self, name):
+        return getattr(self.tokenizer, name)
+
+
 def post_forward(loaded, texts: list[str], batch_size: int, repeats: int) -> dict:
     """The work after the forward pass alone, per sentence: the attentions of every batch are computed once
     beforehand and kept; then, timed (process CPU time and wall time, median of interleaved repeats), the text
-    rule's units (extract.encode minus the bare tokenizer call), padding, the exact merge and every statistic
+    rule's units (extract.encode with the tokenizer's answer ready: Tokenized), padding, the exact merge and every statistic
     (heads.kernel) and the device accumulator. Target: at most 0.15 ms of wall time per sentence."""
     import torch
 
     from real_attention.engine.extract import encode, forward_layers, pad_batch
-    from real_attention.engine.heads import FixedAccumulator, kernel
+    from real_attention.engine.heads import FixedAccumulator, kernel, kernel_batch
     from real_attention.engine.batches import fixed_batches
 
     def shaped(encoded):  # the batches corpus_sums runs: fixed shapes, dummy rows in a group's last one
@@ -221,7 +240,9 @@ def post_forward(loaded, texts: list[str], batch_size: int, repeats: int) -> dic
         kept.append(layers)
     options = dict(return_offsets_mapping=True, return_special_tokens_mask=True, verbose=False,
                    split_special_tokens=True)
-    results: dict[str, list[float]] = {"tokenize_s": [], "encode_s": [], "kernel_s": [], "kernel_cpu_s": []}
+    tokenized = Tokenized(loaded.tokenizer, loaded.tokenizer(texts, **options))
+    results: dict[str, list[float]] = {"tokenize_s": [], "encode_s": [], "units_s": [], "units_cpu_s": [],
+                                       "kernel_s": [], "kernel_cpu_s": []}
     for _ in range(repeats):
         start = time.perf_counter()
         loaded.tokenizer(texts, **options)
@@ -230,21 +251,26 @@ def post_forward(loaded, texts: list[str], batch_size: int, repeats: int) -> dic
         again, _ = encode(loaded.tokenizer, texts, loaded.max_tokens)
         results["encode_s"].append(time.perf_counter() - start)
         start, cpu = time.perf_counter(), time.process_time()
+        encode(tokenized, texts, loaded.max_tokens)  # encode with the tokenizer's answer ready: the units alone
+        results["units_s"].append(time.perf_counter() - start)
+        results["units_cpu_s"].append(time.process_time() - cpu)
+        start, cpu = time.perf_counter(), time.process_time()
         accumulator = FixedAccumulator(loaded.layers, loaded.heads, loaded.device)
         for (part, padded), layers in zip(shaped(again), kept):
-            units = torch.from_numpy(padded.units)
-            kinds = torch.from_numpy(padded.kinds)
+            shared = kernel_batch(torch.from_numpy(padded.units), torch.from_numpy(padded.kinds))  # as corpus_sums
             accumulator.reserve([len(s.kinds) for s in part])
             for layer, weights in enumerate(layers):
-                accumulator.add(layer, kernel(weights, units, kinds, causal=loaded.causal)[1][:len(part)])
+                accumulator.add(layer, kernel(weights, shared, causal=loaded.causal)[1][:len(part)])
         accumulator.result()
         results["kernel_s"].append(time.perf_counter() - start)
         results["kernel_cpu_s"].append(time.process_time() - cpu)
     median = {name: statistics.median(runs) for name, runs in results.items()}
-    units_s = max(0.0, median["encode_s"] - median["tokenize_s"])
+    units_s = median["units_s"]
     per_sentence = 1000 * (units_s + median["kernel_s"]) / len(texts)
     return {"sentences": len(texts), "repeats": repeats, "median_s": {k: round(v, 4) for k, v in median.items()},
+            "torch_threads": torch.get_num_threads(),
             "units_ms_per_sentence": round(1000 * units_s / len(texts), 4),
+            "units_cpu_ms_per_sentence": round(1000 * median["units_cpu_s"] / len(texts), 4),
             "merge_and_statistics_ms_per_sentence": round(1000 * median["kernel_s"] / len(texts), 4),
             "merge_and_statistics_cpu_ms_per_sentence": round(1000 * median["kernel_cpu_s"] / len(texts), 4),
             "post_forward_ms_per_sentence": round(per_sentence, 4), "target_ms": 0.15}
@@ -304,9 +330,14 @@ def main() -> None:
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
     parser.add_argument("--memory-of", default="ours", help=argparse.SUPPRESS)
     parser.add_argument("--memory-every", type=int, default=MIN_SENTENCES, help=argparse.SUPPRESS)
+    parser.add_argument("--threads", type=int, help="torch threads (default: torch's own, one per core)")
     parser.add_argument("--post-forward", action="store_true", help="Only the post-forward cost per sentence of "
                         "the seeds corpus (attentions computed once beforehand).")
     args = parser.parse_args()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     if args.post_forward:
         result = post_forward(load(), seed_lines(), args.batch_size, args.repeats)
         print(json.dumps(result, indent=2))

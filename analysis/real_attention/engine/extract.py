@@ -99,11 +99,9 @@ def encode(tokenizer, texts: list[str], max_tokens: int, truncate: bool = False,
     for i, (text, encoding) in enumerate(zip(texts, encodings)):
         if i in drop:
             continue
-        word_ids = np.array([-1 if w is None else w for w in encoding.word_ids], dtype=np.int64)
-        special = np.array(encoding.special_tokens_mask, dtype=bool)
-        offsets = np.array(encoding.offsets, dtype=np.int64).reshape(-1, 2)
-        try:
-            grouped = group(text, encoding.tokens, word_ids, special, offsets, units,
+        word_ids = [-1 if w is None else w for w in encoding.word_ids] if units == "tokenizer" else None
+        try:  # the lists as the tokenizer gives them: group's loops read them directly
+            grouped = group(text, encoding.tokens, word_ids, encoding.special_tokens_mask, encoding.offsets, units,
                             required[i] if required is not None else ())
         except UnitError as error:
             raise UnitError(f"sentence {i + 1}: {error}") from None
@@ -130,11 +128,9 @@ def encode_words(tokenizer, sentences: list[tuple[str, ...]], max_tokens: int
     for i, ((text, spans), encoding) in enumerate(zip(joined, encodings)):
         if i in long_ones:
             continue
-        special = np.array(encoding.special_tokens_mask, dtype=bool)
-        offsets = np.array(encoding.offsets, dtype=np.int64).reshape(-1, 2)
         try:
-            grouped = group(text, encoding.tokens, np.full(len(special), -1, dtype=np.int64), special, offsets,
-                            GIVEN_WORDS, given=spans)
+            grouped = group(text, encoding.tokens, None, encoding.special_tokens_mask, encoding.offsets, GIVEN_WORDS,
+                            given=spans)
         except MissingWord as error:
             missing.append((i, error))
             continue
@@ -159,23 +155,25 @@ def pad_batch(sentences: list[Encoded], pad_id: int, shape: tuple[int, int] | No
     the rows after the sentences are dummies: pad ids, the first piece unmasked (no all-masked row), no unit.
     None: as many rows as sentences, padded to the longest.
     """
-    size, t = len(sentences), max(len(s.ids) for s in sentences)
-    n = max(len(s.kinds) for s in sentences)
+    lengths = np.array([len(s.ids) for s in sentences])  # (B,)
+    sizes = np.array([len(s.kinds) for s in sentences])  # (B,)
+    rows, t, n = len(sentences), int(lengths.max()), int(sizes.max())
     if shape is not None:
-        assert shape[0] >= size and shape[1] >= t, (shape, size, t)
-        size, t = shape
+        assert shape[0] >= rows and shape[1] >= t, (shape, rows, t)
+        rows, t = shape
         n = t  # a sentence has no more units than pieces
-    input_ids = np.full((size, t), pad_id, dtype=np.int64)
-    attention_mask = np.zeros((size, t), dtype=np.int64)
+    real = np.zeros((rows, t), dtype=bool)  # row-major order = the pieces in order
+    real[:len(sentences)] = np.arange(t)[None, :] < lengths[:, None]
+    has = np.zeros((rows, n), dtype=bool)
+    has[:len(sentences)] = np.arange(n)[None, :] < sizes[:, None]
+    attention_mask = real.astype(np.int64)
     attention_mask[len(sentences):, 0] = 1
-    units = np.full((size, t), -1, dtype=np.int64)
-    kinds = np.full((size, n), PAD, dtype=np.int64)
-    for row, sentence in enumerate(sentences):
-        length = len(sentence.ids)
-        input_ids[row, :length] = sentence.ids
-        attention_mask[row, :length] = 1
-        units[row, :length] = sentence.units
-        kinds[row, :len(sentence.kinds)] = sentence.kinds
+    input_ids = np.full(real.shape, pad_id, dtype=np.int64)
+    input_ids[real] = np.concatenate([s.ids for s in sentences])
+    units = np.full(real.shape, -1, dtype=np.int64)
+    units[real] = np.concatenate([s.units for s in sentences])
+    kinds = np.full(has.shape, PAD, dtype=np.int64)
+    kinds[has] = np.concatenate([s.kinds for s in sentences])
     return Batch(input_ids, attention_mask, units, kinds)
 
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, TypedDict, TypeGuard
+from typing import Any, NamedTuple, TypedDict, TypeGuard
 
 import numpy as np
 
 from .errors import InputError
-from .words import FIRST_SPECIAL, LAST_SPECIAL, MARKER_KINDS, PAD, PUNCT, WordAttention, merge_maps
+from .words import FIRST_SPECIAL, LAST_SPECIAL, MARKER_KINDS, PAD, PUNCT, WordAttention, assignment, merge_maps
 
 # "Previous" and "next" are defined here, once: the key sits at query index + offset.
 PREVIOUS_OFFSET = -1
@@ -85,11 +85,24 @@ def _p_log_p(rows):
     return rows.clamp(min=torch.finfo(rows.dtype).tiny).log_().mul_(rows)
 
 
-def sentence_totals(maps, kinds, causal: bool = False):
+def key_sets(kinds, dtype):
+    """(B, n) Kind codes -> (B, 5, n) the keys of first, first_special, last_special, punct and markers, as 0/1 in
+    `dtype`: the same for every layer of a batch."""
+    import torch
+
+    markers = torch.isin(kinds, torch.tensor(MARKER_KINDS, device=kinds.device))
+    first = torch.zeros_like(markers)
+    first[:, 0] = True  # the first unit of every sentence (a batch has no empty sentence)
+    return torch.stack([first, kinds == FIRST_SPECIAL, kinds == LAST_SPECIAL, kinds == PUNCT, markers],
+                       dim=1).to(dtype)  # (B, 5, n)
+
+
+def sentence_totals(maps, kinds, causal: bool = False, keys=None):
     """Every statistic of one layer for each sentence of a batch, in torch on the maps' device.
 
     maps: (B, H, n, n) unit maps (query x key), all-zero rows and columns for pads; kinds: (B, n) Kind codes,
-    PAD for pads; causal: a decoder's maps, whose query unit 0 enters no statistic. Returns
+    PAD for pads; causal: a decoder's maps, whose query unit 0 enters no statistic; keys: key_sets(kinds,
+    maps.dtype) if the caller has it. Returns
     (B, len(STATISTICS), H) int64: each sentence's totals (summed over its query units in the maps' dtype, then
     float64) rounded to fixed point, 2**-FIXED_BITS, so that any grouping of sentences adds them up exactly.
     Pads add exactly 0.
@@ -106,27 +119,41 @@ def sentence_totals(maps, kinds, causal: bool = False):
         -_p_log_p(queries).sum(dim=(2, 3)),  # entropy in nats: entropy_terms, negated after the sum
     ]
     rows = torch.stack(per_row, dim=1).to(torch.float64)  # (B, 4, H)
-    markers = torch.isin(kinds, torch.tensor(MARKER_KINDS, device=kinds.device))
-    first = torch.zeros_like(markers)
-    first[:, 0] = True  # the first unit of every sentence (a batch has no empty sentence)
-    key_sets = torch.stack([first, kinds == FIRST_SPECIAL, kinds == LAST_SPECIAL, kinds == PUNCT, markers],
-                           dim=1).to(maps.dtype)  # (B, 5, n)
+    keys = key_sets(kinds, maps.dtype) if keys is None else keys  # (B, 5, n)
     received = queries.sum(dim=2)  # (B, H, key n): the weight each key gets from all queries
-    on_keys = torch.bmm(key_sets, received.transpose(1, 2)).to(torch.float64)  # (B, 5, H)
+    on_keys = torch.bmm(keys, received.transpose(1, 2)).to(torch.float64)  # (B, 5, H)
     values = torch.cat([rows[:, :3], on_keys, rows[:, 3:]], dim=1)  # (B, 9, H) in STATISTICS order
     return to_fixed(values).to(torch.int64)
 
 
-def kernel(weights, units, kinds, keep_maps: bool = False, causal: bool = False):
+class KernelBatch(NamedTuple):
+    """What the kernel needs of a batch besides its maps, made once for all its layers (kernel_batch)."""
+
+    units: Any  # (B, t) unit of each piece, -1 for pads
+    kinds: Any  # (B, n) Kind codes, PAD for pads
+    matrices: Any  # words.assignment(units, n, float32): the merge's (B, n, t) matrices
+    keys: Any  # key_sets(kinds, float32): the (B, 5, n) key sets of the statistics
+
+
+def kernel_batch(units, kinds) -> KernelBatch:
+    """units (B, t), kinds (B, n) on the maps' device -> the KernelBatch of every layer of the batch."""
+    import torch
+
+    return KernelBatch(units, kinds, assignment(units, kinds.shape[1], torch.float32), key_sets(kinds, torch.float32))
+
+
+def kernel(weights, units, kinds=None, keep_maps: bool = False, causal: bool = False):
     """The one merge-and-statistics kernel: one layer's piece maps of a batch -> (unit maps or None, totals).
 
-    weights: (B, H, t, t) post-softmax piece weights; units: (B, t) unit of each piece, -1 for pads;
-    kinds: (B, n) Kind codes, PAD for pads; all on one device; causal: a decoder's maps. Returns the
-    (B, H, n, n) unit maps if keep_maps, and the (B, len(STATISTICS), H) int64 fixed-point totals of each
-    sentence (sentence_totals), in float32 whatever precision the model computes in (as `run` does).
+    weights: (B, H, t, t) post-softmax piece weights; units: (B, t) unit of each piece, -1 for pads, and
+    kinds: (B, n) Kind codes, PAD for pads; or units: a KernelBatch (kernel_batch) and no kinds: the same, with
+    what every layer shares made once. All on one device; causal: a decoder's maps. Returns the (B, H, n, n) unit
+    maps if keep_maps, and the (B, len(STATISTICS), H) int64 fixed-point totals of each sentence
+    (sentence_totals), in float32 whatever precision the model computes in (as `run` does).
     """
-    maps = merge_maps(weights.float(), units, kinds.shape[1])
-    return (maps if keep_maps else None), sentence_totals(maps, kinds, causal)
+    batch = units if isinstance(units, KernelBatch) else kernel_batch(units, kinds)
+    maps = merge_maps(weights.float(), batch.units, batch.kinds.shape[1], batch.matrices)
+    return (maps if keep_maps else None), sentence_totals(maps, batch.kinds, causal, batch.keys)
 
 
 class SentenceCounts(TypedDict):

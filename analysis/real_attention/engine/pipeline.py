@@ -10,8 +10,8 @@ import numpy as np
 
 from .batches import index_batches
 from .focus import FocusedSentence, focus_sentences
-from .heads import (FixedAccumulator, HeadReport, HeadSums, classify, focus_scores, kernel, report_from_scores,
-                    sentence_counts)
+from .heads import (FixedAccumulator, HeadReport, HeadSums, classify, focus_scores, kernel, kernel_batch,
+                    report_from_scores, sentence_counts)
 from .measures import WEIGHTS
 from .sentences import SentenceSet
 from .units import DEFAULT_UNITS
@@ -128,6 +128,7 @@ def _attend_batch(loaded, encoded, measure: str, pieces: bool, accumulator: Fixe
     batch = pad_batch(encoded, loaded.tokenizer.pad_token_id or 0)
     piece_units = torch.from_numpy(batch.units).to(loaded.device)  # (B, t)
     kinds = torch.from_numpy(batch.kinds).to(loaded.device)
+    shared = kernel_batch(piece_units, kinds)  # what every layer's kernel shares, made once
     sizes = [len(sentence.words) for sentence in encoded]
     lengths = [len(sentence.ids) for sentence in encoded]
     weights = [np.empty((loaded.layers, loaded.heads, n, n), dtype=np.float32) for n in sizes]  # (L, H, n, n) each
@@ -143,7 +144,7 @@ def _attend_batch(loaded, encoded, measure: str, pieces: bool, accumulator: Fixe
             kept = piece_maps.cpu().numpy()  # (B, H, t, t)
             for row, length in enumerate(lengths):
                 piece_maps_kept[row][layer] = kept[row, :, :length, :length]
-        maps, layer_totals = kernel(piece_maps, piece_units, kinds, keep_maps=True,
+        maps, layer_totals = kernel(piece_maps, shared, keep_maps=True,
                                     causal=loaded.causal)  # (B, H, n, n), (B, len(STATISTICS), H)
         maps = maps.cpu().numpy()
         for row, n in enumerate(sizes):

@@ -6,6 +6,7 @@ rule of real_attention.engine.units (or, by the "tokenizer" rule, are the pieces
 """
 from __future__ import annotations
 
+import functools
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -104,6 +105,7 @@ class WordAttention:
         return self.checked_weights().shape[1]
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a corpus repeats its words: most labels are looked up, not recomputed
 def is_punctuation(word: str) -> bool:
     """True for a word made only of punctuation characters (Unicode category P*)."""
     return bool(word) and all(unicodedata.category(char).startswith("P") for char in word)
@@ -125,54 +127,73 @@ class Grouping(NamedTuple):
     joined: tuple[Joined, ...]  # units of the text rule that one piece straddles, joined (none by the tokenizer)
 
 
-def group(text: str, tokens: list[str], word_ids: np.ndarray, special: np.ndarray, offsets: np.ndarray,
-          rule: str = DEFAULT_UNITS, required: Sequence[str] = (),
+def group(text: str, tokens: list[str], word_ids: np.ndarray | Sequence[int] | None, special: np.ndarray | Sequence[bool],
+          offsets: np.ndarray | Sequence[Sequence[int]], rule: str = DEFAULT_UNITS, required: Sequence[str] = (),
           given: Sequence[tuple[int, int]] = ()) -> Grouping:
     """Assign pieces to units, and give each unit its Kind and its label as written.
 
-    tokens (t,), word_ids (t,) int (-1 where the tokenizer has none), special (t,) bool (the tokenizer's
-    special_tokens_mask), offsets (t, 2) character spans in `text`. rule "text": the units of real_attention.engine.units,
+    tokens (t,), word_ids (t,) int (-1 where the tokenizer has none; only the "tokenizer" rule reads them),
+    special (t,) bool (the tokenizer's special_tokens_mask), offsets (t, 2) character spans in `text` (arrays or
+    lists). rule "text": the units of real_attention.engine.units,
     with each `required` word (the focus and sense words) one unit; "tokenizer": the tokenizer's own words
     (its word_ids), as Clark et al.'s code does; "words": the given words, whose character spans in `text`
     are `given` (units.join_words; units.given_assign places the pieces). Specials are units of their own, told
     apart by position, never by name: the first unit is FIRST_SPECIAL and the last LAST_SPECIAL when the
     tokenizer added them.
     """
+    # Plain Python over the t pieces (a few dozen): the text rule runs on every line of a corpus, and a dozen
+    # small numpy calls per sentence cost more than the loops.
+    specials = special.tolist() if isinstance(special, np.ndarray) else list(special)
     if rule == GIVEN_WORDS:
         spans, joined = list(given), tuple[Joined, ...]()
-        key = np.where(special, -1 - np.arange(len(special)), given_assign(text, spans, special, offsets))
+        pieces = given_assign(text, spans, specials, offsets).tolist()
     elif rule == "text":
-        pieces, spans, joined = assign(text, tokens, special, offsets, required)
-        key = np.where(special, -1 - np.arange(len(special)), pieces)  # a special: a key of its own
+        assigned, spans, joined = assign(text, tokens, specials, offsets, required)
+        pieces = assigned.tolist()
     else:
-        key = np.where(special, -1, word_ids).astype(np.int64)
-        joined = ()
-    units = unit_ids(key)
-    n = int(units[-1]) + 1
-    first = np.searchsorted(units, np.arange(n))  # (n,) first piece of each unit
+        assert word_ids is not None, "the tokenizer rule reads the word ids"
+        pieces, joined = [-1 if flag else int(w) for flag, w in zip(specials, np.asarray(word_ids).tolist())], ()
+    # a new unit at every special (a key of its own) and wherever the key changes
+    units, firsts, previous = [], [], None
+    for piece, (flag, key) in enumerate(zip(specials, pieces)):
+        if flag or key < 0 or key != previous:
+            firsts.append(piece)
+        units.append(len(firsts) - 1)
+        previous = None if flag or key < 0 else key
+    n = len(firsts)
     by_key = rule in ("text", GIVEN_WORDS)  # a unit's span is that of its key; else of its pieces' offsets
     if not by_key:  # a tokenizer word spans its pieces' offsets
-        starts = np.minimum.reduceat(offsets[:, 0], first)
-        ends = np.maximum.reduceat(offsets[:, 1], first)
-        spans = list(zip(starts.tolist(), ends.tolist()))
-    kinds = np.empty(n, dtype=np.int64)
-    words = []
-    for unit, piece in enumerate(first.tolist()):  # labels only; the weights are merged by merge_maps
-        if key[piece] < 0:
+        pairs = np.asarray(offsets).reshape(-1, 2).tolist()
+        ends = firsts[1:] + [len(pieces)]
+        spans = [(min(p[0] for p in pairs[a:b]), max(p[1] for p in pairs[a:b])) for a, b in zip(firsts, ends)]
+    kinds, words = [], []
+    for unit, piece in enumerate(firsts):  # labels only; the weights are merged by merge_maps
+        if specials[piece] or pieces[piece] < 0:
             words.append(tokens[piece])
-            kinds[unit] = FIRST_SPECIAL if unit == 0 else LAST_SPECIAL if unit == n - 1 else SPECIAL
+            kinds.append(FIRST_SPECIAL if unit == 0 else LAST_SPECIAL if unit == n - 1 else SPECIAL)
         else:
-            start, end = spans[key[piece]] if by_key else spans[unit]
+            start, end = spans[pieces[piece]] if by_key else spans[unit]
             word = text[start:end].strip()  # byte-level BPE offsets may hold the space before a word
             words.append(word)
-            kinds[unit] = PUNCT if is_punctuation(word) else WORD
-    return Grouping(units, kinds, tuple(words), joined)
+            kinds.append(PUNCT if is_punctuation(word) else WORD)
+    return Grouping(np.array(units, dtype=np.int64), np.array(kinds, dtype=np.int64), tuple(words), joined)
 
 
-def merge_maps(weights, units, n: int):
+def assignment(units, n: int, dtype):
+    """(B, t) unit of each piece, -1 for pads -> ((B, n, t) 0/1 assignment A, (B, n, t) A over each unit's piece
+    count): what merge_maps multiplies by, the same for every layer of a batch (make it once: merge_maps(...,
+    matrices=))."""
+    import torch
+
+    matrix = (torch.arange(n, device=units.device)[None, :, None] == units[:, None, :]).to(dtype)  # (B, n, t)
+    return matrix, matrix / matrix.sum(dim=-1, keepdim=True).clamp(min=1)
+
+
+def merge_maps(weights, units, n: int, matrices=None):
     """Piece maps -> unit maps, batched, in torch, in the maps' dtype.
 
-    weights: (B, H, t, t) post-softmax piece weights; units: (B, t) int64 unit of each piece, -1 for pads.
+    weights: (B, H, t, t) post-softmax piece weights; units: (B, t) int64 unit of each piece, -1 for pads;
+    matrices: assignment(units, n, weights.dtype) if the caller has it (one per batch, not one per layer).
     Returns (B, H, n, n), query units x key units (a permuted view: no copy of the maps).
     Keys: the pieces of a word are summed (right product with A^T).
     Queries: the rows of a word's pieces are averaged (left product with A / piece count).
@@ -181,10 +202,9 @@ def merge_maps(weights, units, n: int):
     import torch
 
     batch, heads, t, _ = weights.shape
-    assignment = (torch.arange(n, device=units.device)[None, :, None] == units[:, None, :]).to(weights.dtype)  # (B, n, t)
-    mean_rows = assignment / assignment.sum(dim=-1, keepdim=True).clamp(min=1)  # (B, n, t)
+    matrix, mean_rows = assignment(units, n, weights.dtype) if matrices is None else matrices  # (B, n, t) each
     # One bmm over all heads for the keys, one for the queries; no copy of the piece maps.
-    keyed = torch.bmm(weights.reshape(batch, heads * t, t), assignment.transpose(1, 2))  # (B, H*t, n)
+    keyed = torch.bmm(weights.reshape(batch, heads * t, t), matrix.transpose(1, 2))  # (B, H*t, n)
     keyed = keyed.view(batch, heads, t, n).transpose(1, 2).reshape(batch, t, heads * n)  # (B, t, H*n)
     merged = torch.bmm(mean_rows, keyed).view(batch, n, heads, n)  # (B, query n, H, key n)
     return merged.transpose(1, 2)  # (B, H, n, n)

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 from ..engine.batches import FixedBatch, fixed_batches
 from ..engine.extract import Batch, Encoded
-from ..engine.heads import FixedAccumulator, HeadSums, kernel, sentence_counts
+from ..engine.heads import FixedAccumulator, HeadSums, kernel, kernel_batch, sentence_counts
 from ..engine.units import DEFAULT_UNITS
 from .reading import CorpusError, CorpusReader
 
@@ -145,13 +145,13 @@ def corpus_sums(
         counts["truncated" if truncate else "skipped"] += bucket.left_out
         shown = _advance(progress, shown, bucket.lines - bucket.sentences)  # blank, skipped
         for batch, sizes in bucket.batches:
-            piece_units = torch.from_numpy(batch.units).to(device)  # not `units`: that is the rule's name
-            kinds = torch.from_numpy(batch.kinds).to(device)
+            # what every layer's kernel shares, made once (not `units`: that is the rule's name)
+            shared = kernel_batch(torch.from_numpy(batch.units).to(device), torch.from_numpy(batch.kinds).to(device))
             accumulator.reserve(sizes)
 
             def on_layer(layer: int, weights) -> None:  # as each layer ends: its maps die with it
-                # called within this iteration's forward pass: this batch's piece_units and kinds
-                totals = kernel(weights, piece_units, kinds, causal=loaded.causal)[1]  # noqa: B023
+                # called within this iteration's forward pass: this batch's shared arrays
+                totals = kernel(weights, shared, causal=loaded.causal)[1]  # noqa: B023
                 accumulator.add(layer, totals[:len(sizes)])  # noqa: B023  (the dummy rows dropped)
 
             forward_measured(loaded, batch, on_layer, measure, batch_size=batch_size)

@@ -141,7 +141,7 @@ def syntax_counts(loaded, sentences: Iterable[TreeSentence], batch_size: int = D
     from ..statistics.streaming import BUCKET_BATCHES
     from ..engine.extract import encode_words, pad_batch
     from ..engine.measures import forward_measured
-    from ..engine.words import merge_maps
+    from ..engine.words import assignment, merge_maps
     from .scoring import predict
 
     counts = SyntaxCounts(loaded.layers, loaded.heads)
@@ -171,12 +171,14 @@ def syntax_counts(loaded, sentences: Iterable[TreeSentence], batch_size: int = D
             lengths = torch.from_numpy(gold.lengths).to(device)
             words = int(gold.lengths.max())
             gold_tensors = gold.tensors(device)
+            matrices = assignment(pieces, words, torch.float32)  # the merge's, once for every layer
 
-            def on_layer(layer: int, maps, pieces=pieces, words=words, gold=gold_tensors, lengths=lengths) -> None:
+            def on_layer(layer: int, maps, pieces=pieces, words=words, gold=gold_tensors, lengths=lengths,
+                         matrices=matrices) -> None:
                 # as each layer ends: its maps die with it; the counts stay on the device
                 nonlocal correct
-                word_maps = merge_maps(maps.float(), pieces, words)  # (B, H, W, W) without the specials
-                correct = counts.add_layer_on_device(layer, gold, predict(word_maps, lengths), correct)
+                word_maps = merge_maps(maps.float(), pieces, words, matrices)  # (B, H, W, W) without the specials
+                correct = counts.add_layer_on_device(layer, gold, predict(word_maps, lengths, scratch=True), correct)
 
             forward_measured(loaded, batch, on_layer, measure, batch_size=batch_size)
             if progress is not None:
