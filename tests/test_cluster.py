@@ -19,6 +19,9 @@ from real_attention.outputs.tables import write_csv
 from real_attention import cli
 
 SEEDS = Path(__file__).resolve().parent.parent / "benchmarks" / "corpus_seeds.txt"
+# The cluster runs take the seed corpus's first SEED_SENTENCES lines, in partitions of PARTITION: 6 partitions, as the
+# whole corpus in partitions of 32 (each run of the whole corpus cost seconds of MiniLM per test)
+SEED_SENTENCES, PARTITION = 60, 10
 TINY_SENTENCES = ["Me senté en el banco de mi jardín.", "Fui al banco a sacar dinero.", "I sat on the bank.",
                   "", "I went to the bank to get some money!", "unos en el jardín, al banco.", "the end"]
 
@@ -229,8 +232,18 @@ def cluster():
         yield local, client
 
 
-def seed_text() -> CorpusText:
-    return CorpusText(expand([str(SEEDS)]))
+@pytest.fixture(scope="module")
+def seeds(tmp_path_factory) -> Path:
+    """The seed corpus's first SEED_SENTENCES lines (none blank), as a file."""
+    lines = SEEDS.read_text(encoding="utf-8").splitlines()[:SEED_SENTENCES]
+    assert all(line.strip() for line in lines)
+    path = tmp_path_factory.mktemp("seeds") / "seeds.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def seed_text(seeds: Path) -> CorpusText:
+    return CorpusText(expand([str(seeds)]))
 
 
 def heads_csv(sums: HeadSums, path: Path) -> str:
@@ -249,12 +262,12 @@ def assert_same_result(got, expected, tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def single_process(needs_minilm_module):
+def single_process(needs_minilm_module, seeds):
     """The single-process run of the seed corpus with MiniLM, one torch thread, partitions of 32."""
     import torch
 
     before = torch.get_num_threads()
-    result = run_corpus(Engine(threads=1, partition_size=32), seed_text(), lang=None, model="minilm",
+    result = run_corpus(Engine(threads=1, partition_size=PARTITION), seed_text(seeds), lang=None, model="minilm",
                         revision=None, batch_size=8)
     assert torch.get_num_threads() == before and result.engine["torch_threads"] == 1
     return result
@@ -278,30 +291,30 @@ def test_the_workers_import_this_checkout(cluster):
 
 
 @pytest.mark.slow
-def test_a_cluster_run_equals_the_single_process_run(cluster, single_process, tmp_path):
+def test_a_cluster_run_equals_the_single_process_run(cluster, single_process, seeds, tmp_path):
     local, _ = cluster
-    text = seed_text()
-    got = run_corpus(Engine(scheduler=local.scheduler_address, partition_size=32), text, lang=None,
+    text = seed_text(seeds)
+    got = run_corpus(Engine(scheduler=local.scheduler_address, partition_size=PARTITION), text, lang=None,
                      model="minilm", revision=None, batch_size=8)
     assert_same_result(got, single_process, tmp_path)
     assert got.engine["name"] == "dask-scheduler" and got.engine["workers"] == 2
-    assert got.engine["partitions"] == single_process.engine["partitions"] == 6  # 182 sentences / 32
+    assert got.engine["partitions"] == single_process.engine["partitions"] == 6  # SEED_SENTENCES / PARTITION
     assert got.engine["dask"] == __import__("dask").__version__ and single_process.engine["dask"] is None
 
 
 @pytest.mark.slow
-def test_partitions_of_any_size_give_the_same_bits(cluster, single_process):
+def test_partitions_of_any_size_give_the_same_bits(cluster, single_process, seeds):
     """Fixed-shape batches (real_attention.engine.batches.fixed_batches): a sentence's maps do not depend on the
     other sentences of its partition, so partitions of any size, here or on the cluster, add up to the same bits
     (MiniLM, --batch-size 8, one torch thread in every process)."""
     local, _ = cluster
-    for engine in (Engine(threads=1, partition_size=1000), Engine(scheduler=local.scheduler_address, partition_size=23)):
-        got = run_corpus(engine, seed_text(), lang=None, model="minilm", revision=None, batch_size=8)
+    for engine in (Engine(threads=1, partition_size=1000), Engine(scheduler=local.scheduler_address, partition_size=7)):
+        got = run_corpus(engine, seed_text(seeds), lang=None, model="minilm", revision=None, batch_size=8)
         assert json.dumps(got.sums.to_json()) == json.dumps(single_process.sums.to_json()), engine
 
 
 @pytest.mark.slow
-def test_a_killed_worker_is_replaced_and_the_result_is_the_same(cluster, single_process, tmp_path):
+def test_a_killed_worker_is_replaced_and_the_result_is_the_same(cluster, single_process, seeds, tmp_path):
     local, client = cluster
     pids = client.run(os.getpid)  # worker address -> process id
     killed = []
@@ -312,7 +325,7 @@ def test_a_killed_worker_is_replaced_and_the_result_is_the_same(cluster, single_
             os.kill(pid, signal.SIGKILL)
             killed.append(address)
 
-    got = run_corpus(Engine(scheduler=local.scheduler_address, partition_size=32), seed_text(), lang=None,
+    got = run_corpus(Engine(scheduler=local.scheduler_address, partition_size=PARTITION), seed_text(seeds), lang=None,
                      model="minilm", revision=None, batch_size=8, on_partition=kill_one)
     assert killed
     assert_same_result(got, single_process, tmp_path)
@@ -379,7 +392,7 @@ def test_an_interrupted_cluster_run_writes_nothing(cluster, tmp_path, tiny_model
 
 
 @pytest.mark.slow
-def test_the_readme_cluster_commands_give_the_single_process_result(single_process, tmp_path):
+def test_the_readme_cluster_commands_give_the_single_process_result(single_process, seeds, tmp_path):
     """`dask scheduler` and `dask worker` started from the command line, as the README's "On a cluster" says
     (here both on this machine), and `heads --scheduler` pointed at them."""
     import shutil
@@ -409,9 +422,9 @@ def test_the_readme_cluster_commands_give_the_single_process_result(single_proce
 
         with Client(address, timeout="30s") as client:  # waits for the scheduler to listen
             client.wait_for_workers(2, timeout=60)
-        (tmp_path / "seeds.txt").write_bytes(SEEDS.read_bytes())
+        (tmp_path / "seeds.txt").write_bytes(seeds.read_bytes())
         result = CliRunner().invoke(cli, ["heads", "--corpus", str(tmp_path / "seeds.txt"), "--model", "minilm",
-                                          "--scheduler", address, "--partition-size", "32", "--batch-size", "8",
+                                          "--scheduler", address, "--partition-size", str(PARTITION), "--batch-size", "8",
                                           "--out", str(tmp_path / "out"), "--quiet"])
         assert result.exit_code == 0, result.output
     finally:
@@ -433,11 +446,11 @@ def test_the_readme_cluster_commands_give_the_single_process_result(single_proce
 
 
 @pytest.mark.slow
-def test_a_cluster_norm_run_equals_the_single_process_norm_run(cluster, single_process, tmp_path):
+def test_a_cluster_norm_run_equals_the_single_process_norm_run(cluster, single_process, seeds, tmp_path):
     local, _ = cluster
     options = dict(lang=None, model="minilm", revision=None, batch_size=8, measure="norm")
-    expected = run_corpus(Engine(threads=1, partition_size=32), seed_text(), **options)
-    got = run_corpus(Engine(scheduler=local.scheduler_address, partition_size=32), seed_text(), **options)
+    expected = run_corpus(Engine(threads=1, partition_size=PARTITION), seed_text(seeds), **options)
+    got = run_corpus(Engine(scheduler=local.scheduler_address, partition_size=PARTITION), seed_text(seeds), **options)
     assert_same_result(got, expected, tmp_path)
     markers = STATISTICS.index("markers")
     assert (expected.sums.totals[markers] < single_process.sums.totals[markers]).all()  # Kobayashi et al.
