@@ -13,6 +13,8 @@ Before/after the drawing pool's first worker forked the others (2 CPUs shared wi
 ratios; docs/benchmarks.md has the quiet-machine history): 5 repeats, load 0.9-5.8: all outputs 1.31x,
 --no-figures --no-report 0.89x; after, load 12.2-5.8: 1.34x, 0.97x. Main and this code interleaved in one run
 (5 repeats, load 6.3-8.3): main 1.72x, now 1.57x; CPU time 1.57x -> 1.42x of the bare script's.
+On a quiet machine (2 cores, load 0.1-1.2, 5 repeats): bare 4.13 s, --no-figures --no-report 0.97x, --no-figures 0.99x,
+all outputs 1.12x (target met), ra.run 1.11x (plain exit 1.28x).
 
     python benchmarks/bench_run.py [--model minilm|smollm2] [--repeats 5]
 """

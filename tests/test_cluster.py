@@ -22,6 +22,9 @@ SEEDS = Path(__file__).resolve().parent.parent / "benchmarks" / "corpus_seeds.tx
 # The cluster runs take the seed corpus's first SEED_SENTENCES lines, in partitions of PARTITION: 6 partitions, as the
 # whole corpus in partitions of 32 (each run of the whole corpus cost seconds of MiniLM per test)
 SEED_SENTENCES, PARTITION = 60, 10
+# The tests of the module's cluster and single-process run share one xdist worker: each worker that ran one of them
+# would start its own cluster (two MiniLM worker processes) and its own single-process run.
+one_cluster = pytest.mark.xdist_group("dask-cluster")
 TINY_SENTENCES = ["Me senté en el banco de mi jardín.", "Fui al banco a sacar dinero.", "I sat on the bank.",
                   "", "I went to the bank to get some money!", "unos en el jardín, al banco.", "the end"]
 
@@ -282,6 +285,7 @@ def needs_minilm_module():
 
 
 @pytest.mark.slow
+@one_cluster
 def test_the_workers_import_this_checkout(cluster):
     import real_attention
 
@@ -291,6 +295,7 @@ def test_the_workers_import_this_checkout(cluster):
 
 
 @pytest.mark.slow
+@one_cluster
 def test_a_cluster_run_equals_the_single_process_run(cluster, single_process, seeds, tmp_path):
     local, _ = cluster
     text = seed_text(seeds)
@@ -303,6 +308,7 @@ def test_a_cluster_run_equals_the_single_process_run(cluster, single_process, se
 
 
 @pytest.mark.slow
+@one_cluster
 def test_partitions_of_any_size_give_the_same_bits(cluster, single_process, seeds):
     """Fixed-shape batches (real_attention.engine.batches.fixed_batches): a sentence's maps do not depend on the
     other sentences of its partition, so partitions of any size, here or on the cluster, add up to the same bits
@@ -314,6 +320,7 @@ def test_partitions_of_any_size_give_the_same_bits(cluster, single_process, seed
 
 
 @pytest.mark.slow
+@one_cluster
 def test_a_killed_worker_is_replaced_and_the_result_is_the_same(cluster, single_process, seeds, tmp_path):
     local, client = cluster
     pids = client.run(os.getpid)  # worker address -> process id
@@ -333,6 +340,7 @@ def test_a_killed_worker_is_replaced_and_the_result_is_the_same(cluster, single_
 
 
 @pytest.mark.slow
+@one_cluster
 def test_a_worker_with_another_model_fails_the_run_with_a_clear_error(cluster, needs_minilm_module):
     from real_attention.statistics.dask_engine import ModelSpec, dask_sums
     from real_attention.engine.errors import ModelUnavailable
@@ -353,16 +361,16 @@ def test_heads_workers_writes_the_single_process_files(tmp_path, tiny_model_dir)
     corpus.write_text("\n".join(TINY_SENTENCES * 3) + "\n")
     runner = CliRunner()
     args = ["heads", "--corpus", str(corpus), "--model", str(tiny_model_dir), "--partition-size", "4",
-            "--batch-size", "2", "--threads", "1"]
+            "--batch-size", "2", "--threads", "1", "--no-figures"]
     single = runner.invoke(cli, [*args, "--out", str(tmp_path / "single")])
-    dask = runner.invoke(cli, [*args, "--workers", "2", "--out", str(tmp_path / "dask")])
+    dask = runner.invoke(cli, [*args, "--workers", "1", "--out", str(tmp_path / "dask")])  # more: the cluster tests
     assert single.exit_code == 0 and dask.exit_code == 0, single.output + dask.output
-    assert "2 Dask worker(s), 5 partition(s)" in dask.output
+    assert "1 Dask worker(s), 5 partition(s)" in dask.output
     expected, got = (tmp_path / name / "results" / "corpus" / "tiny" for name in ("single", "dask"))
     for name in ("heads.csv", "sums.json"):
         assert (got / name).read_text() == (expected / name).read_text(), name
     a, b = (json.loads((folder / "summary.json").read_text()) for folder in (expected, got))
-    assert b.pop("engine") == {"name": "dask-local", "workers": 2, "torch_threads": 1, "partitions": 5,
+    assert b.pop("engine") == {"name": "dask-local", "workers": 1, "torch_threads": 1, "partitions": 5,
                                "partition_size": 4, "dask": __import__("dask").__version__, "device": "cpu",
                                "batch_size": 2}
     assert a.pop("engine")["name"] == "single-process"
@@ -370,6 +378,7 @@ def test_heads_workers_writes_the_single_process_files(tmp_path, tiny_model_dir)
 
 
 @pytest.mark.slow
+@one_cluster
 def test_an_interrupted_cluster_run_writes_nothing(cluster, tmp_path, tiny_model_dir, monkeypatch):
     from real_attention.statistics import dask_engine
 
@@ -392,6 +401,7 @@ def test_an_interrupted_cluster_run_writes_nothing(cluster, tmp_path, tiny_model
 
 
 @pytest.mark.slow
+@one_cluster
 def test_the_readme_cluster_commands_give_the_single_process_result(single_process, seeds, tmp_path):
     """`dask scheduler` and `dask worker` started from the command line, as the README's "On a cluster" says
     (here both on this machine), and `heads --scheduler` pointed at them."""
@@ -415,17 +425,17 @@ def test_the_readme_cluster_commands_give_the_single_process_result(single_proce
         started.append(subprocess.Popen([dask_command, "scheduler", "--host", "127.0.0.1", "--port", str(port),
                                          "--no-dashboard"], env=env, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL))
-        started.append(subprocess.Popen([dask_command, "worker", address, "--nworkers", "2", "--nthreads", "1",
+        started.append(subprocess.Popen([dask_command, "worker", address, "--nworkers", "1", "--nthreads", "1",
                                          "--no-dashboard"], env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL))
         from distributed import Client
 
         with Client(address, timeout="30s") as client:  # waits for the scheduler to listen
-            client.wait_for_workers(2, timeout=60)
+            client.wait_for_workers(1, timeout=60)
         (tmp_path / "seeds.txt").write_bytes(seeds.read_bytes())
         result = CliRunner().invoke(cli, ["heads", "--corpus", str(tmp_path / "seeds.txt"), "--model", "minilm",
                                           "--scheduler", address, "--partition-size", str(PARTITION), "--batch-size", "8",
-                                          "--out", str(tmp_path / "out"), "--quiet"])
+                                          "--out", str(tmp_path / "out"), "--quiet", "--no-figures"])
         assert result.exit_code == 0, result.output
     finally:
         for process in reversed(started):
@@ -442,10 +452,11 @@ def test_the_readme_cluster_commands_give_the_single_process_result(single_proce
     assert (got.units, got.sentences) == (single_process.sums.units, single_process.sums.sentences)
     assert (folder / "heads.csv").read_text() == heads_csv(single_process.sums, tmp_path / "expected.csv")
     engine = json.loads((folder / "summary.json").read_text())["engine"]
-    assert (engine["name"], engine["workers"], engine["partitions"]) == ("dask-scheduler", 2, 6)
+    assert (engine["name"], engine["workers"], engine["partitions"]) == ("dask-scheduler", 1, 6)
 
 
 @pytest.mark.slow
+@one_cluster
 def test_a_cluster_norm_run_equals_the_single_process_norm_run(cluster, single_process, seeds, tmp_path):
     local, _ = cluster
     options = dict(lang=None, model="minilm", revision=None, batch_size=8, measure="norm")

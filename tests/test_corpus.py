@@ -292,10 +292,10 @@ def test_shards_merge_to_the_unsharded_run(tmp_path, corpus_file, tiny_model_dir
     assert whole.exit_code == 0, whole.output
     for i in (1, 2, 3):
         shard = runner.invoke(cli, heads_args(corpus_file, tiny_model_dir, tmp_path / "shards", "--shard", f"{i}/3",
-                                              "--batch-size", "1"))
+                                              "--batch-size", "1", "--no-figures"))
         assert shard.exit_code == 0, shard.output
     shards = [tmp_path / "shards" / "results" / "corpus" / f"tiny-shard-{i}-of-3" for i in (3, 1, 2)]
-    merged = runner.invoke(cli, ["merge", *map(str, shards), "--out", str(tmp_path / "merged")])
+    merged = runner.invoke(cli, ["merge", *map(str, shards), "--out", str(tmp_path / "merged"), "--no-figures"])
     assert merged.exit_code == 0, merged.output
     expected, got = (tmp_path / name / "results" / "corpus" / "tiny" for name in ("whole", "merged"))
     a, b = (HeadSums.from_json(json.loads((f / "sums.json").read_text())) for f in (expected, got))
@@ -323,10 +323,10 @@ def test_shards_merge_to_the_unsharded_run(tmp_path, corpus_file, tiny_model_dir
 def test_thresholds_relabel_heads_and_are_recorded(tmp_path, corpus_file, tiny_model_dir):
     runner = CliRunner()
     # broad=0: every head that meets no earlier rule is broad; position=0 and marker=1: every head is previous
-    args = heads_args(corpus_file, tiny_model_dir, tmp_path / "broad", "--threshold", "broad=0")
+    args = heads_args(corpus_file, tiny_model_dir, tmp_path / "broad", "--threshold", "broad=0", "--no-figures")
     assert runner.invoke(cli, args).exit_code == 0
     args = heads_args(corpus_file, tiny_model_dir, tmp_path / "prev", "--threshold", "position=0",
-                      "--threshold", "marker=1")
+                      "--threshold", "marker=1", "--no-figures")
     assert runner.invoke(cli, args).exit_code == 0
     broad, prev = (json.loads((tmp_path / name / "results" / "corpus" / "tiny" / "summary.json").read_text())
                    for name in ("broad", "prev"))
@@ -479,7 +479,7 @@ def test_an_empty_shard_is_written_and_merges(tmp_path, tiny_model_dir):
     path.write_text(f"{SENTENCES[0]}\n\n{SENTENCES[1]}\n\n", encoding="utf-8")
     runner = CliRunner()
     for i in (1, 2):
-        result = runner.invoke(cli, heads_args(path, tiny_model_dir, tmp_path, "--shard", f"{i}/2"))
+        result = runner.invoke(cli, heads_args(path, tiny_model_dir, tmp_path, "--shard", f"{i}/2", "--no-figures"))
         assert result.exit_code == 0, result.output
     folders = [tmp_path / "results" / "corpus" / f"gaps-shard-{i}-of-2" for i in (1, 2)]
     assert json.loads((folders[1] / "summary.json").read_text())["counts"]["sentences"] == 0

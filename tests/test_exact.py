@@ -15,6 +15,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+import real_attention as ra
 from real_attention import cli
 from real_attention.engine import heads as heads_module
 from real_attention.engine.heads import (FIXED_BITS, STATISTICS, FixedAccumulator, HeadSums, entropy_terms, kernel,
@@ -202,8 +203,10 @@ def test_a_batch_with_dummy_rows_adds_nothing_for_them(tiny_loaded):
     assert (sums.sentences, sums.tokens) == (2, sum(pieces))
 
 
-def heads_args(corpus, model_dir, out, *extra):
-    return ["heads", "--corpus", str(corpus), "--model", str(model_dir), "--out", str(out), "--quiet", *extra]
+def heads_args(corpus, model_dir, out, *extra, figures: bool = False):
+    """heads --corpus, quiet; the tables alone unless figures (drawing is most of a tiny model's run)."""
+    return ["heads", "--corpus", str(corpus), "--model", str(model_dir), "--out", str(out), "--quiet", *extra,
+            *(() if figures else ("--no-figures",))]
 
 
 def corpus_files(out, name: str) -> dict[str, bytes]:
@@ -220,7 +223,7 @@ def sharded_and_merged(tmp_path, corpus, model_dir, shards: int, *options) -> di
         assert result.exit_code == 0, result.output
     name = corpus.stem
     folders = [str(out / "results" / "corpus" / f"{name}-shard-{i}-of-{shards}") for i in range(1, shards + 1)]
-    result = runner.invoke(cli, ["merge", *folders, "--out", str(out / "merged"), "--quiet"])
+    result = runner.invoke(cli, ["merge", *folders, "--out", str(out / "merged"), "--quiet", "--no-figures"])
     assert result.exit_code == 0, result.output
     return corpus_files(out / "merged", name)
 
@@ -317,3 +320,28 @@ def test_the_kernel_on_a_second_device_agrees_with_the_cpu(tiny_model_dir):
     for name in STATISTICS:
         np.testing.assert_allclose(a.means()[name], b.means()[name], rtol=0, atol=1e-6)
     assert (a.sentences, a.units, a.uniform_fixed) == (b.sentences, b.units, b.uniform_fixed)
+
+
+def test_no_figures_writes_the_same_tables_and_no_figures_folder(tmp_path, tiny_model_dir):
+    """heads and merge with --no-figures: the tables of a run with figures, byte for byte; the figures folder of
+    an earlier run of the same name is removed (it would show other sums), and the output names no figures."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    runner = CliRunner()
+    assert runner.invoke(cli, heads_args(corpus, tiny_model_dir, tmp_path / "a", figures=True)).exit_code == 0
+    figures = tmp_path / "a" / "figures" / "corpus" / "c"
+    assert sorted(p.name for p in figures.iterdir()) == ["labels.png", "statistics.png"]
+    drawn = corpus_files(tmp_path / "a", "c")
+    result = runner.invoke(cli, [arg for arg in heads_args(corpus, tiny_model_dir, tmp_path / "a") if arg != "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert result.output.rstrip().endswith(f"wrote {tmp_path / 'a' / 'results' / 'corpus' / 'c'}")
+    assert corpus_files(tmp_path / "a", "c") == drawn and not figures.exists()
+    assert sharded_and_merged(tmp_path, corpus, tiny_model_dir, 2) == drawn
+    sharded = tmp_path / "sharded-2-"
+    assert not (sharded / "figures").exists() and not (sharded / "merged" / "figures").exists()
+    output = ra.merge([sharded / "results" / "corpus" / f"c-shard-{i}-of-2" for i in (1, 2)], out=tmp_path / "m",
+                      figures=False)
+    assert output.figures_dir is None and not (tmp_path / "m" / "figures").exists()
+    assert corpus_files(tmp_path / "m", "c") == drawn
+    output = ra.merge([sharded / "results" / "corpus" / f"c-shard-{i}-of-2" for i in (1, 2)], out=tmp_path / "m")
+    assert output.figures_dir == tmp_path / "m" / "figures" / "corpus" / "c" and output.figures_dir.is_dir()

@@ -104,6 +104,12 @@ def format_option(function):
     )(function)
 
 
+def no_corpus_figures_option(function):
+    return click.option("--no-figures", "no_figures", is_flag=True,
+                        help="Write the tables alone (heads.csv, summary.json, sums.json): no figures folder, and "
+                             "an earlier run's is removed. For shards, which need only sums.json.")(function)
+
+
 def quiet_option(function):
     return click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors and warnings: no summary, "
                         "no banner, no progress bar.")(function)
@@ -302,9 +308,10 @@ def show_command(lang, layer, head, sentence, out_dir, measure, formats, quiet) 
                 "NAME-value-zeroing/ (weights: NAME/); shards of different measures do not merge.")
 @out_option
 @format_option
+@no_corpus_figures_option
 @wait_option
 @quiet_option
-def heads_command(corpus_specs, more_specs, model_name, out_dir, no_wait, quiet, **options) -> None:
+def heads_command(corpus_specs, more_specs, model_name, out_dir, no_wait, quiet, no_figures, **options) -> None:
     """Pool every head's attention statistics over a corpus and label each head.
 
     Per head, at word level: the mean weight on the previous, next and same word, on the first and last
@@ -319,7 +326,7 @@ def heads_command(corpus_specs, more_specs, model_name, out_dir, no_wait, quiet,
 
     with friendly_errors(), loading_notice(quiet):
         output = corpus(corpus_specs + more_specs, model=model_name, out=out_dir, wait=not no_wait,
-                        progress=None if quiet else progress_bar, **options)
+                        figures=not no_figures, progress=None if quiet else progress_bar, **options)
     for line in output.leftovers:
         warn(line)
     if not quiet:
@@ -331,9 +338,10 @@ def heads_command(corpus_specs, more_specs, model_name, out_dir, no_wait, quiet,
                 type=click.Path(file_okay=False, path_type=Path))
 @out_option
 @format_option
+@no_corpus_figures_option
 @wait_option
 @quiet_option
-def merge_command(shard_dirs, out_dir, formats, no_wait, quiet) -> None:
+def merge_command(shard_dirs, out_dir, formats, no_figures, no_wait, quiet) -> None:
     """Add up the shards of one `heads --shard i/N` run into the result of the unsharded run.
 
     Each SHARD_DIR is a results/corpus/NAME-shard-i-of-N/ folder; all N shards are needed. Writes
@@ -343,7 +351,7 @@ def merge_command(shard_dirs, out_dir, formats, no_wait, quiet) -> None:
     from .outputs.console import corpus_lines
 
     with friendly_errors():
-        output = merge(shard_dirs, out=out_dir, formats=formats, wait=not no_wait)
+        output = merge(shard_dirs, out=out_dir, formats=formats, figures=not no_figures, wait=not no_wait)
     from .statistics.merging import differing_settings_warning
 
     for line in [*output.leftovers, differing_settings_warning(output.engine)]:

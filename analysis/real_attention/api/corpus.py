@@ -25,7 +25,7 @@ class CorpusOutput:
     run: CorpusRun  # model, revision, corpus name and sha256, shard, thresholds, engine, units, measure
     summary: dict  # summary.json's content
     results_dir: Path  # OUT/results/corpus/<folder>
-    figures_dir: Path  # OUT/figures/corpus/<folder>
+    figures_dir: Path | None  # OUT/figures/corpus/<folder>; None without figures (figures=False)
     engine: dict  # where the sums were computed: kind, workers, partitions
     shards: int = 0  # shards merged (ra.merge), else 0
     leftovers: tuple[str, ...] = ()  # old folders that could not be deleted, each with its reason
@@ -43,13 +43,15 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
            measure: str = "weights", input_format: str = "auto", batch_size: int = 32, truncate: bool = False,
            shard: str | None = None, thresholds: dict[str, float] | Sequence[str] | None = None,
            workers: int | None = None, scheduler: str | None = None, threads: int | None = None,
-           partition_size: int = 1024, formats: str | Sequence[str] = ("png",), offline: bool = False,
-           device: str = "cpu", progress: Callable[..., ProgressBar] | None = None, wait: bool = True) -> CorpusOutput:
+           partition_size: int = 1024, formats: str | Sequence[str] = ("png",), figures: bool = True,
+           offline: bool = False, device: str = "cpu", progress: Callable[..., ProgressBar] | None = None,
+           wait: bool = True) -> CorpusOutput:
     """Pool every head's statistics over a corpus and write the files of `heads --corpus`.
 
     inputs: files, globs or fsspec URLs ('-' for stdin), read in order as one corpus. shard: "i/N" for lines
     i, i+N, ... (see `merge`). thresholds: {"position": 0.5, ...} or ["position=0.5", ...]. `progress`: a
-    factory `progress(total=, desc=)` of a tqdm-like bar (None: no bar). Returns a CorpusOutput.
+    factory `progress(total=, desc=)` of a tqdm-like bar (None: no bar). figures=False: the tables alone, and
+    no figures folder (an earlier run's is removed: it would not show these sums). Returns a CorpusOutput.
     """
     from ..engine.pipeline import versions
     from ..engine.units import check_rule
@@ -79,7 +81,7 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
     out = Path(out)
     with staged_outputs(wait=wait) as staging:
         results_folder = staging.folder(out / "results" / "corpus" / folder)
-        figures_folder = staging.folder(out / "figures" / "corpus" / folder)
+        figures_folder = _figures_folder(staging, out / "figures" / "corpus" / folder, figures)
         text = CorpusText(found, shard_range or Shard())
         bar = progress(total=text.total_lines(), desc=folder) if progress is not None else None
         try:
@@ -92,16 +94,25 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
         run = CorpusRun(model=result.model, revision=result.revision, name=name, sha256=text.sha256,
                         format=found[0].format, truncate=truncate, versions=versions(), shard=shard_range,
                         thresholds=chosen_thresholds, engine=result.engine, units=units, measure=measure)
-        summary = write_corpus(results_folder, figures_folder, run, result.sums, formats)
+        summary = write_corpus(results_folder, figures_folder, run, result.sums, formats if figures else ())
     return CorpusOutput(run=run, summary=summary, results_dir=out / "results" / "corpus" / folder,
-                        figures_dir=out / "figures" / "corpus" / folder, engine=dict(result.engine),
+                        figures_dir=out / "figures" / "corpus" / folder if figures else None, engine=dict(result.engine),
                         leftovers=tuple(staging.leftovers))
 
 
+def _figures_folder(staging, target: Path, figures: bool) -> Path:
+    """The staging folder of a corpus's figures; without figures, the target is removed on commit (and the
+    returned folder is never written)."""
+    if figures:
+        return staging.folder(target)
+    staging.remove(target)
+    return target
+
+
 def merge(shard_dirs: Sequence[str | Path], *, out: str | Path = ".", formats: str | Sequence[str] = ("png",),
-          wait: bool = True) -> CorpusOutput:
+          figures: bool = True, wait: bool = True) -> CorpusOutput:
     """Add up the shards of one `heads --shard i/N` run (all N results/corpus/NAME-shard-i-of-N/ folders) into
-    the files of the unsharded run. Returns a CorpusOutput."""
+    the files of the unsharded run. figures=False: the tables alone (as in `corpus`). Returns a CorpusOutput."""
     from ..outputs.staging import staged_outputs
     from ..outputs.corpus_files import write_corpus
     from ..statistics.sums import merge_shards
@@ -115,8 +126,9 @@ def merge(shard_dirs: Sequence[str | Path], *, out: str | Path = ".", formats: s
     out = Path(out)
     with staged_outputs(wait=wait) as staging:
         results_folder = staging.folder(out / "results" / "corpus" / run.folder_name)
-        figures_folder = staging.folder(out / "figures" / "corpus" / run.folder_name)
-        summary = write_corpus(results_folder, figures_folder, run, sums, formats)
+        figures_folder = _figures_folder(staging, out / "figures" / "corpus" / run.folder_name, figures)
+        summary = write_corpus(results_folder, figures_folder, run, sums, formats if figures else ())
     return CorpusOutput(run=run, summary=summary, results_dir=out / "results" / "corpus" / run.folder_name,
-                        figures_dir=out / "figures" / "corpus" / run.folder_name, engine=dict(run.engine or {}),
+                        figures_dir=out / "figures" / "corpus" / run.folder_name if figures else None,
+                        engine=dict(run.engine or {}),
                         shards=len(folders), leftovers=tuple(staging.leftovers))

@@ -58,7 +58,7 @@ class CorpusView(Protocol):
     @property
     def results_dir(self) -> Path: ...
     @property
-    def figures_dir(self) -> Path: ...
+    def figures_dir(self) -> Path | None: ...
     @property
     def engine(self) -> dict: ...
     @property
@@ -108,4 +108,4 @@ def corpus_lines(output: CorpusView) -> list[str]:
     return [f"{run.model} @ {short_revision(run.revision)}, corpus {run.name!r} (sha256 {run.sha256[:12]})"
             f"{shard}{where}",
             describe_corpus(output.summary),
-            f"wrote {output.results_dir} and {output.figures_dir}"]
+            f"wrote {output.results_dir}" + ("" if output.figures_dir is None else f" and {output.figures_dir}")]

@@ -15,7 +15,7 @@ STATISTICS_FIGURE = "statistics"  # every pooled statistic as a layer x head hea
 def write_corpus(results_folder: Path, figures_folder: Path, run: CorpusRun, sums: HeadSums,
                  formats: tuple[str, ...] = ("png",)) -> dict:
     """Write heads.csv, summary.json, sums.json (exact, for merge), the label grid and the statistics figure
-    (in each of `formats`); returns the summary."""
+    (in each of `formats`; none for formats=()); returns the summary."""
     from ..outputs.corpus_figures import label_grid, statistics_grid
     from ..outputs.figio import save_figure
 
