@@ -257,10 +257,11 @@ def post_forward(loaded, texts: list[str], batch_size: int, repeats: int) -> dic
         start, cpu = time.perf_counter(), time.process_time()
         accumulator = FixedAccumulator(loaded.layers, loaded.heads, loaded.device)
         for (part, padded), layers in zip(shaped(again), kept):
-            shared = kernel_batch(torch.from_numpy(padded.units), torch.from_numpy(padded.kinds))  # as corpus_sums
+            real = len(part)  # as corpus_sums: the kernel skips the dummy rows
+            shared = kernel_batch(torch.from_numpy(padded.units[:real]), torch.from_numpy(padded.kinds[:real]))
             accumulator.reserve([len(s.kinds) for s in part])
             for layer, weights in enumerate(layers):
-                accumulator.add(layer, kernel(weights, shared, causal=loaded.causal)[1][:len(part)])
+                accumulator.add(layer, kernel(weights[:real], shared, causal=loaded.causal)[1])
         accumulator.result()
         results["kernel_s"].append(time.perf_counter() - start)
         results["kernel_cpu_s"].append(time.process_time() - cpu)

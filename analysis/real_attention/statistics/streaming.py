@@ -145,14 +145,18 @@ def corpus_sums(
         counts["truncated" if truncate else "skipped"] += bucket.left_out
         shown = _advance(progress, shown, bucket.lines - bucket.sentences)  # blank, skipped
         for batch, sizes in bucket.batches:
-            # what every layer's kernel shares, made once (not `units`: that is the rule's name)
-            shared = kernel_batch(torch.from_numpy(batch.units).to(device), torch.from_numpy(batch.kinds).to(device))
+            # What every layer's kernel shares, made once (not `units`: that is the rule's name). The forward pass
+            # needs the dummy rows (its shape fixes the bits of each sentence's maps); the kernel skips them: each
+            # sentence's merge and totals are the same bits without them, and a group's last batch of a small corpus
+            # can be mostly dummies. Units stay padded to the batch's piece count, as every batch of the group is.
+            real = len(sizes)
+            shared = kernel_batch(torch.from_numpy(batch.units[:real]).to(device),
+                                  torch.from_numpy(batch.kinds[:real]).to(device))
             accumulator.reserve(sizes)
 
             def on_layer(layer: int, weights) -> None:  # as each layer ends: its maps die with it
                 # called within this iteration's forward pass: this batch's shared arrays
-                totals = kernel(weights, shared, causal=loaded.causal)[1]  # noqa: B023
-                accumulator.add(layer, totals[:len(sizes)])  # noqa: B023  (the dummy rows dropped)
+                accumulator.add(layer, kernel(weights[:real], shared, causal=loaded.causal)[1])  # noqa: B023
 
             forward_measured(loaded, batch, on_layer, measure, batch_size=batch_size)
             real_pieces = int(batch.attention_mask[:len(sizes)].sum())
