@@ -392,3 +392,46 @@ def test_given_words_place_whitespace_pieces_and_name_a_word_without_one():
     assert given_assign(text, spans, special, offsets).tolist() == [-1, 0, 1, 1, 1, 2, 2]
     with pytest.raises(MissingWord, match=r"word 2 \('bank'\)"):
         given_assign(text, spans, special[:3], offsets[:3])
+
+
+PLAIN_AND_ODD_LINES = [
+    "1\tThe\tthe\tDET\tDT\tDefinite=Def\t2\tdet\t2:det\t_", "1-2\tdu\t_\t_\t_\t_\t_\t_\t_\t_",
+    "8.1\tx\t_\t_\t_\t_\t_\t_\t5:conj\t_", "0.1\tx\t_\t_\t_\t_\t_\t_\t_\t_", "1\tx\t_\t_\t_\t_\t-1\troot\t_\t_",
+    "1\tx\t_\t_\t_\t_\t_\t_\t_\t_", "1\t_\t_\t_\t_\t_\t0\troot\t_\t_", "12\tbank's\t_\t_\t_\t_\t3\tnmod:poss\t_\t_",
+    # not in the plain form (conllu reads them, or names what is wrong)
+    "2-1\tx\t_\t_\t_\t_\t_\t_\t_\t_", "01\tx\t_\t_\t_\t_\t0\troot\t_\t_", "1\tx\t_\t_\t_\t_\t00\troot\t_\t_",
+    "1\ta  b\t_\t_\t_\t_\t0\troot\t_\t_", "x\ty\t_\t_\t_\t_\t0\troot\t_\t_", "1\tx\t_\t_\t_\t_\t1.5\troot\t_\t_",
+]
+
+
+@pytest.mark.parametrize("line", PLAIN_AND_ODD_LINES)
+def test_the_plain_reader_reads_what_conllu_reads_or_leaves_the_line_to_it(line, tmp_path):
+    """The fast reader of plain word lines gives conllu's ID, FORM, HEAD and DEPREL, or None (then conllu reads the
+    block and names what is wrong)."""
+    from real_attention.syntax_probe.treebank import TreebankError, _parse, _plain_tokens
+
+    plain = _plain_tokens([(1, line)])
+    try:
+        (token,) = _parse(tmp_path / "t.conllu", [(1, line)])
+    except TreebankError:
+        assert plain is None
+        return
+    if plain is not None:
+        assert plain == [{key: token[key] for key in ("id", "form", "head", "deprel")}]
+    assert (plain is None) == (line in PLAIN_AND_ODD_LINES[-6:])
+
+
+def test_the_plain_reader_agrees_with_conllu_on_every_ewt_dev_line():
+    from real_attention.syntax_probe.treebank import _blocks, _parse, _plain_tokens
+
+    folder = ud_folder()
+    if folder is None:
+        pytest.skip("UD English-EWT dev not found (set REAL_ATTENTION_UD)")
+    path = folder / "en_ewt-ud-dev.conllu"
+    for block in _blocks(path):
+        lines = [(number, line) for number, line in block if not line.startswith("#")]
+        plain = _plain_tokens(lines)
+        assert plain is not None, lines[0]
+        expected = [{key: token[key] for key in ("id", "form", "head", "deprel")} for token in _parse(path, lines)]
+        assert plain == expected, lines[0]
+        assert [type(t["id"]) for t in plain] == [type(t["id"]) for t in expected]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,6 +125,42 @@ def _parse(path: Path, lines: list[tuple[int, str]]) -> list:
     return tokens
 
 
+_ID_SINGLE = re.compile(r"0|[1-9][0-9]*")  # conllu's ID and HEAD grammar (conllu.parser)
+_ID_RANGE = re.compile(r"([1-9][0-9]*)-([1-9][0-9]*)")
+_ID_DOT = re.compile(r"([0-9]+)\.([1-9][0-9]*)")
+_HEAD = re.compile(r"0|-?[1-9][0-9]*")
+
+
+def _plain_tokens(lines: list[tuple[int, str]]) -> list[dict] | None:
+    """The ID, FORM, HEAD and DEPREL of each word line, as conllu reads them, for lines in the plain form that
+    every treebank uses (ten tab-separated columns, no edge whitespace, no run of two spaces that conllu would also
+    split on, a valid ID and HEAD); None if any line is not, and then _parse reads them (and names what is wrong).
+    About ten times faster than conllu, whose parsing was a sixth of `syntax` on UD English-EWT dev."""
+    tokens = []
+    for _, line in lines:
+        columns = line.split("\t")
+        if len(columns) != COLUMNS or "  " in line or line != line.strip():
+            return None
+        text, form, head_text, deprel = columns[0], columns[1], columns[6], columns[7]
+        identifier: int | tuple | None
+        if _ID_SINGLE.fullmatch(text):
+            identifier = int(text)
+        elif (span := _ID_RANGE.fullmatch(text)) and int(span[2]) >= int(span[1]):
+            identifier = (int(span[1]), "-", int(span[2]))
+        elif dot := _ID_DOT.fullmatch(text):
+            identifier = (int(dot[1]), ".", int(dot[2]))
+        else:
+            return None
+        if head_text == "_":
+            head = None
+        elif _HEAD.fullmatch(head_text):
+            head = int(head_text)
+        else:
+            return None
+        tokens.append({"id": identifier, "form": form, "head": head, "deprel": deprel})
+    return tokens
+
+
 def _sentence(path: Path, block: list[tuple[int, str]]) -> TreeSentence | None:
     """One block -> its sentence, or None for a block of comments only."""
     lines = [(number, line) for number, line in block if not line.startswith("#")]
@@ -133,7 +170,8 @@ def _sentence(path: Path, block: list[tuple[int, str]]) -> TreeSentence | None:
     heads: list[int] = []
     relations: list[str] = []
     numbers: list[int] = []
-    for (number, _), token in zip(lines, _parse(path, lines)):
+    tokens = _plain_tokens(lines)
+    for (number, _), token in zip(lines, _parse(path, lines) if tokens is None else tokens):
         identifier = token["id"]
         if isinstance(identifier, tuple):  # a multiword token's range (1-2) or an empty node (8.1)
             continue
