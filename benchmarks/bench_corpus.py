@@ -26,6 +26,8 @@ least 2000 lines. The model: the packaged MiniLM (--model minilm). Reported:
    before and after that round's changes alike; merge and statistics 0.48 ms on one torch thread (--threads 1),
    0.33 ms of wall time on two when the machine was quiet and 6-30 ms when it was not; 0.54 ms in all on one
    thread: target not met (the merge's two matrix products are most of it; see docs/benchmarks.md).
+   With fixed-shape batches (issue 27.12) the kernel also ran on the dummy rows: 1.27 ms on one thread; it skips
+   them now (same bits): 0.84 ms on one thread, post-forward 0.66 ms on two (quiet machine).
 
     python benchmarks/bench_corpus.py [--batch-size 32] [--repeats 5] [--naive-sentences N] [--skip-memory]
                                       [--memory-repeats 3] [--sentences 2000] [--skip-naive] [--json OUT.json]
