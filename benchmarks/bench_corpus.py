@@ -33,7 +33,9 @@ least 2000 lines. The model: the packaged MiniLM (--model minilm). Reported:
                                       [--memory-repeats 3] [--sentences 2000] [--skip-naive] [--json OUT.json]
     python benchmarks/bench_corpus.py --post-forward [--repeats 7]
 
-Last measured for ratio 2 (issue 28; --sentences 600 --repeats 5, load 1.2-1.6): 0.908x median, 0.932x fastest.
+Last measured for ratio 2 (issue 28; --sentences 600 --repeats 5, load 1.2-1.6): 0.908x median, 0.932x fastest,
+before the fixed-shape batches; with them (kernel without dummy rows), quiet: --sentences 5000 --repeats 3: 0.766x,
+--sentences 600: 0.733x.
 
 A quick look at ratio 2 alone (a few minutes instead of ~20):
     python benchmarks/bench_corpus.py --sentences 600 --repeats 3 --skip-memory --skip-naive
