@@ -157,6 +157,31 @@ def test_partition_sums_are_added_in_partition_order_whatever_order_they_arrive(
     assert np.array_equal(ordered.total.totals, expected.totals) and ordered.total.sentences == 6
 
 
+def test_the_single_process_streams_its_partitions_with_the_partitions_bits(tiny_loaded, monkeypatch):
+    """One stream through corpus_sums (a length group's batch filled across partitions' boundaries) gives the
+    partitions' sums added in order, bit for bit, and runs fewer rows: dummy rows only at the corpus's end."""
+    from real_attention.engine import extract
+    from real_attention.statistics.cluster import single_process_sums
+    from real_attention.statistics.partitions import partition_sums
+
+    texts = [line for line in (TINY_SENTENCES * 5) if line]
+    rows: list[int] = []
+    pad_batch = extract.pad_batch
+    monkeypatch.setattr(extract, "pad_batch", lambda *a, **k: rows.append(len((b := pad_batch(*a, **k)).units)) or b)
+
+    def parts():
+        return partitions(iter(texts), 4, lambda: 0)
+
+    ordered = OrderedSum()
+    for part in parts():
+        ordered.add(part.index, partition_sums(tiny_loaded, part.texts, 3, False))
+    per_partition, rows[:] = sum(rows), []
+    streamed, count = single_process_sums(tiny_loaded, parts(), 3, False)
+    assert count == 8 and streamed.sentences == len(texts) == 30
+    assert json.dumps(streamed.to_json()) == json.dumps(ordered.total.to_json())
+    assert sum(rows) < per_partition, (sum(rows), per_partition)
+
+
 def test_engine_options_are_checked():
     with pytest.raises(CorpusError, match="^--workers starts a local cluster and --scheduler connects to one"):
         Engine(workers=2, scheduler="tcp://127.0.0.1:8786")
