@@ -87,10 +87,16 @@ def load():
 
 
 def ours(loaded, path: Path, batch_size: int, progress=None):
-    from real_attention.statistics.sums import CorpusReader, corpus_sums
+    """What `heads --corpus` runs once the model is loaded: the corpus read, cut into partitions of the default
+    size and streamed through corpus_sums (real_attention.statistics.cluster.single_process_sums)."""
+    from real_attention.statistics.cluster import DEFAULT_PARTITION_SIZE, single_process_sums
+    from real_attention.statistics.partitions import partitions
+    from real_attention.statistics.sums import CorpusReader
 
     with path.open("rb") as handle:
-        return corpus_sums(loaded, CorpusReader(handle), batch_size=batch_size, progress=progress)
+        reader = CorpusReader(handle)
+        parts = partitions(reader, DEFAULT_PARTITION_SIZE, lambda: reader.lines)
+        return single_process_sums(loaded, parts, batch_size, False, progress)[0]
 
 
 class Pieces(NamedTuple):
