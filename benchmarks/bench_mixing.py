@@ -8,8 +8,11 @@
    peak extra memory (the process's RSS, sampled every 5 ms, above what it held before). `--parts
    alti-one-array` adds ALTI as it was before the chunks (every query at once), the baseline of the memory.
    Time / (pieces^2 x hidden) is printed relative to each part's first row: about 1 or less means the time grows
-   no faster than pieces^2 x hidden (value zeroing's attention adds a pieces^3 term, small next to the MLPs at
-   these lengths). Target: peak extra memory at most 1 GB at 512 pieces. --only-long runs this part alone.
+   no faster than pieces^2 x hidden. Target: peak extra memory at most 1 GB at 512 pieces. --only-long runs this
+   part alone. Last measured (quiet 2-core machine): ALTI 0.6 / 2.1 / 8.5 s, 233 / 261 / 369 MB (0.90, 0.92);
+   value zeroing with its weights once per layer (rank-one zeroings) 4.0 / 15.4 / 57.8 s, 146 / 316 / 763 MB
+   (0.97, 0.91); before, every zeroing re-ran the attention: 4.4 / 23.0 / 118.9 s, 328 / 422 / 946 MB (1.32,
+   1.70: a pieces^3 term).
 
 Each command runs as a fresh process, interleaved, `--repeats` times; medians and their ratio to the row above.
 

@@ -165,6 +165,34 @@ def test_value_zeroing_matches_an_independent_float64_rerun(bert):
     np.testing.assert_allclose(ours, reference_value_zeroing(bert, ids(bert)), atol=1e-9)
 
 
+def zeroings_in_full(loaded, text: str, monkeypatch):
+    """Value zeroing's maps (layers, heads) as computed, and with every zeroing run as a full product W (V * keep)."""
+    from real_attention.engine.mixing import layers
+
+    fast = mx.piece_mixing(loaded, [ids(loaded, text)], alti=False, heads=True, chunk=3)[0]
+    monkeypatch.setattr(layers, "_one_token_zeroings", lambda weights, value, output, keep: None)
+    full = mx.piece_mixing(loaded, [ids(loaded, text)], alti=False, heads=True)[0]
+    return fast, full
+
+
+def test_zeroings_of_one_input_as_rank_one_changes_equal_every_zeroing_run_in_full(bert, monkeypatch):
+    """Value zeroing computes the one input's attention once per layer (kept across chunks) and each zeroing of
+    token j as W V less W[:, j] V[j] (t^2 d for the t zeroings, not t^3 d): the same maps as t full products
+    W (V * keep), the layer's to the 1e-9 of the independent rerun above (about 3e-11 here), the per-head maps to
+    1e-8 (one head's view of one token changes the output so little that 1 - cos cancels to a few digits: about
+    1e-9 here; --measure value-zeroing writes them as float32)."""
+    fast, full = zeroings_in_full(bert, SENTENCE, monkeypatch)
+    np.testing.assert_allclose(fast.value_zeroing, full.value_zeroing, atol=1e-9, rtol=0)
+    np.testing.assert_allclose(fast.heads, full.heads, atol=1e-8, rtol=0)
+
+
+def test_rank_one_zeroings_on_decoders(decoder, monkeypatch):
+    """The same on decoders: grouped key/value heads, soft-capped scores, causal masks."""
+    fast, full = zeroings_in_full(decoder, CAUSAL.sentences[1].text, monkeypatch)
+    np.testing.assert_allclose(fast.value_zeroing, full.value_zeroing, atol=1e-9, rtol=0)
+    np.testing.assert_allclose(fast.heads, full.heads, atol=1e-8, rtol=0)
+
+
 def test_per_head_value_zeroing_of_a_single_head_model_is_the_layers(tmp_path):
     from conftest import TINY_WORDS
     from transformers import BertConfig, BertModel, BertTokenizerFast

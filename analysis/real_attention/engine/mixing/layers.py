@@ -87,9 +87,36 @@ def mixing_attention(module, query, key, value, attention_mask, scaling=None, dr
 
     query (N, H, t, d); key and value (N, kv_heads, t, d): query head h reads key/value head h // (H / kv_heads),
     as transformers' repeat_kv has it. `module._mixing_keep` (N, H, t), if set, multiplies each query head's view
-    of each token's value (0: zeroed); `module._mixing_seen`, if a list, receives (weights, values) as used.
+    of each token's value (0: zeroed); `module._mixing_seen`, if a list, receives (weights, values) as used;
+    `module._mixing_one_input`, if a dict, says the N inputs are copies of one (value zeroing): its weights and
+    values are computed once and kept there for the next chunk of zeroings of the same input.
     -> ((N, t, H, d) output, (N, H, t, t) weights), as transformers' eager_attention_forward.
     """
+    import torch
+
+    keep = getattr(module, "_mixing_keep", None)
+    seen = getattr(module, "_mixing_seen", None)
+    one_input = getattr(module, "_mixing_one_input", None)
+    if keep is not None and seen is None and one_input is not None:
+        if "weights" not in one_input:  # the first chunk: the one input's attention (the first copy's)
+            if attention_mask is not None and attention_mask.shape[0] > 1:
+                attention_mask = attention_mask[:1]
+            one_input["weights"], one_input["value"] = _weights(query[:1], key[:1], value[:1], attention_mask,
+                                                                scaling, softcap)
+            one_input["output"] = torch.matmul(one_input["weights"][0], one_input["value"][0])  # (H, t, d)
+        one = _one_token_zeroings(one_input["weights"], one_input["value"], one_input["output"], keep)
+        if one is not None:
+            return one
+    weights, value = _weights(query, key, value, attention_mask, scaling, softcap)
+    if keep is not None:
+        value = value * keep[..., None].to(value.dtype)
+    if seen is not None:
+        seen.append((weights, value))
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
+
+
+def _weights(query, key, value, attention_mask, scaling, softcap):
+    """Eager attention's (N, H, t, t) weights and (N, H, t, d) values, one per query head."""
     import torch
 
     groups = query.shape[1] // key.shape[1]
@@ -101,14 +128,29 @@ def mixing_attention(module, query, key, value, attention_mask, scaling=None, dr
     if attention_mask is not None:
         mask = attention_mask[..., : key.shape[-2]]
         scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
-    weights = torch.softmax(scores, dim=-1)  # (N, H, t, t)
-    keep = getattr(module, "_mixing_keep", None)
-    if keep is not None:
-        value = value * keep[..., None].to(value.dtype)
-    seen = getattr(module, "_mixing_seen", None)
-    if seen is not None:
-        seen.append((weights, value))
-    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
+    return torch.softmax(scores, dim=-1), value  # (N, H, t, t), (N, H, t, d)
+
+
+def _one_token_zeroings(weights, value, output, keep):
+    """The attention output of N zeroings of one input ((1, H, t, t) weights, (1, H, t, d) values, (H, t, d) their
+    product), each zeroing
+    one token's value in some heads: (N, t, H, d) and the (N, H, t, t) weights (a view), or None if a row of
+    `keep` zeroes more than one token. Zeroing token j changes W V by the rank-one term W[:, j] V[j] in each
+    zeroed head, so the t zeroings of a layer cost t^2 d, not the t^3 d of t products W (V * keep)."""
+    import torch
+
+    drop = (1 - keep).to(value.dtype)  # (N, H, t)
+    touched = drop.abs().sum(dim=1)  # (N, t)
+    if bool(((touched != 0).sum(dim=-1) > 1).any()):
+        return None
+    zeroings = keep.shape[0]
+    token = touched.argmax(dim=-1)  # (N,) the token each zeroing drops (any, when it drops none)
+    dropped = drop[torch.arange(zeroings, device=keep.device), :, token]  # (N, H): the share each head loses
+    w, v = weights[0], value[0]  # (H, t, t), (H, t, d)
+    column = w[:, :, token].permute(2, 0, 1)  # (N, H, t): W[h, i, j_n]
+    row = v[:, token, :].permute(1, 0, 2)  # (N, H, d): V[h, j_n]
+    out = output - (dropped[:, :, None] * column)[..., None] * row[:, :, None, :]  # (N, H, t, d)
+    return out.transpose(1, 2).contiguous(), weights.expand(zeroings, -1, -1, -1)
 
 
 def _register() -> None:
@@ -257,14 +299,17 @@ class Layer64:
         bias = torch.zeros(hidden, dtype=torch.float64) if bias is None else bias.detach()
         return weight.reshape(heads, -1, hidden), bias
 
-    def run(self, given: LayerInput, hidden, keep=None, record: bool = False):
-        """Re-run on `hidden` (N, t, hidden) with value mask `keep` (N, H, t) -> (output (N, t, hidden), recorded):
+    def run(self, given: LayerInput, hidden, keep=None, record: bool = False, one_input: dict | None = None):
+        """Re-run on `hidden` (N, t, hidden) with value mask `keep` (N, H, t) -> (output (N, t, hidden), recorded);
+        one_input: a dict kept across the calls whose N rows of `hidden` are all copies of one input (the input's
+        attention is computed in the first and kept there). `recorded`:
         recorded holds, when `record`, the attention's (weights, values) and output, the `after` norm's (input,
         output), and the input of each of the layer's own children ("inputs": name -> (N, t, hidden))."""
         import torch
 
         recorded: dict = {"inputs": {}}
         self.attention._mixing_keep = keep
+        self.attention._mixing_one_input = one_input
         self.attention._mixing_seen = [] if record else None
         handles = []
         if record:
@@ -293,6 +338,7 @@ class Layer64:
             for handle in handles:
                 handle.remove()
             self.attention._mixing_keep = None
+            self.attention._mixing_one_input = None
             seen, self.attention._mixing_seen = self.attention._mixing_seen, None
         if record:
             recorded["weights"], recorded["values"] = seen[0]

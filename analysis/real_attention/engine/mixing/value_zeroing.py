@@ -63,9 +63,10 @@ def zeroed_scores(layer: Layer64, given: LayerInput, reference, heads: int, per_
     zeroings = heads * t if per_head else t
     size = chunk or _chunk(t, heads, x.shape[-1], layer.layer)
     scores = []
+    one_input: dict = {}  # the input's attention, computed in the first chunk, kept for the others
     for start in range(0, zeroings, size):
         part = token_keep(t, heads, per_head, start, min(start + size, zeroings))
-        out, _ = layer.run(given, x.expand(part.shape[0], -1, -1), keep=part)  # (z, t, hidden)
+        out, _ = layer.run(given, x.expand(part.shape[0], -1, -1), keep=part, one_input=one_input)  # (z, t, hidden)
         scores.append(1 - torch.nn.functional.cosine_similarity(out, reference, dim=-1, eps=1e-300))
     return torch.cat(scores).clamp(min=0)  # (Z, t)
 
