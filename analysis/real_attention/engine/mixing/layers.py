@@ -133,9 +133,8 @@ def _weights(query, key, value, attention_mask, scaling, softcap):
 
 def _one_token_zeroings(weights, value, output, keep):
     """The attention output of N zeroings of one input ((1, H, t, t) weights, (1, H, t, d) values, (H, t, d) their
-    product), each zeroing
-    one token's value in some heads: (N, t, H, d) and the (N, H, t, t) weights (a view), or None if a row of
-    `keep` zeroes more than one token. Zeroing token j changes W V by the rank-one term W[:, j] V[j] in each
+    product), each zeroing one token's value in some heads: (N, t, H, d) and the (N, H, t, t) weights (a view),
+    or None if a row of `keep` zeroes more than one token. Zeroing token j changes W V by the rank-one term W[:, j] V[j] in each
     zeroed head, so the t zeroings of a layer cost t^2 d, not the t^3 d of t products W (V * keep)."""
     import torch
 
@@ -302,9 +301,9 @@ class Layer64:
     def run(self, given: LayerInput, hidden, keep=None, record: bool = False, one_input: dict | None = None):
         """Re-run on `hidden` (N, t, hidden) with value mask `keep` (N, H, t) -> (output (N, t, hidden), recorded);
         one_input: a dict kept across the calls whose N rows of `hidden` are all copies of one input (the input's
-        attention is computed in the first and kept there). `recorded`:
-        recorded holds, when `record`, the attention's (weights, values) and output, the `after` norm's (input,
-        output), and the input of each of the layer's own children ("inputs": name -> (N, t, hidden))."""
+        attention is computed in the first and kept there). `recorded` holds, when `record`, the attention's
+        (weights, values) and output, the `after` norm's (input, output), and the input of each of the layer's own
+        children ("inputs": name -> (N, t, hidden))."""
         import torch
 
         recorded: dict = {"inputs": {}}
