@@ -11,10 +11,10 @@ Memory holds one bucket of sentences and one layer's maps of one batch, whatever
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -130,44 +130,66 @@ def _is_example(sentence: TreeSentence, relation: str) -> bool:
     return low <= len(sentence.words) <= high and relation in sentence.relations
 
 
+class PreparedBucket(NamedTuple):
+    """One bucket of treebank sentences, encoded and cut into padded batches (by the background reader)."""
+
+    left_out: tuple[int, int]  # sentences over the model's maximum length, and with a word of no piece
+    kept: list[TreeSentence]  # the bucket's sentences that run, in file order
+    # each batch: its sentences' trees, the padded batch, and (B, t) each piece's word (word_units)
+    batches: list[tuple[list[TreeSentence], Any, np.ndarray]]
+
+
+def prepared_buckets(loaded, sentences: Iterable[TreeSentence], batch_size: int) -> Iterator[PreparedBucket]:
+    """Read, encode by the given-words rule, sort into length batches and pad, one bucket at a time: what can run
+    ahead of the model (the counts grow their relations as they meet them, so the gold trees stay with it)."""
+    from ..engine.batches import length_batches
+    from ..engine.extract import encode_words, pad_batch
+    from ..statistics.streaming import BUCKET_BATCHES
+
+    pad_id = loaded.tokenizer.pad_token_id or 0
+    stream = iter(sentences)
+    while bucket := list(itertools.islice(stream, batch_size * BUCKET_BATCHES)):
+        encoded, too_long, missing = encode_words(loaded.tokenizer, [s.words for s in bucket], loaded.max_tokens)
+        left_out = {i for i, _ in too_long} | {i for i, _ in missing}
+        kept = [s for i, s in enumerate(bucket) if i not in left_out]
+        tree_of = {id(e): s for e, s in zip(encoded, kept)}
+        batches = []
+        for batch_sentences in length_batches(encoded, batch_size):
+            batch = pad_batch(batch_sentences, pad_id)
+            batches.append(([tree_of[id(e)] for e in batch_sentences], batch, word_units(batch)))
+        yield PreparedBucket((len(too_long), len(missing)), kept, batches)
+
+
 def syntax_counts(loaded, sentences: Iterable[TreeSentence], batch_size: int = DEFAULT_BATCH_SIZE,
                   measure: str = WEIGHTS, progress: Progress | None = None) -> tuple[SyntaxCounts, dict[str, list[TreeSentence]]]:
     """Stream the sentences through the model in length-sorted batches and count every head's correct
     predictions. -> (the counts, the first EXAMPLES candidate sentences of each EXAMPLE_RELATIONS, in file
-    order). `progress`: tqdm's update(n), one per sentence."""
+    order). `progress`: tqdm's update(n), one per sentence. The next bucket is read, encoded and padded in a
+    background thread while the model runs this one (statistics.streaming.read_ahead)."""
     import torch
 
-    from ..engine.batches import length_batches
-    from ..statistics.streaming import BUCKET_BATCHES
-    from ..engine.extract import encode_words, pad_batch
     from ..engine.measures import forward_measured
     from ..engine.words import assignment, merge_maps
+    from ..statistics.streaming import read_ahead
     from .scoring import predict
 
     counts = SyntaxCounts(loaded.layers, loaded.heads)
     correct = torch.zeros((len(DIRECTIONS), loaded.layers, loaded.heads, 0), dtype=torch.int64,
                           device=loaded.device)  # (2, L, H, R) exact counts on the model's device
     candidates: dict[str, list[TreeSentence]] = {relation: [] for relation in EXAMPLE_RELATIONS}
-    pad_id = loaded.tokenizer.pad_token_id or 0
     device = torch.device(loaded.device)
-    stream = iter(sentences)
-    while bucket := list(itertools.islice(stream, batch_size * BUCKET_BATCHES)):
-        encoded, too_long, missing = encode_words(loaded.tokenizer, [s.words for s in bucket], loaded.max_tokens)
-        counts.skipped += len(too_long)
-        counts.no_piece += len(missing)
+    for bucket in read_ahead(prepared_buckets(loaded, sentences, batch_size)):
+        too_long, missing = bucket.left_out
+        counts.skipped += too_long
+        counts.no_piece += missing
         if progress is not None and (too_long or missing):
-            progress.update(len(too_long) + len(missing))
-        left_out = {i for i, _ in too_long} | {i for i, _ in missing}
-        kept = [s for i, s in enumerate(bucket) if i not in left_out]
-        tree_of = {id(e): s for e, s in zip(encoded, kept)}
+            progress.update(too_long + missing)
         for relation, found in candidates.items():
-            found += [s for s in kept if _is_example(s, relation)][:EXAMPLES - len(found)]
-        for batch_sentences in length_batches(encoded, batch_size):
-            trees = [tree_of[id(e)] for e in batch_sentences]
+            found += [s for s in bucket.kept if _is_example(s, relation)][:EXAMPLES - len(found)]
+        for trees, batch, units in bucket.batches:
             gold = GoldBatch.of(trees, counts.relation_ids)
             counts.add_gold(gold)
-            batch = pad_batch(batch_sentences, pad_id)
-            pieces = torch.from_numpy(word_units(batch)).to(device)  # (B, t)
+            pieces = torch.from_numpy(units).to(device)  # (B, t)
             lengths = torch.from_numpy(gold.lengths).to(device)
             words = int(gold.lengths.max())
             gold_tensors = gold.tensors(device)
@@ -182,7 +204,7 @@ def syntax_counts(loaded, sentences: Iterable[TreeSentence], batch_size: int = D
 
             forward_measured(loaded, batch, on_layer, measure, batch_size=batch_size)
             if progress is not None:
-                progress.update(len(batch_sentences))
+                progress.update(len(trees))
     counts.take_device_counts(correct)  # the only copy of the counts to the host
     return counts, candidates
 
