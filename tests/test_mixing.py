@@ -32,7 +32,7 @@ def randomise(loaded, seed: int = 3):
     with torch.no_grad():
         for name, parameter in loaded.model.named_parameters():
             if name.endswith("bias") or "norm" in name.lower() or "ln_" in name:
-                parameter.copy_(parameter + 0.3 * torch.randn(parameter.shape, generator=generator))
+                parameter.copy_(parameter + 0.3 * torch.randn(parameter.shape, generator=generator).to(parameter.device))
     return loaded
 
 
@@ -592,3 +592,55 @@ def test_run_mixing_warns_on_stderr_up_front(tiny_model_dir, tmp_path, monkeypat
     warned = [line for line in result.stderr.splitlines() if line.startswith("Warning: sentence ")]
     assert len(warned) == 1 and "takes minutes" in warned[0]
     assert (tmp_path / "out" / "results" / "es" / "mixing.csv").is_file()
+
+
+# ----------------------------------------------------------------------------------------- devices
+
+
+def test_the_float64_reruns_happen_on_the_models_device_where_it_has_float64():
+    assert mx.mixing_device("cpu") == torch.device("cpu")
+    assert mx.mixing_device("cuda:1") == torch.device("cuda:1")
+    assert mx.mixing_device("mps") == torch.device("cpu")  # Apple's MPS has no float64
+
+
+def test_the_layer_inputs_wait_on_the_host_and_move_to_the_layer(bert):
+    found = mx.blocks(bert)
+    given = mx.layer_inputs(bert, found, ids(bert))[0]
+    assert given.hidden.device.type == "cpu" and given.hidden.dtype == torch.float64
+    moved = given.to("cpu")
+    assert moved.hidden.data_ptr() == given.hidden.data_ptr()  # already there: nothing is copied
+    layer = mx.Layer64(found[0], mx.mixing_device(bert.device))
+    assert {p.device.type for p in layer.layer.parameters()} == {"cpu"}
+    assert {p.dtype for p in layer.layer.parameters()} == {torch.float64}
+
+
+def second_device() -> str | None:
+    if torch.cuda.is_available():
+        return "cuda"
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return "mps"
+    return None
+
+
+@pytest.mark.skipif(second_device() is None, reason="no cuda or mps device here")
+def test_mixing_on_a_second_device_agrees_with_the_cpu(tiny_model_dir):
+    device = second_device()
+    assert device is not None
+    from real_attention.engine.models import choose_model, load_model
+
+    on_cpu = randomise(load(tiny_model_dir))
+    there = randomise(load_model(choose_model(None, str(tiny_model_dir), None), device=device))
+    texts = [SENTENCE, "Fui al banco a sacar dinero."]
+    a, b = mx.compute_mixing(on_cpu, texts), mx.compute_mixing(there, texts)
+    for first, second in zip(a.sentences, b.sentences):
+        for measure in mx.MIXING_MEASURES:
+            tolerance = 1e-9 if measure in ("alti", "value_zeroing") else 1e-6
+            np.testing.assert_allclose(first.maps[measure], second.maps[measure], rtol=0, atol=tolerance)
+            np.testing.assert_allclose(first.rolled[measure], second.rolled[measure], rtol=0, atol=tolerance)
+    per_head = mx.head_value_zeroing  # --measure value-zeroing: (B, layers, H, t, t) on the model's device
+    from real_attention.engine.extract import encode, pad_batch
+
+    encoded, _ = encode(on_cpu.tokenizer, texts, on_cpu.max_tokens)
+    batch = pad_batch(encoded, on_cpu.tokenizer.pad_token_id or 0)
+    np.testing.assert_allclose(per_head(on_cpu, batch).cpu().numpy(), per_head(there, batch).cpu().numpy(),
+                               rtol=0, atol=1e-6)

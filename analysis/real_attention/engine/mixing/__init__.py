@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from .alti import Decomposition, NormPart, alti_contributions, alti_raw, alti_rows, decompose, norm_part
 from .compute import LONG_PIECES, compute_mixing, long_note, rolled, run_mixing
-from .layers import ATTENTION_FUNCTION, Block, Layer64, LayerInput, blocks, check_supported, layer_inputs
+from .layers import (ATTENTION_FUNCTION, Block, Layer64, LayerInput, blocks, check_supported, layer_inputs,
+                     mixing_device)
 from .layers import mixing_attention, scale_rows
 from .pieces import PieceMixing, piece_mixing
 from .result import ALTI, ATTENTION, DEFINITIONS, MIXING_MEASURES, NORM, SOURCES, VALUE_ZEROING_KEY, Mixing
@@ -29,6 +30,6 @@ __all__ = [
     "Layer64", "LayerInput", "MEMORY_BUDGET", "MIXING_MEASURES", "Mixing", "NEAR_ZERO", "NORM", "NormPart",
     "PieceMixing", "SOURCES", "SentenceMixing", "VALUE_ZEROING_KEY", "agreement_frame", "alti_contributions",
     "alti_raw", "alti_rows", "blocks", "check_supported", "compute_mixing", "decompose",
-    "head_value_zeroing", "layer_inputs", "long_note", "mixing_attention", "mixing_frame", "norm_part",
+    "head_value_zeroing", "layer_inputs", "long_note", "mixing_attention", "mixing_device", "mixing_frame", "norm_part",
     "piece_mixing", "rolled", "run_mixing", "scale_rows", "spearman", "token_keep", "zeroed_scores",
 ]

@@ -51,9 +51,11 @@ def norm_part(module, s, out) -> NormPart:
     eps = next((float(getattr(module, n)) for n in ("eps", "variance_epsilon") if getattr(module, n, None) is not None),
                None)
     weight = getattr(module, "weight", None)
-    weight = torch.ones(hidden, dtype=torch.float64) if weight is None else weight.detach().to(torch.float64)
+    weight = torch.ones(hidden, dtype=torch.float64, device=s.device) if weight is None else \
+        weight.detach().to(torch.float64)
     bias = getattr(module, "bias", None)
-    bias = torch.zeros(hidden, dtype=torch.float64) if bias is None else bias.detach().to(torch.float64)
+    bias = torch.zeros(hidden, dtype=torch.float64, device=s.device) if bias is None else \
+        bias.detach().to(torch.float64)
     if eps is None:
         raise InputError(f"ALTI does not know the norm {type(module).__name__} (no eps)")
     centred = s - s.mean(dim=-1, keepdim=True)
@@ -122,7 +124,7 @@ class Decomposer:
         # products and sums as torch.einsum("hij,hjk->ijk"), whose strided float64 path is 20x slower.
         by_key = self.weights[:, start:stop].permute(2, 1, 0).contiguous()  # (t_j, rows, H)
         parts = torch.bmm(by_key, self.moved_by_key).permute(1, 0, 2)  # (rows, t_j, hidden)
-        rows = torch.arange(stop - start)
+        rows = torch.arange(stop - start, device=parts.device)
         if self.kind == "pre":
             parts[rows, rows + start] += self.x[start:stop]
         else:

@@ -1,8 +1,10 @@
-"""Re-running a model's layers one by one in float64 on the CPU, on the inputs the model itself gave them.
+"""Re-running a model's layers one by one in float64 on the model's device, on the inputs the model itself gave them.
 
 - the model runs once per sentence in its own dtype; a pre-hook keeps each layer's input (and the masks and
-  position embeddings the model hands it): `layer_inputs`;
-- each layer is then copied to the CPU in float64 and re-run there (`Layer64`), its attention computed by
+  position embeddings the model hands it) on the host in float64: `layer_inputs`;
+- each layer is then copied in float64 to the device that re-runs it (`mixing_device`: the model's own, or the
+  CPU where the device has no float64, as Apple's MPS) and re-run there one sentence at a time, the sentence's
+  input moved there as it is used (`Layer64`, `LayerInput.to`), its attention computed by
   `mixing_attention` (registered with transformers' attention-function registry), which expands the values to one
   per query head (grouped-query attention), may zero some of them, and records the weights and the values it used.
 
@@ -159,26 +161,40 @@ def _register() -> None:
         AttentionInterface.register(ATTENTION_FUNCTION, mixing_attention)
 
 
-def _to_cpu64(item):
+def mixing_device(device):
+    """The torch.device that re-runs the layers in float64 for a model on `device`: the device itself where it
+    computes in float64 (the CPU, CUDA), else the CPU (Apple's MPS has no float64)."""
+    import torch
+
+    device = torch.device(device)
+    return torch.device("cpu") if device.type == "mps" else device
+
+
+def _moved(item, device, float64: bool = False):
+    """Every tensor in `item` (nested tuples, lists, dicts) on `device`, detached; floats in float64 if asked."""
     import torch
 
     if isinstance(item, torch.Tensor):
-        return item.detach().to("cpu", torch.float64 if item.is_floating_point() else item.dtype)
+        return item.detach().to(device, torch.float64 if float64 and item.is_floating_point() else item.dtype)
     if isinstance(item, tuple):
-        return tuple(_to_cpu64(i) for i in item)
+        return tuple(_moved(i, device, float64) for i in item)
     if isinstance(item, list):
-        return [_to_cpu64(i) for i in item]
+        return [_moved(i, device, float64) for i in item]
     if isinstance(item, dict):
-        return {k: _to_cpu64(v) for k, v in item.items()}
+        return {k: _moved(v, device, float64) for k, v in item.items()}
     return item
 
 
 @dataclass
 class LayerInput:
-    """What the model handed one layer for one sentence, on the CPU, floats in float64."""
+    """What the model handed one layer for one sentence, floats in float64 (kept on the host: `to` moves it)."""
 
     args: tuple
     kwargs: dict
+
+    def to(self, device) -> LayerInput:
+        """The same input on `device` (itself where it is there already)."""
+        return LayerInput(_moved(self.args, device), _moved(self.kwargs, device))
 
     @property
     def hidden(self):
@@ -203,7 +219,7 @@ def layer_inputs(loaded, blocks_: list[Block], ids: np.ndarray) -> list[LayerInp
     seen: list[LayerInput] = []
 
     def hook(module, args, kwargs):
-        seen.append(LayerInput(_to_cpu64(args), _to_cpu64(kwargs)))
+        seen.append(LayerInput(_moved(args, "cpu", True), _moved(kwargs, "cpu", True)))
 
     handles = [b.layer.register_forward_pre_hook(hook, with_kwargs=True) for b in blocks_]
     ids_t = torch.from_numpy(np.asarray(ids, dtype=np.int64))[None].to(loaded.device)
@@ -236,7 +252,8 @@ class Norm64:
             weight = getattr(module, "weight", None)
             if eps is None or weight is None or weight.dim() != 1 or list(module.children()):
                 continue
-            probe = torch.randn(4, weight.shape[0], dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+            probe = torch.randn(4, weight.shape[0], dtype=torch.float64,
+                                generator=torch.Generator().manual_seed(0)).to(weight.device)
             with torch.inference_mode():
                 out = module(probe)
             exact = next((m for m in Norm64.candidates(module, float(eps))
@@ -268,14 +285,15 @@ class Norm64:
 
 
 class Layer64:
-    """A float64 CPU copy of one layer whose attention runs through mixing_attention."""
+    """A float64 copy of one layer on `device` (mixing_device's) whose attention runs through mixing_attention."""
 
-    def __init__(self, block: Block):
+    def __init__(self, block: Block, device="cpu"):
         import torch
 
         _register()
         self.block = block
-        self.layer = copy.deepcopy(block.layer).to("cpu", torch.float64).eval()
+        self.device = torch.device(device)
+        self.layer = copy.deepcopy(block.layer).to(self.device, torch.float64).eval()
         Norm64.replace_all(self.layer)
         self.attention = self.layer.get_submodule(block.attention)
         config = getattr(self.attention, "config", None)
@@ -295,7 +313,7 @@ class Layer64:
             weight = weight.T
         hidden = weight.shape[1]
         bias = self.output.bias
-        bias = torch.zeros(hidden, dtype=torch.float64) if bias is None else bias.detach()
+        bias = torch.zeros(hidden, dtype=torch.float64, device=weight.device) if bias is None else bias.detach()
         return weight.reshape(heads, -1, hidden), bias
 
     def run(self, given: LayerInput, hidden, keep=None, record: bool = False, one_input: dict | None = None):
@@ -353,22 +371,23 @@ def scale_rows(raw, causal: bool):
         raw = torch.tril(raw)
     sums = raw.sum(dim=-1)  # (..., t)
     t = raw.shape[-1]
-    eye = torch.eye(t, dtype=raw.dtype).expand_as(raw)
+    eye = torch.eye(t, dtype=raw.dtype, device=raw.device).expand_as(raw)
     scaled = torch.where(sums[..., None] > 0, raw / sums[..., None].clamp(min=1e-300), eye)
     return scaled, sums
 
 
 def each_layer(loaded, sentences: list[np.ndarray], progress: Callable | None = None
                ) -> Iterator[tuple[Layer64, list[LayerInput]]]:
-    """(the float64 copy of layer l, each sentence's input to it) for l = 1, 2, ...: one forward pass per sentence,
-    then each layer copied once. `progress`: a factory progress(total=, desc=) of a tqdm-like bar, advanced by one
+    """(the float64 copy of layer l on mixing_device, each sentence's input to it on the host) for l = 1, 2, ...:
+    one forward pass per sentence, then each layer copied once. `progress`: a factory progress(total=, desc=) of a tqdm-like bar, advanced by one
     per layer and sentence as the caller takes the next layer (None: no bar)."""
     found = blocks(loaded)
+    device = mixing_device(loaded.device)
     inputs = [layer_inputs(loaded, found, ids) for ids in sentences]  # (S,) of (layers,)
     bar = None if progress is None else progress(total=len(found) * len(sentences), desc="context mixing")
     try:
         for number, block in enumerate(found):
-            layer = Layer64(block)
+            layer = Layer64(block, device)
             yield layer, [per_layer[number] for per_layer in inputs]
             del layer
             if bar is not None:

@@ -25,7 +25,7 @@ def piece_mixing(loaded, sentences: list[np.ndarray], *, alti: bool = True, zero
                  heads: bool = False, chunk: int | None = None, progress: Callable | None = None
                  ) -> list[PieceMixing]:
     """The piece-level maps of each sentence's (t,) piece ids (no pads), layer by layer: each layer is copied in
-    float64 once and re-run for every sentence. chunk: zeroings per pass (None: within the memory budget);
+    float64 once to the model's device (mixing_device) and re-run there for every sentence. chunk: zeroings per pass (None: within the memory budget);
     progress: a factory progress(total=, desc=) of a tqdm-like bar, one step per layer and sentence."""
     import torch
 
@@ -33,7 +33,8 @@ def piece_mixing(loaded, sentences: list[np.ndarray], *, alti: bool = True, zero
     maps: dict[str, list[list]] = {name: [[] for _ in range(count)] for name in
                                    ("alti", "value_zeroing", "heads", "raw_sums")}
     for layer, given_each in each_layer(loaded, sentences, progress):
-        for s, given in enumerate(given_each):
+        for s, on_host in enumerate(given_each):
+            given = on_host.to(layer.device)
             reference, recorded = layer.run(given, given.hidden, record=alti)  # (1, t, hidden)
             if alti:
                 maps["alti"][s].append(scale_rows(alti_raw(layer, given, h, recorded), loaded.causal)[0])
@@ -44,6 +45,6 @@ def piece_mixing(loaded, sentences: list[np.ndarray], *, alti: bool = True, zero
                 maps["raw_sums"][s].append(sums)
             if heads:
                 maps["heads"][s].append(head_maps(layer, given, reference, h, loaded.causal, chunk)[0])
-    stacked = {name: [torch.stack(rows).numpy() if rows else None for rows in per] for name, per in maps.items()}
+    stacked = {name: [torch.stack(rows).cpu().numpy() if rows else None for rows in per] for name, per in maps.items()}
     return [PieceMixing(**{name: stacked[name][s] for name in stacked}) for s in range(count)]
 

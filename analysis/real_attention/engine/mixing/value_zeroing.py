@@ -36,14 +36,14 @@ def _chunk(t: int, heads: int, hidden: int, layer) -> int:
     return max(1, MEMORY_BUDGET // per_zeroing)
 
 
-def token_keep(t: int, heads: int, per_head: bool, start: int = 0, stop: int | None = None):
-    """(Z, H, t) value masks, rows start .. stop - 1 of them: Z = t zeroings of token j in every head, or
-    Z = H * t of token j in head h (row h * t + j)."""
+def token_keep(t: int, heads: int, per_head: bool, start: int = 0, stop: int | None = None, device="cpu"):
+    """(Z, H, t) value masks on `device`, rows start .. stop - 1 of them: Z = t zeroings of token j in every head,
+    or Z = H * t of token j in head h (row h * t + j)."""
     import torch
 
     stop = (heads * t if per_head else t) if stop is None else stop
-    rows = torch.arange(start, stop)
-    keep = torch.ones(stop - start, heads, t, dtype=torch.float64)
+    rows = torch.arange(start, stop, device=device)
+    keep = torch.ones(stop - start, heads, t, dtype=torch.float64, device=device)
     if per_head:
         keep[rows - start, rows // t, rows % t] = 0
     else:
@@ -65,7 +65,7 @@ def zeroed_scores(layer: Layer64, given: LayerInput, reference, heads: int, per_
     scores = []
     one_input: dict = {}  # the input's attention, computed in the first chunk, kept for the others
     for start in range(0, zeroings, size):
-        part = token_keep(t, heads, per_head, start, min(start + size, zeroings))
+        part = token_keep(t, heads, per_head, start, min(start + size, zeroings), x.device)
         out, _ = layer.run(given, x.expand(part.shape[0], -1, -1), keep=part, one_input=one_input)  # (z, t, hidden)
         scores.append(1 - torch.nn.functional.cosine_similarity(out, reference, dim=-1, eps=1e-300))
     return torch.cat(scores).clamp(min=0)  # (Z, t)
@@ -94,8 +94,9 @@ def head_value_zeroing(loaded, batch, progress: Callable | None = None):
     size, t = batch.input_ids.shape
     out = torch.zeros((size, loaded.layers, loaded.heads, t, t), dtype=torch.float32)
     for number, (layer, given_each) in enumerate(each_layer(loaded, sentences, progress)):
-        for row, (given, n) in enumerate(zip(given_each, lengths)):
+        for row, (on_host, n) in enumerate(zip(given_each, lengths)):
+            given = on_host.to(layer.device)
             reference, _ = layer.run(given, given.hidden)  # (1, t, hidden)
             scaled, _ = head_maps(layer, given, reference, loaded.heads, loaded.causal)
-            out[row, number, :, :n, :n] = scaled.to(torch.float32)
+            out[row, number, :, :n, :n] = scaled.to("cpu", torch.float32)
     return out.to(loaded.device)
