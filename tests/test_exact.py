@@ -203,6 +203,22 @@ def test_a_batch_with_dummy_rows_adds_nothing_for_them(tiny_loaded):
     assert (sums.sentences, sums.tokens) == (2, sum(pieces))
 
 
+def test_the_kernel_on_every_row_of_a_batch_gives_the_same_bits_as_on_its_sentences_alone(tiny_loaded, monkeypatch):
+    """On a GPU the kernel runs on the whole fixed-shape batch, dummy rows included (kernel_rows: its products and
+    reductions pick their kernels by the batch count too); those rows must add exactly nothing. Forcing that path
+    on the CPU gives the same bits as skipping them."""
+    from real_attention.statistics import streaming
+
+    assert streaming.kernel_rows(torch.device("cpu"), 3, 32) == 3
+    assert streaming.kernel_rows(torch.device("cuda", 0), 3, 32) == 32
+    assert streaming.kernel_rows(torch.device("mps"), 3, 32) == 32
+    texts = LINES + [f"{a} {b}" for a, b in zip(LINES, LINES[3:])]
+    skipped = sums_of_texts(tiny_loaded, texts, 8)
+    monkeypatch.setattr(streaming, "kernel_rows", lambda device, real, rows: rows)
+    every_row = sums_of_texts(tiny_loaded, texts, 8)
+    assert same_bits(every_row, skipped)
+
+
 def heads_args(corpus, model_dir, out, *extra, figures: bool = False):
     """heads --corpus, quiet; the tables alone unless figures (drawing is most of a tiny model's run)."""
     return ["heads", "--corpus", str(corpus), "--model", str(model_dir), "--out", str(out), "--quiet", *extra,

@@ -102,6 +102,14 @@ def read_ahead(items: Iterator, depth: int = 1) -> Iterator:
                 thread.join(timeout=0.05)
 
 
+def kernel_rows(device, real: int, rows: int) -> int:
+    """How many rows of a fixed-shape batch the kernel runs: on the CPU only the `real` sentences (MKL's batched
+    products and torch's reductions give each sentence the same bits whatever the batch count, so the dummy rows
+    are skipped); on a GPU every one of the batch's `rows` (cuBLAS and CUDA's reductions choose their kernels,
+    split-K among them, by the batch count too, so only the fixed shape fixes the bits). Dummy rows add exactly 0."""
+    return real if device.type == "cpu" else rows
+
+
 def _advance(progress, shown: int, lines: int) -> int:
     if progress is not None and lines:
         progress.update(lines)
@@ -146,10 +154,10 @@ def corpus_sums(
         shown = _advance(progress, shown, bucket.lines - bucket.sentences)  # blank, skipped
         for batch, sizes in bucket.batches:
             # What every layer's kernel shares, made once (not `units`: that is the rule's name). The forward pass
-            # needs the dummy rows (its shape fixes the bits of each sentence's maps); the kernel skips them: each
-            # sentence's merge and totals are the same bits without them, and a group's last batch of a small corpus
-            # can be mostly dummies. Units stay padded to the batch's piece count, as every batch of the group is.
-            real = len(sizes)
+            # needs the dummy rows (its shape fixes the bits of each sentence's maps); on the CPU the kernel skips
+            # them (kernel_rows): each sentence's merge and totals are the same bits without them, and a group's last
+            # batch of a small corpus can be mostly dummies. Units stay padded to the batch's piece count, as every batch of the group is.
+            real = kernel_rows(device, len(sizes), len(batch.input_ids))
             shared = kernel_batch(torch.from_numpy(batch.units[:real]).to(device),
                                   torch.from_numpy(batch.kinds[:real]).to(device))
             accumulator.reserve(sizes)
