@@ -219,6 +219,31 @@ def test_the_kernel_on_every_row_of_a_batch_gives_the_same_bits_as_on_its_senten
     assert same_bits(every_row, skipped)
 
 
+def test_every_layer_at_once_as_on_a_gpu_is_exact_in_any_split_and_agrees_with_layer_by_layer(tiny_loaded,
+                                                                                              monkeypatch):
+    """On a GPU the kernel takes a batch's layers together after the forward pass (layers_at_once: fewer launches).
+    Forced on the CPU: any split gives the same bits, and the means agree with the layer-by-layer kernel's."""
+    from real_attention.statistics import streaming
+
+    assert not streaming.layers_at_once(torch.device("cpu")) and streaming.layers_at_once(torch.device("cuda", 0))
+    texts = LINES + [f"{a} {b}" for a, b in zip(LINES, LINES[3:])]
+    by_layer = sums_of_texts(tiny_loaded, texts, 4)
+    monkeypatch.setattr(streaming, "layers_at_once", lambda device: True)
+    together = sums_of_texts(tiny_loaded, texts, 4)
+    for name in STATISTICS:
+        np.testing.assert_allclose(together.means()[name], by_layer.means()[name], rtol=0, atol=1e-6)
+    assert (together.sentences, together.units, together.uniform_fixed) == \
+        (by_layer.sentences, by_layer.units, by_layer.uniform_fixed)
+    rng = random.Random(11)
+    for _ in range(3):
+        parts = random_parts(rng, len(texts))
+        total = None
+        for part in parts:
+            sums = sums_of_texts(tiny_loaded, [texts[i] for i in part], 4)
+            total = sums if total is None else total + sums
+        assert total is not None and same_bits(total, together), parts
+
+
 def heads_args(corpus, model_dir, out, *extra, figures: bool = False):
     """heads --corpus, quiet; the tables alone unless figures (drawing is most of a tiny model's run)."""
     return ["heads", "--corpus", str(corpus), "--model", str(model_dir), "--out", str(out), "--quiet", *extra,

@@ -220,6 +220,10 @@ class FixedAccumulator:
         """totals: (B, len(STATISTICS), H) int64 sentence_totals of one layer."""
         self.sums[:, layer] += totals.sum(dim=0)
 
+    def add_layers(self, totals) -> None:
+        """totals: (B, len(STATISTICS), layers, H) int64 sentence_totals of every layer."""
+        self.sums += totals.sum(dim=0)
+
     def flush(self) -> None:
         self.host = self.host + self.sums.cpu().numpy().astype(object)
         self.sums.zero_()

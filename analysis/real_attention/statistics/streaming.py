@@ -110,6 +110,14 @@ def kernel_rows(device, real: int, rows: int) -> int:
     return real if device.type == "cpu" else rows
 
 
+def layers_at_once(device) -> bool:
+    """Whether the kernel takes a batch's layers all at once after its forward pass (a GPU: one kernel's few
+    dozen launches per batch instead of per layer, when launching, not computing, is what a small model's batch
+    costs; the maps of every layer of one batch stay alive meanwhile), or each layer as it ends (the CPU: the maps
+    stay in cache, and each sentence's bits are those of the layer-by-layer products)."""
+    return device.type != "cpu"
+
+
 def _advance(progress, shown: int, lines: int) -> int:
     if progress is not None and lines:
         progress.update(lines)
@@ -142,6 +150,7 @@ def corpus_sums(
     if batch_size < 1:
         raise CorpusError(f"--batch-size must be at least 1, not {batch_size}")
     device = torch.device(loaded.device)
+    together = layers_at_once(device)
     accumulator = FixedAccumulator(loaded.layers, loaded.heads, device)
     counts: dict[str, Any] = dict.fromkeys(("sentences", "units", "pairs", "tokens", "skipped", "truncated",
                                             "uniform_fixed"), 0)
@@ -161,10 +170,18 @@ def corpus_sums(
             shared = kernel_batch(torch.from_numpy(batch.units[:real]).to(device),
                                   torch.from_numpy(batch.kinds[:real]).to(device))
             accumulator.reserve(sizes)
+            waiting: list = []  # layers_at_once: the maps of the layers run so far
 
-            def on_layer(layer: int, weights) -> None:  # as each layer ends: its maps die with it
+            def on_layer(layer: int, weights) -> None:
                 # called within this iteration's forward pass: this batch's shared arrays
-                accumulator.add(layer, kernel(weights[:real], shared, causal=loaded.causal)[1])  # noqa: B023
+                if not together:  # as each layer ends: its maps die with it
+                    accumulator.add(layer, kernel(weights[:real], shared, causal=loaded.causal)[1])  # noqa: B023
+                    return
+                waiting.append(weights[:real])  # noqa: B023
+                if layer == loaded.layers - 1:  # the last layer: every layer's heads through one kernel
+                    totals = kernel(torch.cat(waiting, dim=1), shared, causal=loaded.causal)[1]  # noqa: B023
+                    accumulator.add_layers(totals.view(real, totals.shape[1], loaded.layers, -1))  # noqa: B023
+                    waiting.clear()  # noqa: B023
 
             forward_measured(loaded, batch, on_layer, measure, batch_size=batch_size)
             real_pieces = int(batch.attention_mask[:len(sizes)].sum())
