@@ -435,3 +435,17 @@ def test_the_plain_reader_agrees_with_conllu_on_every_ewt_dev_line():
         expected = [{key: token[key] for key in ("id", "form", "head", "deprel")} for token in _parse(path, lines)]
         assert plain == expected, lines[0]
         assert [type(t["id"]) for t in plain] == [type(t["id"]) for t in expected]
+
+
+def test_every_layer_at_once_as_on_a_gpu_gives_the_layer_by_layer_counts(tiny_loaded, tmp_path, monkeypatch):
+    """On a GPU the probe merges, predicts and counts a batch's layers together after the forward pass
+    (statistics.streaming.layers_at_once); forced on the CPU it gives the layer-by-layer tables."""
+    from real_attention.statistics import streaming
+
+    path = tmp_path / "snippet.conllu"
+    path.write_text(SNIPPET, encoding="utf-8")
+    by_layer = ra.syntax(tiny_loaded, path, min_count=1)
+    monkeypatch.setattr(streaming, "layers_at_once", lambda device: True)
+    together = ra.syntax(tiny_loaded, path, min_count=1)
+    assert by_layer.heads.equals(together.heads) and by_layer.best.equals(together.best)
+    assert by_layer.heads["correct"].sum() > 0 and set(by_layer.heads["layer"]) == set(range(1, tiny_loaded.layers + 1))

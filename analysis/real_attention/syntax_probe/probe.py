@@ -170,7 +170,7 @@ def syntax_counts(loaded, sentences: Iterable[TreeSentence], batch_size: int = D
 
     from ..engine.measures import forward_measured
     from ..engine.words import assignment, merge_maps
-    from ..statistics.streaming import read_ahead
+    from ..statistics.streaming import layers_at_once, read_ahead
     from .scoring import predict
 
     counts = SyntaxCounts(loaded.layers, loaded.heads)
@@ -178,6 +178,7 @@ def syntax_counts(loaded, sentences: Iterable[TreeSentence], batch_size: int = D
                           device=loaded.device)  # (2, L, H, R) exact counts on the model's device
     candidates: dict[str, list[TreeSentence]] = {relation: [] for relation in EXAMPLE_RELATIONS}
     device = torch.device(loaded.device)
+    together = layers_at_once(device)
     for bucket in read_ahead(prepared_buckets(loaded, sentences, batch_size)):
         too_long, missing = bucket.left_out
         counts.skipped += too_long
@@ -195,12 +196,23 @@ def syntax_counts(loaded, sentences: Iterable[TreeSentence], batch_size: int = D
             gold_tensors = gold.tensors(device)
             matrices = assignment(pieces, words, torch.float32)  # the merge's, once for every layer
 
+            waiting: list = []  # together: the maps of the layers run so far
+
             def on_layer(layer: int, maps, pieces=pieces, words=words, gold=gold_tensors, lengths=lengths,
-                         matrices=matrices) -> None:
-                # as each layer ends: its maps die with it; the counts stay on the device
+                         matrices=matrices, waiting=waiting) -> None:
+                # the counts stay on the device. The CPU: as each layer ends (its maps die with it); a GPU: every
+                # layer at once after the last (statistics.streaming.layers_at_once: one set of launches a batch)
                 nonlocal correct
+                if together:
+                    waiting.append(maps)
+                    if layer < loaded.layers - 1:
+                        return
+                    maps = torch.cat(waiting, dim=1)  # (B, L * H, t, t)
+                    waiting.clear()
                 word_maps = merge_maps(maps.float(), pieces, words, matrices)  # (B, H, W, W) without the specials
-                correct = counts.add_layer_on_device(layer, gold, predict(word_maps, lengths, scratch=True), correct)
+                predictions = predict(word_maps, lengths, scratch=True)
+                correct = (counts.add_layers_on_device(gold, predictions, correct) if together else
+                           counts.add_layer_on_device(layer, gold, predictions, correct))
 
             forward_measured(loaded, batch, on_layer, measure, batch_size=batch_size)
             if progress is not None:

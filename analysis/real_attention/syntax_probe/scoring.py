@@ -182,14 +182,24 @@ class SyntaxCounts:
         """predictions: (2, B, H, W) torch tensor of one layer (predict), gold: GoldBatch.tensors on the same
         device -> added to device_correct, the (2, layers, heads, R) int64 counts on the device (grown to R
         columns if relations were added since); returns it. Nothing leaves the device."""
+        device_correct = self._grown(device_correct)
+        device_correct[:, layer] += device_counts(gold, predictions.transpose(1, 2), len(self.relations))  # (2, H, R)
+        return device_correct
+
+    def _grown(self, device_correct):
+        """The device's (2, layers, heads, R') counts with a zero column for each relation added since (R)."""
         import torch
 
-        relations = len(self.relations)
-        if device_correct.shape[-1] < relations:
-            grow = relations - device_correct.shape[-1]
-            device_correct = torch.cat([device_correct, device_correct.new_zeros((*device_correct.shape[:3], grow))],
-                                       dim=3)
-        device_correct[:, layer] += device_counts(gold, predictions.transpose(1, 2), relations)  # (2, H, R)
+        grow = len(self.relations) - device_correct.shape[-1]
+        if grow <= 0:
+            return device_correct
+        return torch.cat([device_correct, device_correct.new_zeros((*device_correct.shape[:3], grow))], dim=3)
+
+    def add_layers_on_device(self, gold, predictions, device_correct):
+        """add_layer_on_device for every layer at once: predictions (2, B, layers * heads, W), layer by layer."""
+        device_correct = self._grown(device_correct)
+        found = device_counts(gold, predictions.transpose(1, 2), len(self.relations))  # (2, layers * heads, R)
+        device_correct += found.view(found.shape[0], self.layers, self.heads, -1)
         return device_correct
 
     def take_device_counts(self, device_correct) -> None:
