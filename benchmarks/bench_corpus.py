@@ -78,12 +78,26 @@ def build_corpus(folder: Path, copies: int = 1, sentences: int = MIN_SENTENCES) 
     return path, len(lines)
 
 
+LOAD = {"model": "minilm", "device": "cpu"}  # --model, --device
+
+
 def load():
     from real_attention.engine.models import choose_model, load_model
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    return load_model(choose_model("en", "minilm", None))
+    return load_model(choose_model("en", LOAD["model"], None), device=LOAD["device"])
+
+
+def synchronize(device) -> None:
+    """Wait for the device's queued work (a GPU runs asynchronously; the CPU needs nothing)."""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
 
 
 def ours(loaded, path: Path, batch_size: int, progress=None):
@@ -154,12 +168,14 @@ def bare(loaded, path: Path, batch_size: int, capped: bool = True, progress=None
                     input_ids[row, :len(piece_ids)] = torch.tensor(piece_ids)
                     mask[row, :len(piece_ids)] = 1
                 tick = time.perf_counter()
+                input_ids, mask = input_ids.to(loaded.device), mask.to(loaded.device)
                 maps = loaded.model(input_ids=input_ids, attention_mask=mask, output_attentions=True).attentions
                 assert len(maps) == loaded.layers
                 del maps  # as corpus_sums does: no map lives on into the next forward pass
                 if progress is not None:
                     progress.update(len(batch))
                 forward += time.perf_counter() - tick
+    synchronize(loaded.device)
     return time.perf_counter() - start, forward
 
 
@@ -245,6 +261,9 @@ def post_forward(loaded, texts: list[str], batch_size: int, repeats: int) -> dic
     from real_attention.engine.extract import encode, forward_layers, pad_batch
     from real_attention.engine.heads import FixedAccumulator, kernel, kernel_batch
     from real_attention.engine.batches import fixed_batches
+    from real_attention.statistics.streaming import kernel_rows, layers_at_once
+
+    device = torch.device(loaded.device)
 
     def shaped(encoded):  # the batches corpus_sums runs: fixed shapes, dummy rows in a group's last one
         return [(b.items, pad_batch(b.items, loaded.tokenizer.pad_token_id or 0, (b.rows, b.pieces)))
@@ -274,14 +293,19 @@ def post_forward(loaded, texts: list[str], batch_size: int, repeats: int) -> dic
         results["units_s"].append(time.perf_counter() - start)
         results["units_cpu_s"].append(time.process_time() - cpu)
         start, cpu = time.perf_counter(), time.process_time()
-        accumulator = FixedAccumulator(loaded.layers, loaded.heads, loaded.device)
+        accumulator = FixedAccumulator(loaded.layers, loaded.heads, device)
         for (part, padded), layers in zip(shaped(again), kept):
-            real = len(part)  # as corpus_sums: the kernel skips the dummy rows
-            shared = kernel_batch(torch.from_numpy(padded.units[:real]), torch.from_numpy(padded.kinds[:real]))
+            real = kernel_rows(device, len(part), len(padded.input_ids))  # as corpus_sums
+            shared = kernel_batch(torch.from_numpy(padded.units[:real]).to(device),
+                                  torch.from_numpy(padded.kinds[:real]).to(device))
             accumulator.reserve([len(s.kinds) for s in part])
+            if layers_at_once(device):
+                totals = kernel(torch.cat([w[:real] for w in layers], dim=1), shared, causal=loaded.causal)[1]
+                accumulator.add_layers(totals.view(real, totals.shape[1], loaded.layers, -1))
+                continue
             for layer, weights in enumerate(layers):
                 accumulator.add(layer, kernel(weights[:real], shared, causal=loaded.causal)[1])
-        accumulator.result()
+        accumulator.result()  # copies the sums to the host: the device's work is done
         results["kernel_s"].append(time.perf_counter() - start)
         results["kernel_cpu_s"].append(time.process_time() - cpu)
     median = {name: statistics.median(runs) for name, runs in results.items()}
@@ -353,7 +377,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's own, one per core)")
     parser.add_argument("--post-forward", action="store_true", help="Only the post-forward cost per sentence of "
                         "the seeds corpus (attentions computed once beforehand).")
+    parser.add_argument("--model", default="minilm", help="minilm, or a local folder (a GPU machine: a copy of it)")
+    parser.add_argument("--device", default="cpu", help="torch device of both ours and bare (cuda: each timing "
+                        "ends with the device synchronised)")
     args = parser.parse_args()
+    LOAD.update(model=args.model, device=args.device)
     if args.threads:
         import torch
 

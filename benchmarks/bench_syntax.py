@@ -46,6 +46,17 @@ class Pieces(NamedTuple):
     ids: list[int]
 
 
+def synchronize(device) -> None:
+    """Wait for the device's queued work (a GPU runs asynchronously; the CPU needs nothing)."""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
 def bare(loaded, texts: list[str], batch_size: int) -> float:
     """Tokenize, bucket and sort by length as the probe does, pad, forward with output_attentions; -> seconds."""
     import torch
@@ -64,9 +75,11 @@ def bare(loaded, texts: list[str], batch_size: int) -> float:
                 for row, sentence in enumerate(batch):
                     input_ids[row, :len(sentence.ids)] = torch.tensor(sentence.ids)
                     mask[row, :len(sentence.ids)] = 1
-                maps = loaded.model(input_ids=input_ids, attention_mask=mask, output_attentions=True).attentions
+                maps = loaded.model(input_ids=input_ids.to(loaded.device), attention_mask=mask.to(loaded.device),
+                                    output_attentions=True).attentions
                 assert len(maps) == loaded.layers
                 del maps
+    synchronize(loaded.device)
     return time.perf_counter() - start
 
 
@@ -76,6 +89,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--limit", type=int, default=None, help="the first N sentences only")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
+    parser.add_argument("--model", default="minilm", help="minilm, or a local folder (a GPU machine: a copy of it)")
+    parser.add_argument("--device", default="cpu", help="torch device of both ra.syntax and bare (a GPU: each "
+                        "timing ends with the device synchronised)")
     args = parser.parse_args()
 
     from real_attention.syntax_probe.treebank import read_treebank
@@ -85,7 +101,7 @@ def main() -> None:
 
     hf_logging.disable_progress_bar()
     path = treebank()
-    loaded = ra.load("minilm")
+    loaded = ra.load(args.model, device=args.device)
     texts = [" ".join(s.words) for s in read_treebank(path, args.limit)]
     ra.syntax(loaded, path, limit=args.limit, batch_size=args.batch_size)  # warm-up
     times: dict[str, list[float]] = {"ours": [], "bare": []}
@@ -93,6 +109,7 @@ def main() -> None:
     for _ in range(args.repeats):
         start = time.perf_counter()
         result = ra.syntax(loaded, path, limit=args.limit, batch_size=args.batch_size)
+        synchronize(loaded.device)  # (its counts already came to the host)
         times["ours"].append(time.perf_counter() - start)
         times["bare"].append(bare(loaded, texts, args.batch_size))
     ours, base = statistics.median(times["ours"]), statistics.median(times["bare"])
