@@ -136,3 +136,28 @@ def test_a_dead_worker_is_one_error_line_from_the_command(tmp_path, tiny_model_d
     assert result.output.startswith("Error: a drawing process died before it finished")
     assert len(result.output.strip().splitlines()) == 1
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == [config]  # nothing written
+
+
+def test_corpus_figures_drawn_by_the_workers_are_the_bytes_drawn_in_process(tmp_path, tiny_model_dir, monkeypatch):
+    """heads --corpus starts two drawing workers before it loads the model (they import matplotlib meanwhile) and
+    hands them its two figures: the same bytes as the figures drawn in this process."""
+    from real_attention.outputs import corpus_files
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("i sat on the bank .\nthe end of the garden\n", encoding="utf-8")
+    args = ["heads", "--corpus", str(corpus), "--model", str(tiny_model_dir), "--quiet", "--format", "png", "--format", "svg"]
+    submitted = []
+    real_submit = DrawingPool.submit
+
+    def counted(pool, function, *arguments):
+        submitted.append(function)
+        return real_submit(pool, function, *arguments)
+
+    monkeypatch.setattr(DrawingPool, "submit", counted)
+    assert CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "pool")]).exit_code == 0
+    assert submitted == [corpus_files._save_figure] * 4  # two figures, two formats
+    monkeypatch.setattr(DrawingPool, "start", classmethod(lambda cls, workers=None: None))
+    assert CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "here")]).exit_code == 0
+    drawn = {p.relative_to(tmp_path / "pool"): p.read_bytes() for p in (tmp_path / "pool").rglob("*") if p.is_file()}
+    here = {p.relative_to(tmp_path / "here"): p.read_bytes() for p in (tmp_path / "here").rglob("*") if p.is_file()}
+    assert len([p for p in drawn if p.suffix in (".png", ".svg")]) == 4 and drawn == here

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -61,6 +62,7 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
     from ..statistics.inputs import CorpusText, expand
     from ..outputs.corpus_files import write_corpus
     from ..statistics.sums import CorpusRun, Shard, Thresholds, folder_name
+    from ..outputs.drawing import DrawingPool
     from ..outputs.formats import check_formats
 
     check_measure(measure)
@@ -79,9 +81,13 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
     name = name or found[0].stem
     folder = folder_name(name, shard_range, measure)
     out = Path(out)
-    with staged_outputs(wait=wait) as staging:
+    with staged_outputs(wait=wait) as staging, ExitStack() as drawing_processes:
         results_folder = staging.folder(out / "results" / "corpus" / folder)
         figures_folder = _figures_folder(staging, out / "figures" / "corpus" / folder, figures)
+        # Started now, the drawing processes import matplotlib while this one loads the model (as `run`'s).
+        pool = DrawingPool.start(2) if figures else None
+        if pool is not None:
+            drawing_processes.enter_context(pool)
         text = CorpusText(found, shard_range or Shard())
         bar = progress(total=text.total_lines(), desc=folder) if progress is not None else None
         try:
@@ -94,7 +100,7 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
         run = CorpusRun(model=result.model, revision=result.revision, name=name, sha256=text.sha256,
                         format=found[0].format, truncate=truncate, versions=versions(), shard=shard_range,
                         thresholds=chosen_thresholds, engine=result.engine, units=units, measure=measure)
-        summary = write_corpus(results_folder, figures_folder, run, result.sums, formats if figures else ())
+        summary = write_corpus(results_folder, figures_folder, run, result.sums, formats if figures else (), pool)
     return CorpusOutput(run=run, summary=summary, results_dir=out / "results" / "corpus" / folder,
                         figures_dir=out / "figures" / "corpus" / folder if figures else None, engine=dict(result.engine),
                         leftovers=tuple(staging.leftovers))

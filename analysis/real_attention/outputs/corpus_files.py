@@ -2,23 +2,36 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..statistics.labels import LABELS, label_heads
 from ..statistics.results import CorpusRun, check_analysable, corpus_heads_frame, corpus_summary
 from ..engine.heads import HeadSums
 from .files import write_csv, write_json
 
+if TYPE_CHECKING:
+    from .drawing import DrawingPool
+
 LABELS_FIGURE = "labels"  # the label grid
 STATISTICS_FIGURE = "statistics"  # every pooled statistic as a layer x head heatmap
 
 
-def write_corpus(results_folder: Path, figures_folder: Path, run: CorpusRun, sums: HeadSums,
-                 formats: tuple[str, ...] = ("png",)) -> dict:
-    """Write heads.csv, summary.json, sums.json (exact, for merge), the label grid and the statistics figure
-    (in each of `formats`; none for formats=()); returns the summary."""
-    from ..outputs.corpus_figures import label_grid, statistics_grid
+def _save_figure(drawer: str, arguments: tuple, path: Path) -> Path:
+    """Draw one corpus figure (corpus_figures.label_grid or .statistics_grid) and save it: here or in a drawing
+    worker, the same bytes."""
+    from ..outputs import corpus_figures
     from ..outputs.figio import save_figure
 
+    save_figure(getattr(corpus_figures, drawer)(*arguments), path)
+    return path
+
+
+def write_corpus(results_folder: Path, figures_folder: Path, run: CorpusRun, sums: HeadSums,
+                 formats: tuple[str, ...] = ("png",), pool: DrawingPool | None = None) -> dict:
+    """Write heads.csv, summary.json, sums.json (exact, for merge), the label grid and the statistics figure
+    (in each of `formats`; none for formats=()); returns the summary. pool: drawing workers started before the
+    model loaded (they have matplotlib imported already), which draw the figures while this writes the tables;
+    leaving the pool's context waits for them."""
     if run.shard is None:  # an empty shard is fine: the merge may still have sentences
         check_analysable(sums, f"the corpus {run.name!r}")
     labels = label_heads(sums.means(), sums.uniform_entropy, run.thresholds)
@@ -30,8 +43,14 @@ def write_corpus(results_folder: Path, figures_folder: Path, run: CorpusRun, sum
 
     measured = "" if run.measure == WEIGHTS else f", by {MEASURE_TITLE[run.measure]}"
     title = f"{Path(run.model).name or run.model} on {run.folder_name}: {sums.sentences} sentences{measured}"
-    for fmt in formats:
-        save_figure(label_grid(labels, LABELS, title), figures_folder / f"{LABELS_FIGURE}.{fmt}")
-        save_figure(statistics_grid(sums.means(), sums.uniform_entropy, title),
-                    figures_folder / f"{STATISTICS_FIGURE}.{fmt}")
+    jobs = [job for fmt in formats for job in (
+        ("label_grid", (labels, LABELS, title), figures_folder / f"{LABELS_FIGURE}.{fmt}"),
+        ("statistics_grid", (sums.means(), sums.uniform_entropy, title), figures_folder / f"{STATISTICS_FIGURE}.{fmt}"),
+    )]
+    if pool is None:
+        for job in jobs:
+            _save_figure(*job)
+    else:
+        for job in jobs:
+            pool.submit(_save_figure, *job)
     return data
