@@ -31,11 +31,15 @@ least 2000 lines. The model: the packaged MiniLM (--model minilm). Reported:
 
     python benchmarks/bench_corpus.py [--batch-size 32] [--repeats 5] [--naive-sentences N] [--skip-memory]
                                       [--memory-repeats 3] [--sentences 2000] [--skip-naive] [--json OUT.json]
+                                      [--model FOLDER] [--device cuda]
     python benchmarks/bench_corpus.py --post-forward [--repeats 7]
 
 Last measured for ratio 2 (issue 28; --sentences 600 --repeats 5, load 1.2-1.6): 0.908x median, 0.932x fastest,
 before the fixed-shape batches; with them (kernel without dummy rows), quiet: --sentences 5000 --repeats 3: 0.766x,
---sentences 600: 0.733x.
+--sentences 600: 0.733x. 2026-12-05, quiet, --sentences 5000 --repeats 3: 0.802x; the bare forward on the fixed
+shapes (streamed as corpus_sums streams them) 0.958x the length batches, ours 0.837x of it.
+
+On a GPU machine: --model FOLDER (a copy of MiniLM) --device cuda; every timing ends with the device synchronised.
 
 A quick look at ratio 2 alone (a few minutes instead of ~20):
     python benchmarks/bench_corpus.py --sentences 600 --repeats 3 --skip-memory --skip-naive

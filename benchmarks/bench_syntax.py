@@ -12,10 +12,12 @@ else /work/shared/data/ud). The model: the packaged MiniLM. Timed, alternately, 
 
 Reported: the median of each and the ratio bare / ours (1.0: the probe costs nothing over the forward pass).
 Target >= 0.8 (issue 28: >= 0.9).
-Last measured (issue 28, 2 cores, load 0.9-1.3): ra.syntax 4.77 s, bare 3.81 s, 0.80x (median of 3). Runs at load
+Last measured (issue 28, 2026-12-05, 2 cores, quiet, --repeats 5): ra.syntax 4.00 s, bare 3.39 s, 0.85x (median);
+before (load 0.9-1.3): ra.syntax 4.77 s, bare 3.81 s, 0.80x (median of 3). Runs at load
 6-10 spread over 20x (medians 0.70x and 0.89x: noise).
 
     python benchmarks/bench_syntax.py [--repeats 3] [--batch-size 32] [--limit N] [--json OUT.json]
+                                      [--model FOLDER] [--device cuda]
 """
 from __future__ import annotations
 
