@@ -34,6 +34,8 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench_corpus import synchronize  # noqa: E402  (this folder is on sys.path: the script's own)
+
 
 def treebank() -> Path:
     for folder in (os.environ.get("REAL_ATTENTION_UD"), ROOT.parent / "shared/data/ud", "/work/shared/data/ud"):
@@ -46,17 +48,6 @@ class Pieces(NamedTuple):
     """What length_batches needs of a sentence: its piece ids."""
 
     ids: list[int]
-
-
-def synchronize(device) -> None:
-    """Wait for the device's queued work (a GPU runs asynchronously; the CPU needs nothing)."""
-    import torch
-
-    device = torch.device(device)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    elif device.type == "mps":
-        torch.mps.synchronize()
 
 
 def bare(loaded, texts: list[str], batch_size: int) -> float:

@@ -193,6 +193,17 @@ def run_tiny(model_dir, out, *extra):
     return invoke("run", "--model", model_dir, "--out", out, "--no-figures", "--no-report", *extra)
 
 
+def second_device() -> str | None:
+    """A torch device other than the CPU that this machine has (cuda, else mps), or None."""
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return "mps"
+    return None
+
+
 @pytest.fixture(scope="session")
 def minilm_available() -> bool:
     try:

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
+from conftest import second_device
 
 import real_attention as ra
 from real_attention import cli
@@ -339,14 +340,6 @@ def test_random_splits_of_the_seed_corpus_on_minilm(minilm):
 
 
 # --- a second device -----------------------------------------------------------------------------------------
-
-
-def second_device() -> str | None:
-    if torch.cuda.is_available():
-        return "cuda"
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        return "mps"
-    return None
 
 
 @pytest.mark.skipif(second_device() is None, reason="no cuda or mps device here")

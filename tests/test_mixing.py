@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from conftest import SPANISH
 from real_attention.engine import mixing as mx
 from real_attention.engine.errors import InputError
-from conftest import CAUSAL
+from conftest import CAUSAL, second_device
 
 from real_attention import cli
 
@@ -612,14 +612,6 @@ def test_the_layer_inputs_wait_on_the_host_and_move_to_the_layer(bert):
     layer = mx.Layer64(found[0], mx.mixing_device(bert.device))
     assert {p.device.type for p in layer.layer.parameters()} == {"cpu"}
     assert {p.dtype for p in layer.layer.parameters()} == {torch.float64}
-
-
-def second_device() -> str | None:
-    if torch.cuda.is_available():
-        return "cuda"
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        return "mps"
-    return None
 
 
 @pytest.mark.skipif(second_device() is None, reason="no cuda or mps device here")

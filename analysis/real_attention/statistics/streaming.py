@@ -165,7 +165,8 @@ def corpus_sums(
             # What every layer's kernel shares, made once (not `units`: that is the rule's name). The forward pass
             # needs the dummy rows (its shape fixes the bits of each sentence's maps); on the CPU the kernel skips
             # them (kernel_rows): each sentence's merge and totals are the same bits without them, and a group's last
-            # batch of a small corpus can be mostly dummies. Units stay padded to the batch's piece count, as every batch of the group is.
+            # batch of a small corpus can be mostly dummies. Units stay padded to the batch's piece count, as every
+            # batch of the group is.
             real = kernel_rows(device, len(sizes), len(batch.input_ids))
             shared = kernel_batch(torch.from_numpy(batch.units[:real]).to(device),
                                   torch.from_numpy(batch.kinds[:real]).to(device))

@@ -379,8 +379,8 @@ def scale_rows(raw, causal: bool):
 def each_layer(loaded, sentences: list[np.ndarray], progress: Callable | None = None
                ) -> Iterator[tuple[Layer64, list[LayerInput]]]:
     """(the float64 copy of layer l on mixing_device, each sentence's input to it on the host) for l = 1, 2, ...:
-    one forward pass per sentence, then each layer copied once. `progress`: a factory progress(total=, desc=) of a tqdm-like bar, advanced by one
-    per layer and sentence as the caller takes the next layer (None: no bar)."""
+    one forward pass per sentence, then each layer copied once. `progress`: a factory progress(total=, desc=) of
+    a tqdm-like bar, advanced by one per layer and sentence as the caller takes the next layer (None: no bar)."""
     found = blocks(loaded)
     device = mixing_device(loaded.device)
     inputs = [layer_inputs(loaded, found, ids) for ids in sentences]  # (S,) of (layers,)

@@ -25,8 +25,9 @@ def piece_mixing(loaded, sentences: list[np.ndarray], *, alti: bool = True, zero
                  heads: bool = False, chunk: int | None = None, progress: Callable | None = None
                  ) -> list[PieceMixing]:
     """The piece-level maps of each sentence's (t,) piece ids (no pads), layer by layer: each layer is copied in
-    float64 once to the model's device (mixing_device) and re-run there for every sentence. chunk: zeroings per pass (None: within the memory budget);
-    progress: a factory progress(total=, desc=) of a tqdm-like bar, one step per layer and sentence."""
+    float64 once to the model's device (mixing_device) and re-run there for every sentence. chunk: zeroings per
+    pass (None: within the memory budget); progress: a factory progress(total=, desc=) of a tqdm-like bar, one step
+    per layer and sentence."""
     import torch
 
     count, h = len(sentences), loaded.heads
