@@ -110,7 +110,7 @@ def layer_scores(weights, queries, length: int):
 
     q = torch.as_tensor(queries, device=weights.device)
     rows = weights[:, :, q, :].float()  # (B, H, Q, T)
-    picked = [rows[:, :, torch.arange(len(q)), target].sum(dim=(0, 2), dtype=torch.float64)
+    picked = [rows[:, :, torch.arange(len(q), device=q.device), target].sum(dim=(0, 2), dtype=torch.float64)
               for target in (q - length + 1, q - length, q - 1, torch.zeros_like(q))]
     entropy = -(rows * rows.clamp(min=torch.finfo(rows.dtype).tiny).log()).sum(dim=-1).sum(dim=(0, 2),
                                                                                          dtype=torch.float64)
