@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 from click.testing import CliRunner
 
@@ -74,3 +75,55 @@ def test_syntax_counts_on_the_device_equal_the_host_counts():
     expected = gold.counts(predictions, 4)
     got = device_counts(gold.tensors("cpu"), torch.from_numpy(predictions), 4)
     assert got.dtype == torch.int64 and got.numpy().tolist() == expected.tolist()
+
+
+def test_attend_with_focus_records_the_device_it_ran_on(tiny_loaded):
+    """ra.attend(..., focus=, sense=) and the live page classify in one pass; their summary names the model's
+    device ("cpu:0" here: a device other than the default "cpu" string, on any machine)."""
+    from dataclasses import replace
+
+    import real_attention as ra
+
+    there = replace(tiny_loaded, device="cpu:0")
+    att = ra.attend(there, ["me senté en el banco de mi jardín.", "fui al banco a sacar dinero."], focus="banco",
+                    sense=["jardín", "dinero"])
+    assert att.summary()["device"] == "cpu:0"
+
+
+def _out_of_memory(*args, **options):
+    raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+
+@pytest.mark.parametrize("command", ["compare", "detect", "importance"])
+def test_out_of_device_memory_in_the_other_commands_is_one_line(command, tmp_path, tiny_model_dir, monkeypatch):
+    """compare, detect and importance: the device running out of memory is one Error line that names the device
+    and the batch size to lower, never torch's traceback; nothing is written."""
+    from real_attention.engine import extract, measures
+    from real_attention.head_importance import run as importance_run
+
+    monkeypatch.setattr(measures, "_forward_measured", _out_of_memory)  # compare's passes
+    monkeypatch.setattr(extract, "forward_layers", _out_of_memory)  # detect's
+    monkeypatch.setattr(importance_run, "intact", _out_of_memory)  # importance's first pass
+    corpus = write_corpus(tmp_path)
+    model = str(tiny_model_dir)
+    args = {
+        "compare": ["compare", "--corpus", str(corpus), "--model", model, "--model", model, "--name", "self"],
+        "detect": ["detect", "--model", model, "--length", "5", "--samples", "3", "--repeats", "3", "--name", "d"],
+        "importance": ["importance", "--model", model, "--corpus", str(corpus), "--objective", "embedding"],
+    }[command]
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, [*args, "--batch-size", "8", "--out", str(out), "--quiet"])
+    assert result.exit_code != 0
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert lines == [lines[-1]] and lines[-1].startswith("Error: the device cpu ran out of memory"), result.output
+    assert "smaller --batch-size (this run used 8)" in lines[-1] and "Traceback" not in result.output
+    assert not [p for p in out.rglob("*") if p.is_file()]
+
+
+def test_float64_work_moves_to_the_cpu_only_on_mps():
+    """MPS has no float64: per-head totals, rollouts, JS sums and the float64 re-runs go to the CPU there, and
+    stay on the device elsewhere."""
+    from real_attention.engine.models import float64_device
+
+    assert float64_device("mps") == torch.device("cpu") and float64_device("mps:0") == torch.device("cpu")
+    assert float64_device("cuda:1") == torch.device("cuda", 1) and float64_device("cpu") == torch.device("cpu")

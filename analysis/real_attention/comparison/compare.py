@@ -247,10 +247,12 @@ def _word_units(batch) -> np.ndarray:
     return np.where(batch.units >= 0, pieces, -1)
 
 
-def word_rows(loaded, encoded: list, rule: str, measure: str, n: int, common: list | None = None):
+def word_rows(loaded, encoded: list, rule: str, measure: str, n: int, common: list | None = None,
+              batch_size: int | None = None):
     """One forward pass over a batch -> (B, layers * heads, n, n) float32 word rows on the model's device:
     the maps of ra.attend (rule as-is), or of the common words without the special tokens, each row
-    renormalised (rule words; common[b]: sentence b's word -> common word, common_words)."""
+    renormalised (rule words; common[b]: sentence b's word -> common word, common_words). batch_size: the run's
+    --batch-size, named if the device runs out of memory."""
     import torch
 
     from ..engine.extract import pad_batch
@@ -275,7 +277,7 @@ def word_rows(loaded, encoded: list, rule: str, measure: str, n: int, common: li
             merged = merged / merged.sum(dim=-1, keepdim=True).clamp(min=torch.finfo(merged.dtype).tiny)
         out[:, layer * heads:(layer + 1) * heads] = merged
 
-    forward_measured(loaded, batch, on_layer, measure)
+    forward_measured(loaded, batch, on_layer, measure, batch_size=batch_size)
     return out
 
 
@@ -392,8 +394,10 @@ def _stream(models, sentences, rule: str, measure: str, units: str, limit: int |
 
     from .jsd import Packed, block_sums
 
+    from ..engine.models import float64_device
+
     any_causal = any(m.causal for m in models)
-    device = torch.device(models[0].device)
+    device = float64_device(models[0].device)  # the JS sums are float64: on MPS, the CPU
     sums: dict[tuple[int, int], Any] = {}
     stream = itertools.islice(_clean(sentences), limit)
     while texts := list(itertools.islice(stream, bucket)):
@@ -417,7 +421,8 @@ def _stream(models, sentences, rule: str, measure: str, units: str, limit: int |
             packed = []
             for index, loaded in enumerate(models):
                 common = None if rule == AS_IS else [mappings[i][index] for i in indices]
-                maps = word_rows(loaded, [kept[i][index] for i in indices], rule, measure, n, common).to(device)
+                maps = word_rows(loaded, [kept[i][index] for i in indices], rule, measure, n, common,
+                                 batch_size).to(device)
                 packed.append(Packed.of(maps, full_mask, lower_mask, loaded.causal))
                 del maps
             for a, b in itertools.combinations_with_replacement(range(len(models)), 2):

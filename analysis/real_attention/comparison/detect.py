@@ -108,8 +108,12 @@ def layer_scores(weights, queries, length: int):
     """(B, H, T, T) one layer's maps -> (len(SCORES), H) float64 sums over the samples and the queries."""
     import torch
 
+    from ..engine.models import float64_device
+
     q = torch.as_tensor(queries, device=weights.device)
     rows = weights[:, :, q, :].float()  # (B, H, Q, T)
+    device = float64_device(rows.device)  # the sums are float64: on MPS, the CPU's
+    rows, q = rows.to(device), q.to(device)
     picked = [rows[:, :, torch.arange(len(q), device=q.device), target].sum(dim=(0, 2), dtype=torch.float64)
               for target in (q - length + 1, q - length, q - 1, torch.zeros_like(q))]
     entropy = -(rows * rows.clamp(min=torch.finfo(rows.dtype).tiny).log()).sum(dim=-1).sum(dim=(0, 2),
@@ -128,7 +132,7 @@ def detect(model: LoadedModel, *, length: int = 25, repeats: int = 4, samples: i
     """
     import torch
 
-    from ..engine.extract import Batch, forward_layers
+    from ..engine.extract import Batch, forward_layers, out_of_memory_as_error
     from ..engine.models import LoadedModel
     from ..engine.pipeline import versions
 
@@ -146,7 +150,8 @@ def detect(model: LoadedModel, *, length: int = 25, repeats: int = 4, samples: i
         def on_layer(layer: int, weights) -> None:
             totals[:, layer] += layer_scores(weights, queries, length).cpu()
 
-        forward_layers(model, batch, on_layer)
+        with out_of_memory_as_error(model.device, batch_size):
+            forward_layers(model, batch, on_layer)
     means = (totals / (samples * len(queries))).numpy()
     layer, head = np.indices((model.layers, model.heads)).reshape(2, -1)
     heads = pd.DataFrame({"layer": layer + 1, "head": head + 1,

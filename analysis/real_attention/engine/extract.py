@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import NamedTuple
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -194,6 +195,19 @@ def is_out_of_memory(error: BaseException) -> bool:
 
     return isinstance(error, torch.OutOfMemoryError) or (
         isinstance(error, RuntimeError) and "out of memory" in str(error).lower())
+
+
+@contextmanager
+def out_of_memory_as_error(device, batch_size: int) -> Iterator[None]:
+    """Inside: the device running out of memory is one OutOfDeviceMemory that names it and says to lower
+    --batch-size, instead of torch's error (for work whose batches are not one padded Batch: out_of_memory)."""
+    try:
+        yield
+    except Exception as error:
+        if is_out_of_memory(error):
+            raise OutOfDeviceMemory(f"the device {device} ran out of memory; pass a smaller --batch-size (this run "
+                                    f"used {batch_size})") from None
+        raise
 
 
 def inputs(loaded, batch: Batch) -> dict:

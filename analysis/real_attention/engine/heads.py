@@ -105,9 +105,11 @@ def sentence_totals(maps, kinds, causal: bool = False, keys=None):
     maps.dtype) if the caller has it. Returns
     (B, len(STATISTICS), H) int64: each sentence's totals (summed over its query units in the maps' dtype, then
     float64) rounded to fixed point, 2**-FIXED_BITS, so that any grouping of sentences adds them up exactly.
-    Pads add exactly 0.
+    Pads add exactly 0. (On MPS, which has no float64, the totals come back on the CPU.)
     """
     import torch
+
+    from .models import float64_device
 
     assert maps.shape[-1] <= EXACT_UNITS, maps.shape
     start = first_query(causal)
@@ -118,12 +120,13 @@ def sentence_totals(maps, kinds, causal: bool = False, keys=None):
         torch.diagonal(queries, start, dim1=2, dim2=3).sum(dim=-1),  # self: W[i, i]
         -_p_log_p(queries).sum(dim=(2, 3)),  # entropy in nats: entropy_terms, negated after the sum
     ]
-    rows = torch.stack(per_row, dim=1).to(torch.float64)  # (B, 4, H)
+    rows = torch.stack(per_row, dim=1)  # (B, 4, H)
     keys = key_sets(kinds, maps.dtype) if keys is None else keys  # (B, 5, n)
     received = queries.sum(dim=2)  # (B, H, key n): the weight each key gets from all queries
-    on_keys = torch.bmm(keys, received.transpose(1, 2)).to(torch.float64)  # (B, 5, H)
+    on_keys = torch.bmm(keys, received.transpose(1, 2))  # (B, 5, H)
     values = torch.cat([rows[:, :3], on_keys, rows[:, 3:]], dim=1)  # (B, 9, H) in STATISTICS order
-    return to_fixed(values).to(torch.int64)
+    # in float64 where the device has it (on MPS these few numbers move to the CPU: models.float64_device)
+    return to_fixed(values.to(float64_device(values.device), torch.float64)).to(torch.int64)
 
 
 class KernelBatch(NamedTuple):
@@ -194,15 +197,18 @@ def sentence_bound(units: list[int]) -> int:
 
 
 class FixedAccumulator:
-    """Per-head running sums in int64 fixed point on the maps' device, moved to host Python ints (unbounded) before
-    they could overflow: only (len(STATISTICS), layers, heads) integers ever travel to the host."""
+    """Per-head running sums in int64 fixed point on the maps' device (on MPS the CPU, where sentence_totals leaves
+    them), moved to host Python ints (unbounded) before they could overflow: only (len(STATISTICS), layers, heads)
+    integers ever travel to the host."""
 
     LIMIT = 1 << 62
 
     def __init__(self, layers: int, heads: int, device) -> None:
         import torch
 
-        self.device = torch.device(device)
+        from .models import float64_device
+
+        self.device = float64_device(device)
         self.sums = torch.zeros((len(STATISTICS), layers, heads), dtype=torch.int64, device=self.device)
         self.host = np.zeros((len(STATISTICS), layers, heads), dtype=object)
         self.host[...] = 0

@@ -392,6 +392,16 @@ def quiet_loading(gguf: bool = False) -> Iterator[None]:
 AUTO_DEVICE = "auto"
 
 
+def float64_device(device):
+    """The torch.device that does a device's float64 work: the device itself where it has float64 (the CPU,
+    CUDA), else the CPU (Apple's MPS has no float64). Only small arrays (per-head totals, a rollout, the float64
+    re-runs of context mixing) go there."""
+    import torch
+
+    device = torch.device(device)
+    return torch.device("cpu") if device.type == "mps" else device
+
+
 def resolve_device(device: str) -> str:
     """The torch device a run uses: `device` itself, or for "auto" the first of cuda, mps and cpu that this
     machine has."""

@@ -166,12 +166,13 @@ def _attend_batch(loaded, encoded, measure: str, pieces: bool, accumulator: Fixe
 def classify_words(attentions: list[WordAttention], sentence_set: SentenceSet, model: str = "", revision: str = "",
                    versions: dict[str, str] | None = None, sums: HeadSums | None = None,
                    units: str = DEFAULT_UNITS, measure: str = WEIGHTS, rollout: tuple[np.ndarray, ...] = (),
-                   causal: bool = False, weights_note: str | None = None) -> RunResult:
+                   causal: bool = False, weights_note: str | None = None, device: str = "cpu") -> RunResult:
     """Locate the focus and sense words in word-level maps and classify every head; no model needed.
 
     sums: the pooled statistics of these maps if the forward pass already gave them; else computed here.
     measure: what the maps measure; rollout: their (layers, n, n) rollout per sentence, if computed.
-    causal: the maps of a decoder, whose focus word must come after its sense word.
+    causal: the maps of a decoder, whose focus word must come after its sense word. device: the torch device
+    the maps were computed on (recorded in the summary).
     """
     located = focus_sentences(attentions, sentence_set, causal)
     return RunResult(
@@ -186,6 +187,7 @@ def classify_words(attentions: list[WordAttention], sentence_set: SentenceSet, m
         rollout=tuple(rollout),
         causal=causal,
         weights_note=weights_note,
+        device=device,
     )
 
 
@@ -213,7 +215,8 @@ def analyse(loaded, sentence_set: SentenceSet, *, units: str = DEFAULT_UNITS, me
                                                            measure=measure, batch_size=batch_size, pieces=pieces)
         return classify_words(attentions, sentence_set, model=loaded.choice.name, revision=loaded.revision,
                               versions=versions(), sums=sums, units=units, measure=measure, rollout=tuple(every_rollout),
-                              causal=loaded.causal, weights_note=loaded.choice.weights_note)
+                              causal=loaded.causal, weights_note=loaded.choice.weights_note,
+                              device=str(loaded.device))
     from .extract import encode
 
     encoded, too_long = encode(loaded.tokenizer, texts, loaded.max_tokens, units=units, required=required)

@@ -14,10 +14,14 @@ RESIDUAL = 0.5  # the share of the identity: Â = (1 - RESIDUAL) A + RESIDUAL I
 def rollout(layer_maps):
     """(B, L, t, t) each layer's head-averaged maps, rows summing to 1 -> (B, L, t, t) R_l after each layer.
 
-    R_l = Â_l R_{l-1}, R_0 = I, Â_l = 0.5 A_l + 0.5 I with rows renormalised. Float64 products.
+    R_l = Â_l R_{l-1}, R_0 = I, Â_l = 0.5 A_l + 0.5 I with rows renormalised. Float64 products, on the maps'
+    device where it has float64 (else on the CPU: models.float64_device).
     """
     import torch
 
+    from .models import float64_device
+
+    layer_maps = layer_maps.to(float64_device(layer_maps.device))
     batch, layers, t, _ = layer_maps.shape
     eye = torch.eye(t, dtype=torch.float64, device=layer_maps.device)
     rolled = eye.expand(batch, t, t)  # R_0, (B, t, t)
@@ -37,4 +41,4 @@ def word_rollout(layer_maps, units, n: int):
 
     from .words import merge_maps
 
-    return merge_maps(rollout(layer_maps).to(torch.float32), units, n)
+    return merge_maps(rollout(layer_maps).to(layer_maps.device, torch.float32), units, n)

@@ -354,6 +354,15 @@ def masks_per_pass(scorer: Scorer, batch: Batch, rows_cap: int | None = None) ->
     return max(1, cap)
 
 
+def _float64(values):
+    """A tensor in float64, on its device where that has float64 (else the CPU: Apple's MPS has none)."""
+    import torch
+
+    from ..engine.models import float64_device
+
+    return values.to(float64_device(values.device), torch.float64)
+
+
 def intact(scorer: Scorer, prepared: Prepared) -> Evaluation:
     """The objective of the intact model (no masking at all), as a one-mask Evaluation."""
     import torch
@@ -363,8 +372,8 @@ def intact(scorer: Scorer, prepared: Prepared) -> Evaluation:
     with torch.inference_mode():
         for batch in prepared.batches:
             losses = row_losses(scorer, batch)
-            total += float(losses.total.double().sum())
-            count += float(losses.count.double().sum())
+            total += float(_float64(losses.total).sum())
+            count += float(_float64(losses.count).sum())
             if correct is not None:
                 correct += float(losses.correct.sum())
     return _aggregate(scorer.objective, np.array([total]), np.array([count]),
@@ -394,8 +403,8 @@ def evaluate(scorer: Scorer, prepared: Prepared, masks: np.ndarray, progress: Ca
                 with masking(scorer.base, xi, scorer.layers, layer_of) as state:
                     losses = row_losses(scorer, batch, repeat=k)
                 check_calls(state, scorer.base)
-                total[start:start + k] += losses.total.double().reshape(k, batch.size).sum(1).cpu().numpy()
-                count[start:start + k] += losses.count.double().reshape(k, batch.size).sum(1).cpu().numpy()
+                total[start:start + k] += _float64(losses.total).reshape(k, batch.size).sum(1).cpu().numpy()
+                count[start:start + k] += _float64(losses.count).reshape(k, batch.size).sum(1).cpu().numpy()
                 if correct is not None:
                     correct[start:start + k] += losses.correct.reshape(k, batch.size).sum(1).cpu().numpy()
                 if progress is not None:
@@ -431,7 +440,7 @@ def sentence_gradients(scorer: Scorer, batch: Batch):
         check_calls(state, scorer.base)
         losses.mean.sum().backward()
     assert xi.grad is not None
-    return xi.grad.detach().double().cpu().numpy()
+    return _float64(xi.grad.detach()).cpu().numpy()
 
 
 def taylor(scorer: Scorer, prepared: Prepared, progress: Callable[[int], Any] | None = None) -> np.ndarray:

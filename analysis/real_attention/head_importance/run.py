@@ -229,7 +229,19 @@ def importance(model: LoadedModel | str, sentences: Sequence[str | dict[str, Any
 
     progress(n), if given, is called as the work advances, n sentence passes at a time; the total is
     `importance_work(layers, heads, sentences, prune_step)`. corpus: a name for the summary. max_tokens: cut
-    each sentence to its first max_tokens pieces (specials included)."""
+    each sentence to its first max_tokens pieces (specials included). The device running out of memory is one
+    OutOfDeviceMemory that says to lower batch_size."""
+    from ..engine.extract import out_of_memory_as_error
+
+    with out_of_memory_as_error(getattr(model, "device", "cpu"), batch_size):  # a name is loaded on the CPU
+        return _importance(model, sentences, objective, batch_size=batch_size, prune_step=prune_step, seed=seed,
+                           max_tokens=max_tokens, corpus=corpus, progress=progress)
+
+
+def _importance(model: LoadedModel | str, sentences: Sequence[str | dict[str, Any]], objective: str = AUTO, *,
+               batch_size: int = 32, prune_step: float = 0.1, seed: int = 0, max_tokens: int | None = None,
+               corpus: str | None = None, progress: Callable[[int], Any] | None = None) -> ImportanceResult:
+    """importance, the device running out of memory left to the caller."""
     import pandas as pd
 
     from ..engine.pipeline import versions

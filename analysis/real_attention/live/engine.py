@@ -99,7 +99,7 @@ def attend_many(model, queries: list[Query], lang: str = "") -> list:
             answers.append(Attention.from_result(classify_words(
                 attentions[span], chosen, model=model.choice.name, revision=model.revision, versions=versions(),
                 units=units, measure=measure, rollout=tuple(rollouts[span]), causal=model.causal,
-                weights_note=model.choice.weights_note)))
+                weights_note=model.choice.weights_note, device=str(model.device))))
         except RealAttentionError as error:
             answers.append(error)
     return answers

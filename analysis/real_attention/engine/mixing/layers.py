@@ -163,11 +163,10 @@ def _register() -> None:
 
 def mixing_device(device):
     """The torch.device that re-runs the layers in float64 for a model on `device`: the device itself where it
-    computes in float64 (the CPU, CUDA), else the CPU (Apple's MPS has no float64)."""
-    import torch
+    computes in float64 (the CPU, CUDA), else the CPU (Apple's MPS has no float64): models.float64_device."""
+    from ..models import float64_device
 
-    device = torch.device(device)
-    return torch.device("cpu") if device.type == "mps" else device
+    return float64_device(device)
 
 
 def _moved(item, device, float64: bool = False):
