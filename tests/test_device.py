@@ -127,3 +127,20 @@ def test_float64_work_moves_to_the_cpu_only_on_mps():
 
     assert float64_device("mps") == torch.device("cpu") and float64_device("mps:0") == torch.device("cpu")
     assert float64_device("cuda:1") == torch.device("cuda", 1) and float64_device("cpu") == torch.device("cpu")
+
+
+def test_host_arrays_reach_the_device_whole_and_the_marker_keys_need_no_copy():
+    """to_device (pinned and non-blocking to CUDA; plain elsewhere) keeps values and dtype; key_sets finds the
+    marker kinds by comparisons (torch.isin needs its kinds as a tensor on the device: a copy that waits)."""
+    import numpy as np
+
+    from real_attention.engine.extract import to_device
+    from real_attention.engine.heads import key_sets
+    from real_attention.engine.words import MARKER_KINDS, Kind
+
+    rows = np.arange(24, dtype=np.int64).reshape(4, 6)[:, ::2]  # not contiguous
+    moved = to_device(rows, "cpu")
+    assert moved.dtype == torch.int64 and moved.numpy().tolist() == rows.tolist()
+    kinds = torch.from_numpy(np.random.default_rng(0).integers(0, len(Kind), (5, 9)))
+    keys = key_sets(kinds, torch.float32)
+    assert torch.equal(keys[:, 4].bool(), torch.isin(kinds, torch.tensor(MARKER_KINDS)))

@@ -255,7 +255,7 @@ def word_rows(loaded, encoded: list, rule: str, measure: str, n: int, common: li
     --batch-size, named if the device runs out of memory."""
     import torch
 
-    from ..engine.extract import pad_batch
+    from ..engine.extract import pad_batch, to_device
     from ..engine.measures import forward_measured
     from ..engine.words import merge_maps
 
@@ -267,7 +267,7 @@ def word_rows(loaded, encoded: list, rule: str, measure: str, n: int, common: li
         for row, mapping in enumerate(common or []):
             inside = words[row] >= 0
             units[row, inside] = mapping[words[row, inside]]
-    pieces = torch.from_numpy(units).to(loaded.device)  # (B, t)
+    pieces = to_device(units, loaded.device)  # (B, t)
     heads = loaded.heads
     out = torch.zeros((len(encoded), loaded.layers * heads, n, n), device=loaded.device)
 

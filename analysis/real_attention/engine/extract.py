@@ -210,11 +210,22 @@ def out_of_memory_as_error(device, batch_size: int) -> Iterator[None]:
         raise
 
 
-def inputs(loaded, batch: Batch) -> dict:
+def to_device(array, device):
+    """A numpy array -> a tensor on `device`. To a CUDA device through pinned memory, without waiting: torch's copy
+    from ordinary (pageable) memory synchronises the stream, so the host would wait for the device's queued work
+    (the previous batch) before it could prepare the next one."""
     import torch
 
-    return {"input_ids": torch.from_numpy(batch.input_ids).to(loaded.device),
-            "attention_mask": torch.from_numpy(batch.attention_mask).to(loaded.device)}
+    tensor = torch.from_numpy(np.ascontiguousarray(array))
+    device = torch.device(device)
+    if device.type == "cuda":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
+
+
+def inputs(loaded, batch: Batch) -> dict:
+    return {"input_ids": to_device(batch.input_ids, loaded.device),
+            "attention_mask": to_device(batch.attention_mask, loaded.device)}
 
 
 def all_layers_at_once(loaded, batch: Batch, on_layer: Callable) -> None:

@@ -90,7 +90,9 @@ def key_sets(kinds, dtype):
     `dtype`: the same for every layer of a batch."""
     import torch
 
-    markers = torch.isin(kinds, torch.tensor(MARKER_KINDS, device=kinds.device))
+    markers = torch.zeros_like(kinds, dtype=torch.bool)
+    for kind in MARKER_KINDS:  # not torch.isin: its tensor of kinds would be a copy to the device, which waits
+        markers |= kinds == kind
     first = torch.zeros_like(markers)
     first[:, 0] = True  # the first unit of every sentence (a batch has no empty sentence)
     return torch.stack([first, kinds == FIRST_SPECIAL, kinds == LAST_SPECIAL, kinds == PUNCT, markers],

@@ -121,13 +121,13 @@ def _attend_batch(loaded, encoded, measure: str, pieces: bool, accumulator: Fixe
     exact statistics are added to `accumulator`."""
     import torch
 
-    from .extract import pad_batch
+    from .extract import pad_batch, to_device
     from .measures import forward_measured
     from .rollout import word_rollout
 
     batch = pad_batch(encoded, loaded.tokenizer.pad_token_id or 0)
-    piece_units = torch.from_numpy(batch.units).to(loaded.device)  # (B, t)
-    kinds = torch.from_numpy(batch.kinds).to(loaded.device)
+    piece_units = to_device(batch.units, loaded.device)  # (B, t)
+    kinds = to_device(batch.kinds, loaded.device)
     shared = kernel_batch(piece_units, kinds)  # what every layer's kernel shares, made once
     sizes = [len(sentence.words) for sentence in encoded]
     lengths = [len(sentence.ids) for sentence in encoded]

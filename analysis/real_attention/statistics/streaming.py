@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from ..engine.batches import FixedBatch, fixed_batches
-from ..engine.extract import Batch, Encoded
+from ..engine.extract import Batch, Encoded, to_device
 from ..engine.heads import FixedAccumulator, HeadSums, kernel, kernel_batch, sentence_counts
 from ..engine.units import DEFAULT_UNITS
 from .reading import CorpusError, CorpusReader
@@ -168,8 +168,7 @@ def corpus_sums(
             # batch of a small corpus can be mostly dummies. Units stay padded to the batch's piece count, as every
             # batch of the group is.
             real = kernel_rows(device, len(sizes), len(batch.input_ids))
-            shared = kernel_batch(torch.from_numpy(batch.units[:real]).to(device),
-                                  torch.from_numpy(batch.kinds[:real]).to(device))
+            shared = kernel_batch(to_device(batch.units[:real], device), to_device(batch.kinds[:real], device))
             accumulator.reserve(sizes)
             waiting: list = []  # layers_at_once: the maps of the layers run so far
 

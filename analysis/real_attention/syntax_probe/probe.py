@@ -168,6 +168,7 @@ def syntax_counts(loaded, sentences: Iterable[TreeSentence], batch_size: int = D
     background thread while the model runs this one (statistics.streaming.read_ahead)."""
     import torch
 
+    from ..engine.extract import to_device
     from ..engine.measures import forward_measured
     from ..engine.words import assignment, merge_maps
     from ..statistics.streaming import layers_at_once, read_ahead
@@ -190,8 +191,8 @@ def syntax_counts(loaded, sentences: Iterable[TreeSentence], batch_size: int = D
         for trees, batch, units in bucket.batches:
             gold = GoldBatch.of(trees, counts.relation_ids)
             counts.add_gold(gold)
-            pieces = torch.from_numpy(units).to(device)  # (B, t)
-            lengths = torch.from_numpy(gold.lengths).to(device)
+            pieces = to_device(units, device)  # (B, t)
+            lengths = to_device(gold.lengths, device)
             words = int(gold.lengths.max())
             gold_tensors = gold.tensors(device)
             matrices = assignment(pieces, words, torch.float32)  # the merge's, once for every layer

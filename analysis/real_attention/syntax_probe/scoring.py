@@ -105,9 +105,9 @@ class GoldBatch:
 
     def tensors(self, device):
         """(heads, scored, relations) as torch tensors on `device`, for device_counts."""
-        import torch
+        from ..engine.extract import to_device
 
-        return tuple(torch.from_numpy(array).to(device) for array in (self.heads, self.scored, self.relations))
+        return tuple(to_device(array, device) for array in (self.heads, self.scored, self.relations))
 
     def baseline_predictions(self) -> np.ndarray:
         """(len(OFFSETS), B, W) int64: the word at i + offset; past the end of its sentence the last word, before
