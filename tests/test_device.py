@@ -144,3 +144,27 @@ def test_host_arrays_reach_the_device_whole_and_the_marker_keys_need_no_copy():
     kinds = torch.from_numpy(np.random.default_rng(0).integers(0, len(Kind), (5, 9)))
     keys = key_sets(kinds, torch.float32)
     assert torch.equal(keys[:, 4].bool(), torch.isin(kinds, torch.tensor(MARKER_KINDS)))
+
+
+def test_out_of_device_memory_in_run_is_one_line_that_suggests_a_smaller_batch(tmp_path, tiny_model_dir, monkeypatch):
+    from real_attention.engine import measures
+
+    monkeypatch.setattr(measures, "_forward_measured", _out_of_memory)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["run", "--model", str(tiny_model_dir), "--batch-size", "4", "--no-figures",
+                                      "--no-report", "--out", str(out), "--quiet"])
+    assert result.exit_code != 0
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert lines == [lines[-1]] and lines[-1].startswith("Error: the device cpu ran out of memory on a batch of 2 sentence")
+    assert "smaller --batch-size (this run used 4)" in lines[-1] and "Traceback" not in result.output
+    assert not [p for p in out.rglob("*") if p.is_file()]
+
+
+def test_run_batch_size_is_checked_and_passed_on(tmp_path, tiny_model_dir):
+    import real_attention as ra
+    from real_attention.engine.errors import InputError
+
+    with pytest.raises(InputError, match="batch_size 0 is out of range: at least 1"):
+        ra.run(model=str(tiny_model_dir), out=tmp_path, batch_size=0, figures=False, report=False)
+    small = ra.run(model=str(tiny_model_dir), out=tmp_path / "a", batch_size=1, figures=False, report=False)
+    assert small.runs[0].result.report is not None

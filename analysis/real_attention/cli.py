@@ -214,6 +214,8 @@ def measure_option(help_text: str):
 @click.option("--table-format", type=click.Choice(["csv", "parquet"]), default="csv", show_default=True,
               help="How attention and rollout are stored: csv, or parquet (typed columns, about a tenth of the "
                    "size; needs the parquet extra). ra.read_attention reads either.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True, metavar="N",
+              help="Sentences per forward pass; lower it if the device runs out of memory.")
 @click.option("--report-sentences", type=click.IntRange(min=1), default=200, show_default=True, metavar="N",
               help="The report holds the first N sentences (the tables hold all of them).")
 @format_option

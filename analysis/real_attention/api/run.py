@@ -87,7 +87,8 @@ def run(lang: str = DEFAULT_LANG, config: str | Path | None = None, model: str |
         compare_measures: bool = False, figures: bool = True, report: bool = True,
         formats: str | Sequence[str] = ("png",), all_figures: bool = False, offline: bool = False,
         device: str = "cpu", progress: Callable[[str], None] | None = None, quiet: bool = True, wait: bool = True,
-        mixing: bool = False, table_format: str = "csv", report_sentences: int = 200) -> RunOutput:
+        mixing: bool = False, table_format: str = "csv", report_sentences: int = 200,
+        batch_size: int = 32) -> RunOutput:
     """Write exactly the files of `real-attention run`, staged and swapped in at once.
 
     Writes OUT/results/<lang>/ (attention.csv, focus.csv, heads.csv, rollout.csv, summary.json) and
@@ -96,9 +97,10 @@ def run(lang: str = DEFAULT_LANG, config: str | Path | None = None, model: str |
     mixing_agreement.csv to each results folder, the mixing_s<k> figures and the report's mixing view
     (real_attention.engine.mixing). table_format "parquet" writes attention.parquet and rollout.parquet instead
     of the CSVs (read either back with ra.read_attention). The sentences' maps go to those tables as each batch
-    of RUN_BATCH sentences is done; the result keeps only the maps the report (its first `report_sentences`
-    sentences) and the figures show (every sentence's with all_figures), so memory stays flat in the number of
-    sentences. `progress` receives a message when this run waits for another one writing the same folders;
+    of `batch_size` sentences is done (one forward pass each: lower it if the device runs out of memory); the
+    result keeps only the maps the report (its first `report_sentences` sentences) and the figures show (every
+    sentence's with all_figures), so memory stays flat in the number of sentences. `progress` receives a
+    message when this run waits for another one writing the same folders;
     `quiet=False` shows the figures' progress bar. Returns a RunOutput.
     """
     from ..engine.measures import check_supported
@@ -108,7 +110,7 @@ def run(lang: str = DEFAULT_LANG, config: str | Path | None = None, model: str |
     from ..outputs.staging import check_targets, staged_outputs
 
     settings, measures = _checked(lang, out, units, measure, compare_measures, figures, report, formats,
-                                  all_figures, quiet, table_format, report_sentences)
+                                  all_figures, quiet, table_format, report_sentences, batch_size)
     check_targets(folder(m) for folder in (settings.results_dir, settings.figures_dir) for m in measures)
     sentence_set = load_sentences(config, settings.lang)
     choice = choose_model(settings.lang, model, revision)
@@ -156,6 +158,7 @@ class _Settings:
     quiet: bool
     table_format: str
     report_sentences: int
+    batch_size: int = 32  # sentences per forward pass
 
     def folder(self, measure: str) -> str:
         """LANG, LANG-norm or LANG-value-zeroing."""
@@ -188,7 +191,7 @@ class _Settings:
 
 def _checked(lang: str, out: str | Path, units: str, measure: str, compare_measures: bool, figures: bool,
              report: bool, formats: str | Sequence[str], all_figures: bool, quiet: bool, table_format: str,
-             report_sentences: int) -> tuple[_Settings, tuple[str, ...]]:
+             report_sentences: int, batch_size: int = 32) -> tuple[_Settings, tuple[str, ...]]:
     """run's arguments, checked before any work -> (settings, the measures to run)."""
     from ..engine.checks import whole_number
     from ..engine.measures import COMPARED, check_measure
@@ -202,11 +205,12 @@ def _checked(lang: str, out: str | Path, units: str, measure: str, compare_measu
     checked_formats = check_formats(formats)
     check_table_format(table_format)
     report_sentences = whole_number(report_sentences, "report_sentences")
+    batch_size = whole_number(batch_size, "batch_size")
     if compare_measures and measure != COMPARED[0]:
         raise InputError(f"--compare-measures runs both measures; leave out --measure {measure}")
     settings = _Settings(lang=run_folder_name(lang), out=Path(out), units=units, figures=figures, report=report,
                          formats=checked_formats, all_figures=all_figures, quiet=quiet, table_format=table_format,
-                         report_sentences=report_sentences)
+                         report_sentences=report_sentences, batch_size=batch_size)
     return settings, COMPARED if compare_measures else (measure,)
 
 
@@ -235,7 +239,7 @@ def _run_measure(settings: _Settings, measure: str, loaded, sentence_set: Senten
     # show stay in memory.
     with SentenceTables(results_dir, settings.table_format) as tables:
         result = analyse(loaded, sentence_set, units=settings.units, measure=measure, keep_maps=settings.keep_maps,
-                         on_sentence=tables.add)
+                         on_sentence=tables.add, batch_size=settings.batch_size)
     if mixed is not None:
         result = replace(result, mixing=mixed)
     figures_dir = _figures_folder(settings, staging, measure)

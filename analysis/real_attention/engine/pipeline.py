@@ -106,7 +106,7 @@ def attend_with_sums(loaded, texts: list[str] | None, *, units: str = DEFAULT_UN
     tokens = 0
     for indices in index_batches([len(s.ids) for s in encoded], batch_size):
         batch_attentions, batch_rollouts, batch_tokens = _attend_batch(
-            loaded, [encoded[i] for i in indices], measure, pieces, accumulator)
+            loaded, [encoded[i] for i in indices], measure, pieces, accumulator, batch_size)
         tokens += batch_tokens
         for i, attention, rolled in zip(indices, batch_attentions, batch_rollouts):
             attentions[i], rollouts[i] = attention, rolled
@@ -116,9 +116,10 @@ def attend_with_sums(loaded, texts: list[str] | None, *, units: str = DEFAULT_UN
     return [attentions[i] for i in order], sums, [rollouts[i] for i in order]
 
 
-def _attend_batch(loaded, encoded, measure: str, pieces: bool, accumulator: FixedAccumulator):
+def _attend_batch(loaded, encoded, measure: str, pieces: bool, accumulator: FixedAccumulator,
+                  batch_size: int | None = None):
     """One forward pass over one padded batch -> (WordAttentions, (L, n, n) rollouts, pieces run); the batch's
-    exact statistics are added to `accumulator`."""
+    exact statistics are added to `accumulator`. batch_size: the run's, named if the device runs out of memory."""
     import torch
 
     from .extract import pad_batch, to_device
@@ -151,7 +152,7 @@ def _attend_batch(loaded, encoded, measure: str, pieces: bool, accumulator: Fixe
             weights[row][layer] = maps[row, :, :n, :n]
         accumulator.add(layer, layer_totals)
 
-    forward_measured(loaded, batch, on_layer, measure)
+    forward_measured(loaded, batch, on_layer, measure, batch_size=batch_size)
     labels = [tuple(loaded.tokenizer.convert_ids_to_tokens(s.ids.tolist())) for s in encoded] if pieces else []
     attentions = [
         WordAttention(s.text, s.words, tuple(s.kinds), w, s.joined,
@@ -230,7 +231,7 @@ def analyse(loaded, sentence_set: SentenceSet, *, units: str = DEFAULT_UNITS, me
     tokens = 0
     for start in range(0, len(encoded), size):
         attentions, batch_rollouts, batch_tokens = _attend_batch(
-            loaded, encoded[start:start + size], measure, pieces, accumulator)
+            loaded, encoded[start:start + size], measure, pieces, accumulator, size)
         tokens += batch_tokens
         part = SentenceSet(lang=sentence_set.lang, focus=sentence_set.focus, sentences=configured[start:start + size])
         focused = focus_sentences(attentions, part, loaded.causal, first=start + 1)
