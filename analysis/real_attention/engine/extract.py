@@ -182,13 +182,6 @@ class OutOfDeviceMemory(InputError):
     """The device ran out of memory on a batch: a smaller --batch-size fits."""
 
 
-def out_of_memory(loaded, batch: Batch, batch_size: int) -> OutOfDeviceMemory:
-    """The one-line error for a batch that did not fit on the model's device."""
-    size, pieces = batch.input_ids.shape
-    return OutOfDeviceMemory(f"the device {loaded.device} ran out of memory on a batch of {size} sentence(s) of up "
-                             f"to {pieces} pieces; pass a smaller --batch-size (this run used {batch_size})")
-
-
 def is_out_of_memory(error: BaseException) -> bool:
     """Whether a torch error says the device's memory is exhausted (CUDA, MPS)."""
     import torch
@@ -198,16 +191,18 @@ def is_out_of_memory(error: BaseException) -> bool:
 
 
 @contextmanager
-def out_of_memory_as_error(device, batch_size: int) -> Iterator[None]:
-    """Inside: the device running out of memory is one OutOfDeviceMemory that names it and says to lower
-    --batch-size, instead of torch's error (for work whose batches are not one padded Batch: out_of_memory)."""
+def out_of_memory_as_error(device, batch_size: int, batch: Batch | None = None) -> Iterator[None]:
+    """Inside: the device running out of memory is one OutOfDeviceMemory that names it (and the padded `batch`,
+    if given) and says to lower --batch-size, instead of torch's error."""
     try:
         yield
     except Exception as error:
-        if is_out_of_memory(error):
-            raise OutOfDeviceMemory(f"the device {device} ran out of memory; pass a smaller --batch-size (this run "
-                                    f"used {batch_size})") from None
-        raise
+        if not is_out_of_memory(error):
+            raise
+        where = "" if batch is None else " on a batch of {} sentence(s) of up to {} pieces".format(
+            *batch.input_ids.shape)
+        raise OutOfDeviceMemory(f"the device {device} ran out of memory{where}; pass a smaller --batch-size (this "
+                                f"run used {batch_size})") from None
 
 
 def to_device(array, device):

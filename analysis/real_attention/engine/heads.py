@@ -13,6 +13,7 @@ from typing import Any, NamedTuple, TypedDict, TypeGuard
 import numpy as np
 
 from .errors import InputError
+from .models import float64_device
 from .words import FIRST_SPECIAL, LAST_SPECIAL, MARKER_KINDS, PAD, PUNCT, WordAttention, assignment, merge_maps
 
 # "Previous" and "next" are defined here, once: the key sits at query index + offset.
@@ -111,8 +112,6 @@ def sentence_totals(maps, kinds, causal: bool = False, keys=None):
     """
     import torch
 
-    from .models import float64_device
-
     assert maps.shape[-1] <= EXACT_UNITS, maps.shape
     start = first_query(causal)
     queries = maps[:, :, start:, :]  # (B, H, n - start, n) a view: row r is query unit r + start
@@ -207,8 +206,6 @@ class FixedAccumulator:
 
     def __init__(self, layers: int, heads: int, device) -> None:
         import torch
-
-        from .models import float64_device
 
         self.device = float64_device(device)
         self.sums = torch.zeros((len(STATISTICS), layers, heads), dtype=torch.int64, device=self.device)

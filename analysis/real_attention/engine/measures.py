@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from . import norm
 from .errors import InputError
-from .extract import forward_layers, is_out_of_memory, out_of_memory
+from .extract import forward_layers, out_of_memory_as_error
 from .mixing import layers as rerun
 from .mixing import value_zeroing
 from .norm import NORM, norm_maps  # noqa: F401  (norm_maps re-exported)
@@ -93,12 +93,8 @@ def forward_measured(loaded, batch, on_layer: Callable, measure: str = WEIGHTS, 
     says to lower it, instead of torch's error."""
     if batch_size is None:
         return _forward_measured(loaded, batch, on_layer, measure)
-    try:
+    with out_of_memory_as_error(loaded.device, batch_size, batch):  # CUDA/MPS: one line that says what to change
         _forward_measured(loaded, batch, on_layer, measure)
-    except Exception as error:  # CUDA/MPS out of memory: one line that says what to change
-        if is_out_of_memory(error):
-            raise out_of_memory(loaded, batch, batch_size) from None
-        raise
 
 
 def _forward_measured(loaded, batch, on_layer: Callable, measure: str) -> None:

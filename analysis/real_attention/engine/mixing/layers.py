@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
+from ..models import float64_device
 from ..anatomy import attention_parts
 
 ATTENTION_FUNCTION = "real_attention_mixing"  # its name in transformers' attention-function registry
@@ -161,12 +162,9 @@ def _register() -> None:
         AttentionInterface.register(ATTENTION_FUNCTION, mixing_attention)
 
 
-def mixing_device(device):
-    """The torch.device that re-runs the layers in float64 for a model on `device`: the device itself where it
-    computes in float64 (the CPU, CUDA), else the CPU (Apple's MPS has no float64): models.float64_device."""
-    from ..models import float64_device
-
-    return float64_device(device)
+# The torch.device that re-runs the layers in float64 for a model on a device: the device itself where it computes
+# in float64 (the CPU, CUDA), else the CPU (Apple's MPS has no float64).
+mixing_device = float64_device
 
 
 def _moved(item, device, float64: bool = False):
