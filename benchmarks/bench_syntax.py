@@ -12,7 +12,8 @@ else /work/shared/data/ud). The model: the packaged MiniLM. Timed, alternately, 
 
 Reported: the median of each and the ratio bare / ours (1.0: the probe costs nothing over the forward pass).
 Target >= 0.8 (issue 28: >= 0.9).
-Last measured (issue 28, 2026-12-05, 2 cores, quiet, --repeats 5): ra.syntax 4.00 s, bare 3.39 s, 0.85x (median);
+Last measured (issue 28, 2026-12-06, 2 cores, load 1.3-1.8, --repeats 5), the forward pass stopping at the last
+maps: ra.syntax 4.32 s, bare 3.89 s, 0.90x (median). 2026-12-05, quiet: ra.syntax 4.00 s, bare 3.39 s, 0.85x (median);
 before (load 0.9-1.3): ra.syntax 4.77 s, bare 3.81 s, 0.80x (median of 3). Runs at load
 6-10 spread over 20x (medians 0.70x and 0.89x: noise).
 
