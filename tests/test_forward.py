@@ -17,7 +17,9 @@ def _after_last_maps(model):
     return [model.layers[-1].mlp, model.norm]  # Llama, Gemma 2
 
 
-def _check_stops_after_last_maps(loaded, texts):
+def _watched_forward(loaded, texts):
+    """forward_layers on `texts` -> (the modules after the last maps that ran, the layers handed over in order,
+    for each layer whether its maps are the same bits as output_attentions gives from a whole pass)."""
     import torch
 
     from real_attention.engine.extract import encode, forward_layers, pad_batch
@@ -33,17 +35,18 @@ def _check_stops_after_last_maps(loaded, texts):
     finally:
         for handle in handles:
             handle.remove()
-    assert ran == []
-    assert [layer for layer, _ in maps] == list(range(loaded.layers))
     with torch.inference_mode():
         whole = loaded.model(input_ids=torch.from_numpy(batch.input_ids),
                              attention_mask=torch.from_numpy(batch.attention_mask), output_attentions=True)
-    for (_, weights), expected in zip(maps, whole.attentions):
-        assert torch.equal(weights, expected)  # the same bits: the stop comes after every map
+    same = [torch.equal(weights, expected) for (_, weights), expected in zip(maps, whole.attentions, strict=True)]
+    return ran, [layer for layer, _ in maps], same
 
 
 def test_forward_layers_stops_after_the_last_maps(tiny_loaded):
-    _check_stops_after_last_maps(tiny_loaded, SENTENCES)
+    ran, layers, same = _watched_forward(tiny_loaded, SENTENCES)
+    assert ran == []  # the last layer's feed-forward block and the pooler never ran
+    assert layers == list(range(tiny_loaded.layers))
+    assert all(same)  # the same bits: the stop comes after every map
 
 
 @pytest.mark.parametrize("kind", ["llama", "gpt2", "gemma2"])
@@ -51,7 +54,10 @@ def test_forward_layers_stops_after_the_last_maps_of_decoders(tiny_decoders, kin
     from real_attention.engine.models import choose_model, load_model
 
     loaded = load_model(choose_model("en", str(tiny_decoders(kind)), None))
-    _check_stops_after_last_maps(loaded, [s.text for s in CAUSAL.sentences])
+    ran, layers, same = _watched_forward(loaded, [s.text for s in CAUSAL.sentences])
+    assert ran == []  # the last layer's MLP and the final norm never ran
+    assert layers == list(range(loaded.layers))
+    assert all(same)
 
 
 def test_forward_layers_passes_on_errors_of_on_layer(tiny_loaded):
