@@ -267,13 +267,14 @@ def post_forward(loaded, texts: list[str], batch_size: int, repeats: int) -> dic
     from real_attention.engine.extract import encode, forward_layers, pad_batch
     from real_attention.engine.heads import FixedAccumulator, kernel, kernel_batch
     from real_attention.engine.batches import fixed_batches
-    from real_attention.statistics.streaming import kernel_rows, layers_at_once
+    from real_attention.statistics.streaming import by_unit_width, kernel_runs, layers_at_once
 
     device = torch.device(loaded.device)
 
     def shaped(encoded):  # the batches corpus_sums runs: fixed shapes, dummy rows in a group's last one
+        batches = [by_unit_width(b) for b in fixed_batches(encoded, batch_size, loaded.max_tokens)]
         return [(b.items, pad_batch(b.items, loaded.tokenizer.pad_token_id or 0, (b.rows, b.pieces)))
-                for b in fixed_batches(encoded, batch_size, loaded.max_tokens)]
+                for b in batches]
 
     encoded, _ = encode(loaded.tokenizer, texts, loaded.max_tokens)
     batches = [batch for _, batch in shaped(encoded)]
@@ -301,16 +302,18 @@ def post_forward(loaded, texts: list[str], batch_size: int, repeats: int) -> dic
         start, cpu = time.perf_counter(), time.process_time()
         accumulator = FixedAccumulator(loaded.layers, loaded.heads, device)
         for (part, padded), layers in zip(shaped(again), kept):
-            real = kernel_rows(device, len(part), len(padded.input_ids))  # as corpus_sums
-            shared = kernel_batch(torch.from_numpy(padded.units[:real]).to(device),
-                                  torch.from_numpy(padded.kinds[:real]).to(device))
-            accumulator.reserve([len(s.kinds) for s in part])
-            if layers_at_once(device):
-                totals = kernel(torch.cat([w[:real] for w in layers], dim=1), shared, causal=loaded.causal)[1]
-                accumulator.add_layers(totals.view(real, totals.shape[1], loaded.layers, -1))
-                continue
-            for layer, weights in enumerate(layers):
-                accumulator.add(layer, kernel(weights[:real], shared, causal=loaded.causal)[1])
+            sizes = [len(s.kinds) for s in part]
+            shared = [(first, end, kernel_batch(torch.from_numpy(padded.units[first:end]).to(device),
+                                                torch.from_numpy(padded.kinds[first:end, :width].copy()).to(device)))
+                      for first, end, width in kernel_runs(device, sizes, len(padded.input_ids), padded.kinds.shape[1])]
+            accumulator.reserve(sizes)
+            for first, end, run in shared:  # as corpus_sums
+                if layers_at_once(device):
+                    totals = kernel(torch.cat([w[first:end] for w in layers], dim=1), run, causal=loaded.causal)[1]
+                    accumulator.add_layers(totals.view(end - first, totals.shape[1], loaded.layers, -1))
+                    continue
+                for layer, weights in enumerate(layers):
+                    accumulator.add(layer, kernel(weights[first:end], run, causal=loaded.causal)[1])
         accumulator.result()  # copies the sums to the host: the device's work is done
         results["kernel_s"].append(time.perf_counter() - start)
         results["kernel_cpu_s"].append(time.process_time() - cpu)

@@ -9,6 +9,7 @@ import json
 import math
 import random
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -165,14 +166,8 @@ def test_any_split_and_order_give_the_same_bits(tiny_loaded, batch_size):
     docs/device.md), so random splits of a shuffled corpus add up to the same bits."""
     texts = LINES + [f"{a} {b}" for a, b in zip(LINES, LINES[3:])]  # 21 lines, more than a batch of 3 per length
     whole = sums_of_texts(tiny_loaded, texts, batch_size)
-    rng = random.Random(batch_size)
-    for trial in range(4):
-        parts = random_parts(rng, len(texts))
-        total = None
-        for part in parts:
-            sums = sums_of_texts(tiny_loaded, [texts[i] for i in part], batch_size)
-            total = sums if total is None else total + sums
-        assert total is not None and same_bits(total, whole), (trial, parts)
+    for parts, total in split_sums(tiny_loaded, texts, batch_size, random.Random(batch_size), trials=4):
+        assert same_bits(total, whole), parts
 
 
 def test_fixed_batches_shapes_depend_on_lengths_alone():
@@ -204,20 +199,63 @@ def test_a_batch_with_dummy_rows_adds_nothing_for_them(tiny_loaded):
     assert (sums.sentences, sums.tokens) == (2, sum(pieces))
 
 
-def test_the_kernel_on_every_row_of_a_batch_gives_the_same_bits_as_on_its_sentences_alone(tiny_loaded, monkeypatch):
-    """On a GPU the kernel runs on the whole fixed-shape batch, dummy rows included (kernel_rows: its products and
-    reductions pick their kernels by the batch count too); those rows must add exactly nothing. Forcing that path
-    on the CPU gives the same bits as skipping them."""
+def test_the_kernel_runs_split_a_cpu_batch_by_unit_width_and_a_gpu_batch_not_at_all():
+    from real_attention.engine.batches import FixedBatch, padded_units
     from real_attention.statistics import streaming
 
-    assert streaming.kernel_rows(torch.device("cpu"), 3, 32) == 3
-    assert streaming.kernel_rows(torch.device("cuda", 0), 3, 32) == 32
-    assert streaming.kernel_rows(torch.device("mps"), 3, 32) == 32
+    assert [padded_units(n, 20) for n in (1, 8, 9, 16, 17, 20)] == [8, 8, 16, 16, 20, 20]  # never past the pieces
+    cpu = torch.device("cpu")
+    assert streaming.kernel_runs(cpu, [3, 7, 8, 9, 17, 20], 32, 20) == [(0, 3, 8), (3, 4, 16), (4, 6, 20)]
+    for device in (torch.device("cuda", 0), torch.device("mps")):  # every row, dummies included, one call
+        assert streaming.kernel_runs(device, [3, 9, 17], 32, 20) == [(0, 32, 20)]
+    with pytest.raises(AssertionError, match="sorted"):
+        streaming.kernel_runs(cpu, [9, 3], 32, 20)
+
+    class Sentence(NamedTuple):
+        name: str
+        kinds: tuple
+
+    items = [Sentence(name, (0,) * size) for name, size in (("a", 12), ("b", 3), ("c", 9), ("d", 1), ("e", 16))]
+    ordered = streaming.by_unit_width(FixedBatch(items, 8, 20))
+    assert [s.name for s in ordered.items] == ["b", "d", "a", "c", "e"] and ordered[1:] == (8, 20)  # stable
+
+
+def test_the_gpus_one_kernel_call_on_every_row_is_exact_in_any_split_and_agrees_with_the_cpus_runs(tiny_loaded,
+                                                                                                   monkeypatch):
+    """On a GPU the kernel runs once on the whole fixed-shape batch, dummy rows included, merged into the batch's
+    piece count (kernel_runs: cuBLAS picks its kernels by the batch count too). Forced on the CPU: dummy rows and
+    pad units add exactly nothing, so any split gives the same bits, and the means agree with the CPU's runs."""
+    from real_attention.statistics import streaming
+
     texts = LINES + [f"{a} {b}" for a, b in zip(LINES, LINES[3:])]
-    skipped = sums_of_texts(tiny_loaded, texts, 8)
-    monkeypatch.setattr(streaming, "kernel_rows", lambda device, real, rows: rows)
+    by_width = sums_of_texts(tiny_loaded, texts, 8)
+    monkeypatch.setattr(streaming, "kernel_runs", lambda device, units, rows, pieces: [(0, rows, pieces)])
     every_row = sums_of_texts(tiny_loaded, texts, 8)
-    assert same_bits(every_row, skipped)
+    assert largest_difference(every_row, by_width) < 1e-6 and counts(every_row) == counts(by_width)
+    for parts, total in split_sums(tiny_loaded, texts, 8, random.Random(7)):
+        assert same_bits(total, every_row), parts
+
+
+def largest_difference(sums: HeadSums, other: HeadSums) -> float:
+    """The largest difference between two sums' means, over every statistic and head."""
+    return max(float(np.abs(sums.means()[name] - other.means()[name]).max()) for name in STATISTICS)
+
+
+def counts(sums: HeadSums) -> tuple:
+    return sums.sentences, sums.units, sums.pairs, sums.tokens, sums.uniform_fixed
+
+
+def split_sums(loaded, texts: list[str], batch_size: int, rng: random.Random, trials: int = 3) -> list:
+    """(parts, their sums added in a random order) for random splits of the texts."""
+    results = []
+    for _ in range(trials):
+        parts = random_parts(rng, len(texts))
+        total = None
+        for part in parts:
+            sums = sums_of_texts(loaded, [texts[i] for i in part], batch_size)
+            total = sums if total is None else total + sums
+        results.append((parts, total))
+    return results
 
 
 def test_every_layer_at_once_as_on_a_gpu_is_exact_in_any_split_and_agrees_with_layer_by_layer(tiny_loaded,
@@ -231,18 +269,9 @@ def test_every_layer_at_once_as_on_a_gpu_is_exact_in_any_split_and_agrees_with_l
     by_layer = sums_of_texts(tiny_loaded, texts, 4)
     monkeypatch.setattr(streaming, "layers_at_once", lambda device: True)
     together = sums_of_texts(tiny_loaded, texts, 4)
-    for name in STATISTICS:
-        np.testing.assert_allclose(together.means()[name], by_layer.means()[name], rtol=0, atol=1e-6)
-    assert (together.sentences, together.units, together.uniform_fixed) == \
-        (by_layer.sentences, by_layer.units, by_layer.uniform_fixed)
-    rng = random.Random(11)
-    for _ in range(3):
-        parts = random_parts(rng, len(texts))
-        total = None
-        for part in parts:
-            sums = sums_of_texts(tiny_loaded, [texts[i] for i in part], 4)
-            total = sums if total is None else total + sums
-        assert total is not None and same_bits(total, together), parts
+    assert largest_difference(together, by_layer) < 1e-6 and counts(together) == counts(by_layer)
+    for parts, total in split_sums(tiny_loaded, texts, 4, random.Random(11)):
+        assert same_bits(total, together), parts
 
 
 def heads_args(corpus, model_dir, out, *extra, figures: bool = False):

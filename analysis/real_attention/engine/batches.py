@@ -67,6 +67,17 @@ def padded_length(length: int, limit: int) -> int:
     return max(length, min(-(-length // step) * step, limit))
 
 
+UNIT_STEP = 8  # the kernel's unit widths on the CPU: multiples of this (padded_units)
+
+
+def padded_units(units: int, pieces: int) -> int:
+    """The unit width that a sentence of `units` units, in a batch padded to `pieces` pieces, is merged into on
+    the CPU (real_attention.statistics.streaming.kernel_runs): `units` rounded up to a multiple of UNIT_STEP, at
+    most `pieces`. A function of the sentence and its padded length alone, as the shapes of its products must be
+    (a sentence has at most as many units as pieces, so `pieces` always fits)."""
+    return min(pieces, -(-units // UNIT_STEP) * UNIT_STEP)
+
+
 def batch_rows(padded: int, batch_size: int) -> int:
     """The rows of every batch padded to `padded` pieces: batch_size, fewer for long ones (length_batches' bound
     of batch_size * PAIR_TOKENS**2 query-key pairs per head), at least 1."""

@@ -8,7 +8,9 @@ import threading
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from ..engine.batches import FixedBatch, fixed_batches
+import numpy as np
+
+from ..engine.batches import FixedBatch, fixed_batches, padded_units
 from ..engine.extract import Batch, Encoded, to_device
 from ..engine.heads import FixedAccumulator, HeadSums, kernel, kernel_batch, sentence_counts
 from ..engine.units import DEFAULT_UNITS
@@ -40,6 +42,7 @@ def buckets(loaded, reader: CorpusReader, batch_size: int, truncate: bool, units
     pad_id = loaded.tokenizer.pad_token_id or 0
 
     def padded(batches: list[FixedBatch[Encoded]]) -> list[tuple[Batch, list[int]]]:
+        batches = [by_unit_width(b) for b in batches]
         return [(pad_batch(b.items, pad_id, (b.rows, b.pieces)), [len(s.kinds) for s in b.items]) for b in batches]
 
     sentences = iter(reader)
@@ -102,12 +105,37 @@ def read_ahead(items: Iterator, depth: int = 1) -> Iterator:
                 thread.join(timeout=0.05)
 
 
-def kernel_rows(device, real: int, rows: int) -> int:
-    """How many rows of a fixed-shape batch the kernel runs: on the CPU only the `real` sentences (MKL's batched
-    products and torch's reductions give each sentence the same bits whatever the batch count, so the dummy rows
-    are skipped); on a GPU every one of the batch's `rows` (cuBLAS and CUDA's reductions choose their kernels,
-    split-K among them, by the batch count too, so only the fixed shape fixes the bits). Dummy rows add exactly 0."""
-    return real if device.type == "cpu" else rows
+def by_unit_width(batch: FixedBatch[Encoded]) -> FixedBatch[Encoded]:
+    """The batch with its sentences in the order of their unit widths (engine.batches.padded_units; a stable
+    sort), so that each of kernel_runs' runs is a slice of rows. (A sentence's maps are the same bits in any row of
+    its fixed-shape batch: the row order of a batch is already that of whatever else was read with it.)"""
+    return batch._replace(items=sorted(batch.items, key=lambda sentence: padded_units(len(sentence.kinds),
+                                                                                        batch.pieces)))
+
+
+def kernel_runs(device, units: list[int], rows: int, pieces: int) -> list[tuple[int, int, int]]:
+    """The kernel's calls on one fixed-shape batch of `rows` rows padded to `pieces` pieces, whose sentences
+    (sorted by by_unit_width) have `units` units each: (first row, end row, unit width) per call.
+
+    On the CPU, only the real sentences, in runs of one unit width (padded_units), each merged into that many
+    units: MKL's batched products and torch's reductions give a sentence the same bits whatever the batch count,
+    so its bits depend on its padded length and unit width alone, the dummy rows are skipped, and the merge's two
+    products and the statistics work on fewer units (the width of the batch's pieces would be a third more
+    work). On a GPU, one call on every one of the batch's rows, merged into `pieces` units: cuBLAS and CUDA's
+    reductions choose their kernels, split-K among them, by the batch count too, so only the fixed shape fixes
+    the bits (dummy rows and pad units add exactly 0), and one call is fewer launches.
+    """
+    if device.type != "cpu":
+        return [(0, rows, pieces)]
+    runs: list[tuple[int, int, int]] = []
+    for row, size in enumerate(units):
+        width = padded_units(size, pieces)
+        if runs and runs[-1][2] == width:
+            runs[-1] = (runs[-1][0], row + 1, width)
+        else:
+            assert not runs or runs[-1][2] < width, "a batch not sorted by by_unit_width"
+            runs.append((row, row + 1, width))
+    return runs
 
 
 def layers_at_once(device) -> bool:
@@ -162,25 +190,27 @@ def corpus_sums(
         counts["truncated" if truncate else "skipped"] += bucket.left_out
         shown = _advance(progress, shown, bucket.lines - bucket.sentences)  # blank, skipped
         for batch, sizes in bucket.batches:
-            # What every layer's kernel shares, made once (not `units`: that is the rule's name). The forward pass
-            # needs the dummy rows (its shape fixes the bits of each sentence's maps); on the CPU the kernel skips
-            # them (kernel_rows): each sentence's merge and totals are the same bits without them, and a group's last
-            # batch of a small corpus can be mostly dummies. Units stay padded to the batch's piece count, as every
-            # batch of the group is.
-            real = kernel_rows(device, len(sizes), len(batch.input_ids))
-            shared = kernel_batch(to_device(batch.units[:real], device), to_device(batch.kinds[:real], device))
+            # What every layer's kernel shares, made once per run of rows (kernel_runs; not `units`: that is the
+            # rule's name). The forward pass needs the dummy rows (its shape fixes the bits of each sentence's maps);
+            # on the CPU the kernel skips them and merges each run into its own unit width.
+            shared = [(start, end, kernel_batch(to_device(batch.units[start:end], device),
+                                                to_device(np.ascontiguousarray(batch.kinds[start:end, :width]), device)))
+                      for start, end, width in kernel_runs(device, sizes, len(batch.input_ids), batch.kinds.shape[1])]
             accumulator.reserve(sizes)
             waiting: list = []  # layers_at_once: the maps of the layers run so far
 
             def on_layer(layer: int, weights) -> None:
                 # called within this iteration's forward pass: this batch's shared arrays
                 if not together:  # as each layer ends: its maps die with it
-                    accumulator.add(layer, kernel(weights[:real], shared, causal=loaded.causal)[1])  # noqa: B023
+                    for start, end, run in shared:  # noqa: B023
+                        accumulator.add(layer, kernel(weights[start:end], run, causal=loaded.causal)[1])
                     return
-                waiting.append(weights[:real])  # noqa: B023
-                if layer == loaded.layers - 1:  # the last layer: every layer's heads through one kernel
-                    totals = kernel(torch.cat(waiting, dim=1), shared, causal=loaded.causal)[1]  # noqa: B023
-                    accumulator.add_layers(totals.view(real, totals.shape[1], loaded.layers, -1))  # noqa: B023
+                waiting.append(weights)  # noqa: B023
+                if layer == loaded.layers - 1:  # the last layer: every layer's heads through one kernel per run
+                    for start, end, run in shared:  # noqa: B023
+                        totals = kernel(torch.cat([w[start:end] for w in waiting], dim=1), run,  # noqa: B023
+                                        causal=loaded.causal)[1]
+                        accumulator.add_layers(totals.view(end - start, totals.shape[1], loaded.layers, -1))
                     waiting.clear()  # noqa: B023
 
             forward_measured(loaded, batch, on_layer, measure, batch_size=batch_size)
