@@ -8,7 +8,8 @@ bare batched forward with output_attentions on the same length-sorted batches, t
 Reported: the medians and ours / bare throughput. Target >= 0.85.
 Last measured (issue 28; 728 sentences, 5 interleaved repeats, 2 cores, load 0.8): ours 0.606 s, bare 0.387 s,
 0.64x (an earlier quiet run 0.662 s against 0.507 s, 0.765x): not met. Under load (6-11) the runs spread from
-0.7 to 60 s and the ratio means nothing.
+0.7 to 60 s and the ratio means nothing. 2026-12-06 (padded lengths in multiples of 4, the CPU kernel in runs of
+one unit width; --sentences 2000 --repeats 5, quiet): 2.13 s against 1.43 s, 0.67x (0.54x before): not met.
 
     python benchmarks/bench_standin.py [--sentences 600] [--repeats 5] [--batch-size 32] [--json OUT.json]
 """

@@ -59,7 +59,7 @@ def padded_length(length: int, limit: int) -> int:
 
     Rounded up to a multiple of 4 up to 64 pieces, then of a sixteenth of the power of two at or below it (8 up to
     128, 16 up to 256, ...): at most 3 pieces more below 64, at most 1/8 more above; on the seed corpus, 5% more
-    pieces than the sentences have (10% with multiples of 8, the ladder before). A finer ladder pads less but
+    pieces than the sentences have (12% with multiples of 8, the ladder before). A finer ladder pads less but
     makes more groups, each with its own part-filled last batch of dummy rows; this one pays back from about
     700 lines of the seed corpus on. Never past `limit` (the model's maximum length) nor below `length`.
     """
