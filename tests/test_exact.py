@@ -340,7 +340,32 @@ def test_merge_warns_when_the_shards_ran_at_different_batch_sizes(tmp_path, tiny
                                                               "--batch-size"), result.output
     engine = json.loads((tmp_path / "m" / "results" / "corpus" / "c" / "summary.json").read_text())["engine"]
     assert engine == {"name": "merge", "shards": 2, "batch_size": None, "torch_threads": engine["torch_threads"],
-                      "device": "cpu", "differs": ["batch_size"]}
+                      "device": "cpu", "shapes": 2, "differs": ["batch_size"]}
+
+
+def test_merge_warns_when_a_shard_was_padded_under_older_shape_rules(tmp_path, tiny_model_dir):
+    """A shard written before summary.json recorded the shape rules (engine "shapes") was padded to multiples of 8 and
+    merged at its padded length: its sentences' bits differ from the same sentences' now, so merge says so."""
+    from real_attention.engine.batches import SHAPES
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    runner = CliRunner()
+    for index in (1, 2):
+        args = heads_args(corpus, tiny_model_dir, tmp_path / "s", "--shard", f"{index}/2")
+        assert runner.invoke(cli, args).exit_code == 0
+    folders = [tmp_path / "s" / "results" / "corpus" / f"c-shard-{i}-of-2" for i in (1, 2)]
+    same = runner.invoke(cli, ["merge", *map(str, folders), "--out", str(tmp_path / "same"), "--quiet"])
+    assert same.exit_code == 0 and "Warning" not in same.output and SHAPES == 2
+    summary = folders[0] / "summary.json"
+    data = json.loads(summary.read_text())
+    del data["engine"]["shapes"]  # as written before the shape rules were recorded
+    summary.write_text(json.dumps(data), encoding="utf-8")
+    result = runner.invoke(cli, ["merge", *map(str, folders), "--out", str(tmp_path / "m"), "--quiet"])
+    assert result.exit_code == 0 and result.output.startswith(
+        "Warning: the shards did not all run with the same batch shapes (versions of real-attention"), result.output
+    engine = json.loads((tmp_path / "m" / "results" / "corpus" / "c" / "summary.json").read_text())["engine"]
+    assert engine["shapes"] is None and engine["differs"] == ["shapes"]
 
 
 @pytest.mark.slow

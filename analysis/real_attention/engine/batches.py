@@ -68,6 +68,10 @@ def padded_length(length: int, limit: int) -> int:
 
 
 UNIT_STEP = 8  # the kernel's unit widths on the CPU: multiples of this (padded_units)
+# The version of the shape rules (padded_length, batch_rows, padded_units): a sentence's bits follow them, so shards
+# computed under other rules are not exact together (summary.json's engine "shapes"; merge warns). 1: multiples of
+# 8 and units merged at the padded length (2026-12-05); 2: multiples of 4, unit widths (2026-12-06).
+SHAPES = 2
 
 
 def padded_units(units: int, pieces: int) -> int:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from .partitions import OrderedSum, Partition, partition_sums, partitions  # noqa: F401  (re-exported)
 from .sums import CorpusError, CorpusReader, HeadSums, corpus_sums
+from ..engine.batches import SHAPES
 from ..engine.checks import whole_number
 from ..engine.units import DEFAULT_UNITS
 from ..engine.errors import RealAttentionError
@@ -103,7 +104,8 @@ def single_process_sums(loaded, parts: Iterable[Partition], batch_size: int, tru
 
 def engine_record(engine: Engine, workers: int, partitions_run: int, device: str = "cpu", batch_size: int = 32) -> dict:
     """summary.json's "engine": how the run was computed. The statistics are the same bits for any workers,
-    partitions and shards; batch size, torch threads and device can move them in the last bits (merge warns)."""
+    partitions and shards; batch size, torch threads, device and the shape rules (`shapes`, engine.batches.SHAPES)
+    can move them in the last bits (merge warns)."""
     dask_version = None
     if engine.kind != SINGLE_PROCESS:
         import dask
@@ -118,6 +120,7 @@ def engine_record(engine: Engine, workers: int, partitions_run: int, device: str
         "dask": dask_version,
         "device": device,  # the torch device the model ran on (--device auto resolved)
         "batch_size": batch_size,
+        "shapes": SHAPES,  # the version of the batch shape rules: a sentence's bits follow them
     }
 
 

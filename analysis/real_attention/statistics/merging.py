@@ -75,7 +75,9 @@ def check_summary(folder: Path, data) -> None:
 
 # Settings under which a sentence's float32 maps can differ in the last bits (real_attention.engine.batches): shards
 # that differ in one of them merge to sums that match an unsharded run to about 6 decimals, not bit for bit.
-SAME_FOR_EXACT_SUMS = ("batch_size", "torch_threads", "device")
+SAME_FOR_EXACT_SUMS = ("batch_size", "torch_threads", "device", "shapes")
+# What a shard written before a setting was recorded ran with: the shape rules were version 1 until `shapes` was added.
+UNRECORDED = {"shapes": 1}
 SAME_IN_EVERY_SHARD = ("model", "revision", "corpus", "truncate", "units", "thresholds", "layers", "heads_per_layer",
                        "measure")
 
@@ -125,18 +127,23 @@ def merge_shards(folders: Iterable[Path]) -> tuple[CorpusRun, HeadSums]:
 
 def shared_settings(summaries: list[dict]) -> dict:
     """The SAME_FOR_EXACT_SUMS settings of the shards' engines: each value if every shard has it, else None, and
-    "differs": the names of those that are missing or not the same in every shard."""
-    values = {key: {json.dumps((data.get("engine") or {}).get(key)) for data in summaries} for key in SAME_FOR_EXACT_SUMS}
+    "differs": the names of those that are missing or not the same in every shard. A shard that does not record
+    `shapes` ran under the first shape rules (UNRECORDED)."""
+    values = {key: {json.dumps((data.get("engine") or {}).get(key, UNRECORDED.get(key))) for data in summaries}
+              for key in SAME_FOR_EXACT_SUMS}
     shared = {key: json.loads(next(iter(seen))) if len(seen) == 1 else None for key, seen in values.items()}
     return {**shared, "differs": [key for key in SAME_FOR_EXACT_SUMS if shared[key] is None]}
 
 
 def differing_settings_warning(engine: dict) -> str | None:
-    """merge's warning when the shards did not all run with the same batch size, torch threads and device."""
+    """merge's warning when the shards did not all run with the same batch size, torch threads, device and batch
+    shape rules."""
     differs = engine.get("differs") or []
     if not differs:
         return None
-    names = ", ".join({"batch_size": "--batch-size", "torch_threads": "torch threads"}.get(key, key) for key in differs)
+    names = ", ".join({"batch_size": "--batch-size", "torch_threads": "torch threads",
+                       "shapes": "batch shapes (versions of real-attention that pad batches differently)"}.get(key, key)
+                      for key in differs)
     return (f"the shards did not all run with the same {names} (or some do not say): a sentence's maps can differ "
             "in the last bits with these, so the merged means match an unsharded run to about 6 decimals, not bit "
             "for bit")
