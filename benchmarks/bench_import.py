@@ -10,12 +10,14 @@ import subprocess
 import sys
 import time
 
+from bench_run import fresh_process_env  # benchmarks/ is on sys.path when this file runs as a script
+
 ROOT = __file__.rsplit("/benchmarks/", 1)[0]
 
 
 def seconds(code: str) -> float:
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env=fresh_process_env())
     return time.perf_counter() - start
 
 
