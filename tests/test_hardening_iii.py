@@ -150,6 +150,34 @@ def test_sigterm_inside_staged_outputs_discards_everything(tmp_path):
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the default action is back
 
 
+def sigterm_after(function):
+    """`function`, then a SIGTERM to this process (as `kill` would send it the moment the result is on disk)."""
+    def then_sigterm(*args, **kwargs):
+        result = function(*args, **kwargs)
+        assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL, "SIGTERM would end the process here"
+        os.kill(os.getpid(), signal.SIGTERM)
+        return result
+    return then_sigterm
+
+
+@pytest.mark.parametrize("what", ["staging folder", "lock file"])
+def test_a_sigterm_the_moment_a_staging_folder_or_lock_file_appears_leaves_neither(what, tmp_path, monkeypatch):
+    """The folder (the lock) is made and recorded with signals held: a SIGTERM between the two left it behind."""
+    from real_attention.outputs import staging as staging_module
+
+    if what == "staging folder":
+        monkeypatch.setattr(staging_module.tempfile, "mkdtemp", sigterm_after(staging_module.tempfile.mkdtemp))
+    else:
+        monkeypatch.setattr(staging_module.FolderLock, "acquire", sigterm_after(staging_module.FolderLock.acquire))
+    target = tmp_path / "out" / "results" / "es"
+    with pytest.raises(KeyboardInterrupt) as caught, staged_outputs() as staging:
+        staging.folder(target)
+        time.sleep(5)  # not reached: the held SIGTERM is handled as the signals are let through
+        pytest.fail("SIGTERM did not stop the block")
+    assert type(caught.value).__name__ == "Terminated"
+    assert files_under(tmp_path / "out") == {"results": b"/"}
+
+
 def test_sigterm_mid_run_leaves_nothing_behind_and_the_old_results_untouched(tiny_model_dir, tmp_path):
     out = tmp_path / "out"
     old = out / "results" / "es"

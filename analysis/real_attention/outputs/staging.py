@@ -19,6 +19,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +29,8 @@ from .folders import plain_folder_name
 
 __all__ = ["OutputError", "Staging", "Terminated", "plain_folder_name", "sigterm_as_interrupt", "staged_outputs",
            "write_failure"]
+
+LOCK_POLL_SECONDS = 0.1  # how often a run that waits for another run's lock tries again
 
 # Errors of the disk, not of the input or the code: a full disk, a file too large, a read-only or forbidden folder.
 WRITE_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.ENAMETOOLONG}
@@ -61,17 +64,26 @@ class Staging:
         if target in self._locks:
             return
         lock = FolderLock(target.with_name(f".{target.name}.lock"))
-        if not lock.acquire(block=False):
+        if not self._take(target, lock):
             if not self._wait:
                 raise OutputError(f"another real-attention run is writing {target}; wait for it to finish, or run "
                                   "again without --no-wait to wait for it")
             if self._on_wait is not None:
                 self._on_wait(f"waiting for another real-attention run that is writing {target} ...")
-            lock.acquire(block=True)
-        self._locks[target] = lock
+            while not self._take(target, lock):  # Ctrl-C and SIGTERM end the wait between tries
+                time.sleep(LOCK_POLL_SECONDS)
         for stale in [*target.parent.glob(f".{target.name}.staging-*"), *target.parent.glob(f".{target.name}.old-*")]:
             if not any(stale == staged for staged, _ in self._staged):
                 remove_tree(stale, ignore_errors=True)
+
+    def _take(self, target: Path, lock: FolderLock) -> bool:
+        """One try at target's lock; held, it is ours to release before a Ctrl-C or SIGTERM can come between the
+        lock file's creation and the record of it (which would leave the file behind)."""
+        with _signals_held():
+            taken = lock.acquire(block=False)
+            if taken:
+                self._locks[target] = lock
+        return taken
 
     def folder(self, target: str | Path) -> Path:
         """A fresh, empty staging folder that will become `target` on commit."""
@@ -80,7 +92,9 @@ class Staging:
             target.parent.mkdir(parents=True, exist_ok=True)
             check_replaceable(target)
             self._lock(target)
-            staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.staging-", dir=target.parent))
+            with _signals_held():  # made and recorded at once: a Ctrl-C or SIGTERM between would leave it behind
+                staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.staging-", dir=target.parent))
+                self._staged.append((staging, target))
             staging.chmod(0o755)
         except RealAttentionError:
             raise
@@ -88,7 +102,6 @@ class Staging:
             raise OutputError(
                 f"cannot write to {target.parent}: {error.strerror or error}. Choose a writable folder with --out."
             ) from None
-        self._staged.append((staging, target))
         return staging
 
     def where(self) -> Path | None:

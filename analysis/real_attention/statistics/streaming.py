@@ -121,9 +121,9 @@ def kernel_runs(device, units: list[int], rows: int, pieces: int) -> list[tuple[
     units: MKL's batched products and torch's reductions give a sentence the same bits whatever the batch count,
     so its bits depend on its padded length and unit width alone, the dummy rows are skipped, and the merge's two
     products and the statistics work on fewer units (merged at the batch's piece count, the seed corpus's
-    sentences cost about 1.5 times as much). On a GPU, one call on every one of the batch's rows, merged into `pieces` units: cuBLAS and CUDA's
-    reductions choose their kernels, split-K among them, by the batch count too, so only the fixed shape fixes
-    the bits (dummy rows and pad units add exactly 0), and one call is fewer launches.
+    sentences cost about 1.5 times as much). On a GPU, one call on every one of the batch's rows, merged into
+    `pieces` units: cuBLAS and CUDA's reductions choose their kernels, split-K among them, by the batch count too,
+    so only the fixed shape fixes the bits (dummy rows and pad units add exactly 0), and one call is fewer launches.
     """
     if device.type != "cpu":
         return [(0, rows, pieces)]
