@@ -272,17 +272,29 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
 @contextmanager
 def _signals_held() -> Iterator[None]:
-    """Ctrl-C and SIGTERM wait until the block is done (on the main thread, where Python handles them): a swap of
-    a target for its staged folder is never left half done, the old folder moved aside and the new not in place."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+    """Ctrl-C and SIGTERM wait until the block is done (on the main thread, where Python runs signal handlers): a
+    swap of a target for its staged folder is never left half done, and a folder or lock file is never made
+    without being recorded. Held in Python, not with pthread_sigmask: a signal sent to the process goes to any
+    thread that does not block it (torch's, the reader's), and its Python handler still runs on the main thread at
+    once. A signal that came meanwhile is handled, by the handler it would have met, as the block ends."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    held = {signal.SIGINT, signal.SIGTERM}
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    arrived: list[int] = []
+    previous = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    for number in previous:
+        signal.signal(number, lambda number, _frame: arrived.append(number))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        for came in dict.fromkeys(arrived):  # each signal once, in the order they came
+            handler = previous[signal.Signals(came)]
+            if callable(handler):
+                handler(came, None)  # Ctrl-C's KeyboardInterrupt, SIGTERM's Terminated
+            elif handler != signal.SIG_IGN:
+                signal.raise_signal(came)  # the default action, or a handler set outside Python
 
 
 @contextmanager
