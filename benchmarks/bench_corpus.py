@@ -309,7 +309,7 @@ def post_forward(loaded, texts: list[str], batch_size: int, repeats: int) -> dic
                                                 torch.from_numpy(padded.kinds[first:end, :width].copy()).to(device)))
                       for first, end, width in kernel_runs(device, sizes, len(padded.input_ids), padded.kinds.shape[1])]
             accumulator.reserve(sizes)
-            for first, end, run in shared:  # as corpus_sums
+            for first, end, run in shared:  # corpus_sums's calls (it loops over layers first, as they end)
                 if layers_at_once(device):
                     totals = kernel(torch.cat([w[first:end] for w in layers], dim=1), run, causal=loaded.causal)[1]
                     accumulator.add_layers(totals.view(end - first, totals.shape[1], loaded.layers, -1))
@@ -395,6 +395,8 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="torch device of both ours and bare (cuda: each timing "
                         "ends with the device synchronised)")
     args = parser.parse_args()
+    if args.copies < 1:
+        parser.error("--copies must be at least 1")
     LOAD.update(model=args.model, device=args.device)
     if args.threads:
         import torch

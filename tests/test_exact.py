@@ -236,6 +236,29 @@ def test_the_gpus_one_kernel_call_on_every_row_is_exact_in_any_split_and_agrees_
         assert same_bits(total, every_row), parts
 
 
+def test_sentences_merged_narrower_than_their_batch_are_exact_in_any_split(tiny_loaded, monkeypatch):
+    """Sentences of few words, each of several pieces, get a unit width below their padded length (padded_units):
+    their runs are merged into fewer units than the batch has pieces. Any split gives the same bits, and the sums
+    agree with merging every row at the piece count (the GPU's one call)."""
+    from real_attention.engine.batches import padded_length, padded_units
+    from real_attention.engine.extract import encode
+    from real_attention.statistics import streaming
+
+    split = ["senté jardín senté jardín senté", "jardín senté jardín senté jardín senté", "senté jardín jardín"]
+    texts = [*split, *LINES[:5], *split[:2], *LINES[5:]]
+    encoded, _ = encode(tiny_loaded.tokenizer, texts, tiny_loaded.max_tokens)
+    narrower = [len(s.kinds) for s in encoded
+                if padded_units(len(s.kinds), padded_length(len(s.ids), tiny_loaded.max_tokens))
+                < padded_length(len(s.ids), tiny_loaded.max_tokens)]
+    assert len(narrower) >= 3, "no sentence merged narrower than its batch: the test would not test it"
+    whole = sums_of_texts(tiny_loaded, texts, 4)
+    for parts, total in split_sums(tiny_loaded, texts, 4, random.Random(13), trials=4):
+        assert same_bits(total, whole), parts
+    monkeypatch.setattr(streaming, "kernel_runs", lambda device, units, rows, pieces: [(0, rows, pieces)])
+    every_row = sums_of_texts(tiny_loaded, texts, 4)
+    assert largest_difference(every_row, whole) < 1e-6 and counts(every_row) == counts(whole)
+
+
 def largest_difference(sums: HeadSums, other: HeadSums) -> float:
     """The largest difference between two sums' means, over every statistic and head."""
     return max(float(np.abs(sums.means()[name] - other.means()[name]).max()) for name in STATISTICS)

@@ -57,7 +57,7 @@ def index_batches(lengths: Sequence[int], batch_size: int | None) -> list[list[i
 def padded_length(length: int, limit: int) -> int:
     """The padded length of every batch that holds a sentence of `length` pieces: a function of the length alone.
 
-    Rounded up to a multiple of 4 up to 64 pieces, then of a sixteenth of the power of two at or below it (8 up to
+    Rounded up to a multiple of 4 up to 64 pieces, then of an eighth of the power of two at or below it (8 up to
     128, 16 up to 256, ...): at most 3 pieces more below 64, at most 1/8 more above; on the seed corpus, 5% more
     pieces than the sentences have (12% with multiples of 8, the ladder before). A finer ladder pads less but
     makes more groups, each with its own part-filled last batch of dummy rows; this one pays back from about
