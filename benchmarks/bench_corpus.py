@@ -267,9 +267,9 @@ def post_forward(loaded, texts: list[str], batch_size: int, repeats: int) -> dic
     import torch
 
     from real_attention.engine.extract import encode, forward_layers, pad_batch
-    from real_attention.engine.heads import FixedAccumulator, kernel, kernel_batch
+    from real_attention.engine.heads import FixedAccumulator, kernel
     from real_attention.engine.batches import fixed_batches
-    from real_attention.statistics.streaming import by_unit_width, kernel_runs, layers_at_once
+    from real_attention.statistics.streaming import by_unit_width, layers_at_once, run_batches
 
     device = torch.device(loaded.device)
 
@@ -305,9 +305,7 @@ def post_forward(loaded, texts: list[str], batch_size: int, repeats: int) -> dic
         accumulator = FixedAccumulator(loaded.layers, loaded.heads, device)
         for (part, padded), layers in zip(shaped(again), kept):
             sizes = [len(s.kinds) for s in part]
-            shared = [(first, end, kernel_batch(torch.from_numpy(padded.units[first:end]).to(device),
-                                                torch.from_numpy(padded.kinds[first:end, :width].copy()).to(device)))
-                      for first, end, width in kernel_runs(device, sizes, len(padded.input_ids), padded.kinds.shape[1])]
+            shared = run_batches(padded, sizes, device)
             accumulator.reserve(sizes)
             for first, end, run in shared:  # corpus_sums's calls (it loops over layers first, as they end)
                 if layers_at_once(device):

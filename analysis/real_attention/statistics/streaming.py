@@ -12,7 +12,7 @@ import numpy as np
 
 from ..engine.batches import FixedBatch, fixed_batches, padded_units
 from ..engine.extract import Batch, Encoded, to_device
-from ..engine.heads import FixedAccumulator, HeadSums, kernel, kernel_batch, sentence_counts
+from ..engine.heads import FixedAccumulator, HeadSums, KernelBatch, kernel, kernel_batch, sentence_counts
 from ..engine.units import DEFAULT_UNITS
 from .reading import CorpusError, CorpusReader
 
@@ -138,6 +138,14 @@ def kernel_runs(device, units: list[int], rows: int, pieces: int) -> list[tuple[
     return runs
 
 
+def run_batches(batch: Batch, units: list[int], device) -> list[tuple[int, int, KernelBatch]]:
+    """A padded fixed-shape batch's kernel_runs, each with what its kernel calls share (kernel_batch, made once
+    for every layer): (first row, end row, KernelBatch) per run. `units`: the unit count of each real sentence."""
+    return [(start, end, kernel_batch(to_device(batch.units[start:end], device),
+                                      to_device(np.ascontiguousarray(batch.kinds[start:end, :width]), device)))
+            for start, end, width in kernel_runs(device, units, len(batch.input_ids), batch.kinds.shape[1])]
+
+
 def layers_at_once(device) -> bool:
     """Whether the kernel takes a batch's layers all at once after its forward pass (a GPU: one kernel's few
     dozen launches per batch instead of per layer, when launching, not computing, is what a small model's batch
@@ -193,9 +201,7 @@ def corpus_sums(
             # What every layer's kernel shares, made once per run of rows (kernel_runs; not `units`: that is the
             # rule's name). The forward pass needs the dummy rows (its shape fixes the bits of each sentence's maps);
             # on the CPU the kernel skips them and merges each run into its own unit width.
-            shared = [(start, end, kernel_batch(to_device(batch.units[start:end], device),
-                                                to_device(np.ascontiguousarray(batch.kinds[start:end, :width]), device)))
-                      for start, end, width in kernel_runs(device, sizes, len(batch.input_ids), batch.kinds.shape[1])]
+            shared = run_batches(batch, sizes, device)
             accumulator.reserve(sizes)
             waiting: list = []  # layers_at_once: the maps of the layers run so far
 
