@@ -28,6 +28,8 @@ least 2000 lines. The model: the packaged MiniLM (--model minilm). Reported:
    thread: target not met (the merge's two matrix products are most of it; see docs/benchmarks.md).
    With fixed-shape batches (issue 27.12) the kernel also ran on the dummy rows: 1.27 ms on one thread; it skips
    them now (same bits): 0.84 ms on one thread, post-forward 0.66 ms on two (quiet machine).
+   Also timed, on the same runs: the merge's two products alone (merge_maps, no statistics), a floor under any
+   dense merge of those shapes; with the units it already exceeds the target on 2 cores (docs/benchmarks.md).
 
     python benchmarks/bench_corpus.py [--batch-size 32] [--repeats 5] [--naive-sentences N] [--skip-memory]
                                       [--memory-repeats 3] [--sentences 2000] [--skip-naive] [--json OUT.json]
@@ -268,6 +270,7 @@ def post_forward(loaded, texts: list[str], batch_size: int, repeats: int) -> dic
 
     from real_attention.engine.extract import encode, forward_layers, pad_batch
     from real_attention.engine.heads import FixedAccumulator, kernel
+    from real_attention.engine.words import merge_maps
     from real_attention.engine.batches import fixed_batches
     from real_attention.statistics.streaming import by_unit_width, layers_at_once, run_batches
 
@@ -289,7 +292,8 @@ def post_forward(loaded, texts: list[str], batch_size: int, repeats: int) -> dic
                    split_special_tokens=True)
     tokenized = Tokenized(loaded.tokenizer, loaded.tokenizer(texts, **options))
     results: dict[str, list[float]] = {"tokenize_s": [], "encode_s": [], "units_s": [], "units_cpu_s": [],
-                                       "kernel_s": [], "kernel_cpu_s": []}
+                                       "kernel_s": [], "kernel_cpu_s": [], "products_s": []}
+    runs = [run_batches(padded, [len(s.kinds) for s in part], device) for part, padded in shaped(encoded)]
     for _ in range(repeats):
         start = time.perf_counter()
         loaded.tokenizer(texts, **options)
@@ -317,6 +321,15 @@ def post_forward(loaded, texts: list[str], batch_size: int, repeats: int) -> dic
         accumulator.result()  # copies the sums to the host: the device's work is done
         results["kernel_s"].append(time.perf_counter() - start)
         results["kernel_cpu_s"].append(time.process_time() - cpu)
+        # The merge's two products alone, on the same runs (no statistics, no accumulator): a floor under the
+        # kernel for any dense merge of the same shapes.
+        start = time.perf_counter()
+        for shared, layers in zip(runs, kept):
+            for first, end, run in shared:
+                for weights in layers:
+                    merge_maps(weights[first:end], run.units, run.kinds.shape[1], run.matrices)
+        synchronize(device)
+        results["products_s"].append(time.perf_counter() - start)
     median = {name: statistics.median(runs) for name, runs in results.items()}
     units_s = median["units_s"]
     per_sentence = 1000 * (units_s + median["kernel_s"]) / len(texts)
@@ -326,6 +339,7 @@ def post_forward(loaded, texts: list[str], batch_size: int, repeats: int) -> dic
             "units_cpu_ms_per_sentence": round(1000 * median["units_cpu_s"] / len(texts), 4),
             "merge_and_statistics_ms_per_sentence": round(1000 * median["kernel_s"] / len(texts), 4),
             "merge_and_statistics_cpu_ms_per_sentence": round(1000 * median["kernel_cpu_s"] / len(texts), 4),
+            "merge_products_alone_ms_per_sentence": round(1000 * median["products_s"] / len(texts), 4),
             "post_forward_ms_per_sentence": round(per_sentence, 4), "target_ms": 0.15}
 
 
