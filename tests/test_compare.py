@@ -148,6 +148,12 @@ def test_the_norm_measure(sharp, tmp_path):
     assert results.name == "a-vs-b-norm"
 
 
+def test_one_figure_format_may_be_a_plain_string(tiny_self, tmp_path):
+    """It was read letter by letter: 'unknown figure format 'p''."""
+    _, figures = ra.write_compare(tiny_self, tmp_path, "one", formats="svg")
+    assert {path.suffix for path in figures.iterdir()} == {".svg"}
+
+
 def _permuted_copy(folder: Path, target: Path, layer: int, order: list[int]) -> None:
     """Save a copy of the tiny BERT whose heads of `layer` are permuted: new head h is old head order[h]."""
     from transformers import AutoTokenizer, BertModel

@@ -16,7 +16,7 @@ from conftest import SPANISH
 from real_attention import cli
 from real_attention.engine.errors import OutputError
 from real_attention.outputs import plots
-from real_attention.outputs.drawing import Drawing, DrawingPool
+from real_attention.outputs.drawing import Drawing, DrawingPool, _draw_job
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forked workers, pidfd: Linux")
@@ -82,6 +82,23 @@ def test_a_drawing_worker_that_dies_is_one_error_not_a_wait_for_ever(tmp_path, m
             os.kill(pids[0], signal.SIGKILL)
             drawing.wait(quiet=True)
     assert all(ended(pid, 30) for pid in pids)  # the other one, stuck in its job, was ended too
+
+
+def test_ctrl_c_while_the_pool_waits_for_its_figures_ends_the_workers(tmp_path, monkeypatch):
+    """An interrupt that arrives in close() (the figures still drawing) ended the command with its workers alive,
+    and multiprocessing then waited for them at exit, for ever."""
+    import concurrent.futures
+
+    def interrupted(futures, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(plots, "draw_and_save", _blocking_job)
+    with pytest.raises(KeyboardInterrupt):
+        with DrawingPool(2) as pool:
+            pids = pool.pids()
+            pool.submit(_draw_job, ("heatmap", {}, tmp_path, "a", ("png",)))
+            monkeypatch.setattr(concurrent.futures, "wait", interrupted)  # close() waits through it
+    assert all(ended(pid, 30) for pid in pids)
 
 
 def test_a_worker_whose_warm_up_fails_still_takes_jobs(tmp_path, monkeypatch):

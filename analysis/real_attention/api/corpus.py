@@ -72,7 +72,10 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
         raise InputError("heads needs a model: pass --model ID_OR_PATH (e.g. --model minilm) or --lang es|en "
                          "for that language's pinned model")
     shard_range = Shard.parse(shard) if shard is not None else None
-    settings = [f"{k}={v}" for k, v in thresholds.items()] if isinstance(thresholds, dict) else list(thresholds or ())
+    if isinstance(thresholds, dict):
+        settings = [f"{k}={v}" for k, v in thresholds.items()]
+    else:  # one "name=value" or several, as the API's other functions take them
+        settings = [thresholds] if isinstance(thresholds, str) else list(thresholds or ())
     chosen_thresholds = Thresholds.parse(tuple(settings))
     engine = Engine(workers=workers, scheduler=scheduler, threads=threads, partition_size=partition_size)
     engine.check()

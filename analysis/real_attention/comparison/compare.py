@@ -536,20 +536,19 @@ def folder_name(name: str, measure: str = WEIGHTS) -> str:
 
 
 def write_compare(result: CompareResult, out: str | Path = ".", name: str | None = None,
-                  formats: tuple[str, ...] = ("png",), wait: bool = True) -> tuple[Path, Path]:
+                  formats: str | tuple[str, ...] = ("png",), wait: bool = True) -> tuple[Path, Path]:
     """Write OUT/results/compare/NAME/ (distances.csv, matching.csv, mds.csv, summary.json) and
     OUT/figures/compare/NAME/ (mds, distances and, for two models, layers; in each format), all at once
     (staged). NAME: the models' short names joined by '-vs-' by default. -> the two folders."""
     from ..outputs.figio import save_figure
     from ..outputs.files import write_csv, write_json
+    from ..outputs.formats import check_formats
     from ..outputs.staging import staged_outputs
     from .figures import distance_figure, layers_figure, mds_figure
 
     if not isinstance(result, CompareResult):
         raise InputError(f"write_compare takes the result of ra.compare(...), not {type(result).__name__}")
-    for fmt in formats:
-        if fmt not in ("png", "svg", "pdf"):
-            raise InputError(f"unknown figure format {fmt!r}: use png, svg or pdf")
+    formats = check_formats(formats) if formats else ()  # one name or several; none: no figures
     folder = folder_name(name or default_name(result.models), result.summary["measure"])
     out = Path(out)
     with staged_outputs(wait=wait) as staging:

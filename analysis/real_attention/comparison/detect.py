@@ -188,20 +188,19 @@ def default_name(model: str) -> str:
 
 
 def write_detect(result: DetectResult, out: str | Path = ".", name: str | None = None,
-                 formats: tuple[str, ...] = ("png",), wait: bool = True) -> tuple[Path, Path]:
+                 formats: str | tuple[str, ...] = ("png",), wait: bool = True) -> tuple[Path, Path]:
     """Write OUT/results/detect/NAME/ (heads.csv, summary.json) and OUT/figures/detect/NAME/scores.<fmt> (the
     induction and previous grids), all at once (staged). NAME: the model's last path part. -> the two folders."""
     from ..outputs.figio import save_figure
     from ..outputs.files import write_csv, write_json
     from ..outputs.folders import plain_folder_name
+    from ..outputs.formats import check_formats
     from ..outputs.staging import staged_outputs
     from .figures import detect_figure
 
     if not isinstance(result, DetectResult):
         raise InputError(f"write_detect takes the result of ra.detect(...), not {type(result).__name__}")
-    for fmt in formats:
-        if fmt not in ("png", "svg", "pdf"):
-            raise InputError(f"unknown figure format {fmt!r}: use png, svg or pdf")
+    formats = check_formats(formats) if formats else ()  # one name or several, as every writer takes them
     folder = plain_folder_name(name or default_name(result.summary["model"]), "--name")
     out = Path(out)
     s = result.summary

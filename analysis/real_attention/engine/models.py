@@ -165,7 +165,22 @@ def choose_model(lang: str | None, model: str | None, revision: str | None) -> M
         if model in PACKAGED_ALIASES:
             return packaged_choice(model)
         return ModelChoice(name=model, revision=None, path=local_folder(model))
+    check_hub_id(model)
     return ModelChoice(name=model, revision=revision or "main", path=None)
+
+
+def check_hub_id(model: str) -> None:
+    """InputError unless `model` can name a Hub repository (NAME or NAMESPACE/NAME): a mistyped path such as
+    models/a/b reached the Hub client, whose own validation error was a traceback."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(model)
+    except HFValidationError as error:
+        raise InputError(
+            f"--model {model!r} is not a packaged model ({', '.join(sorted(PACKAGED_ALIASES))}), a local folder or a "
+            f"Hub id: {str(error).splitlines()[0].split(' Use `repo_type`')[0]}"
+        ) from None
 
 
 UNKNOWN_SHOWN = 8  # words named in the warning; more are counted
@@ -480,7 +495,10 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False,
     specials_as_text(tokenizer)  # a typed "</s>" is text (real_attention.engine.extract.encode)
     device = resolve_device(device)
     try:
-        model = model.to(torch.device(device)).eval()
+        target = torch.device(device)
+        if target.type == "meta":  # holds shapes but no numbers: every weight would be missing
+            raise ModelUnavailable(f"cannot use device {device!r}: it holds no data; use cpu, cuda, mps or auto")
+        model = model.to(target).eval()
     except (RuntimeError, AssertionError) as error:
         raise ModelUnavailable(f"cannot use device {device!r}: {_first_line(error)}") from None
     full = None

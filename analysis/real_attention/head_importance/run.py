@@ -358,18 +358,17 @@ def default_name(result: ImportanceResult) -> str:
 
 
 def write_importance(result: ImportanceResult, out: str | Path = ".", name: str | None = None,
-                     formats: tuple[str, ...] = ("png",), wait: bool = True) -> tuple[Path, Path]:
+                     formats: str | tuple[str, ...] = ("png",), wait: bool = True) -> tuple[Path, Path]:
     """Write OUT/results/importance/NAME/ (heads.csv, pruning.csv, summary.json) and OUT/figures/importance/NAME/
     (ablation, taylor (when defined) and pruning figures in each format), all at once (staged). NAME: the corpus
     name, else the model's. wait=False: stop with an error if another run is writing them. -> the two folders."""
     from ..outputs.figio import save_figure
     from ..outputs.files import write_csv, write_json
+    from ..outputs.formats import check_formats
     from ..outputs.staging import staged_outputs
     from .figures import pruning_figure, score_heatmap
 
-    for fmt in formats:
-        if fmt not in ("png", "svg", "pdf"):
-            raise InputError(f"unknown figure format {fmt!r}: use png, svg or pdf")
+    formats = check_formats(formats) if formats else ()  # one name or several; none: no figures
     folder = folder_name(name or default_name(result))
     out = Path(out)
     summary = result.summary

@@ -64,6 +64,8 @@ def parse_query(body: bytes, measure: str = "weights") -> tuple[Query, bool]:
         payload = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise BadRequest(f"the body is not JSON: {error}") from None
+    except ValueError as error:  # JSON the parser refuses to convert, e.g. an integer of over 4,300 digits
+        raise BadRequest(f"the body holds a value this server does not read: {error}") from None
     except RecursionError:  # e.g. 100,000 nested [: the parser's stack, not a bug
         raise BadRequest("the body is nested too deeply; a request is one JSON object of strings and "
                          "lists of strings") from None

@@ -311,7 +311,7 @@ class DrawingPool:
                 worker = next(number for number, known in live.items() if known is ready)
                 try:
                     reply = live[worker].recv()
-                except (EOFError, OSError):
+                except Exception:  # noqa: BLE001  ended (EOFError, OSError), or a reply that cannot be read back
                     del live[worker]
                     self._break()
                     continue
@@ -368,7 +368,11 @@ class DrawingPool:
 
     def __exit__(self, kind, error, traceback) -> None:
         if kind is None:
-            self.close()
+            try:
+                self.close()
+            except BaseException:  # Ctrl-C or SIGTERM while waiting for the figures: end the workers now; left
+                self.terminate()  # alive, multiprocessing would wait for them at exit, for ever
+                raise
             return
         self.terminate()
 

@@ -106,6 +106,9 @@ def connect(workers: int | None, scheduler: str | None, threads: int) -> Iterato
         except (OSError, TimeoutError) as error:
             raise CorpusError(f"--scheduler {scheduler}: cannot reach a Dask scheduler there ({error}); start one "
                               "with `dask scheduler` or check the address") from None
+        except (ValueError, TypeError) as error:  # no port, a bad port or protocol: Dask's parser says which
+            raise CorpusError(f"--scheduler {scheduler!r} is not a scheduler address ({error}); give one as "
+                              "tcp://HOST:PORT") from None
         with client:
             yield client
         return

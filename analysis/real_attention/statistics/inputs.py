@@ -70,6 +70,8 @@ class Input:
     def open(self) -> contextlib.AbstractContextManager[BinaryIO]:
         """The input's bytes; CorpusError if it cannot be read."""
         if self.name == STDIN:
+            if sys.stdin is None:  # started with its standard input closed (<&-)
+                raise CorpusError("cannot read the corpus from standard input: it is closed")
             return contextlib.nullcontext(sys.stdin.buffer)
         try:
             if self.is_url:
@@ -123,6 +125,9 @@ def expand(specs: list[str] | tuple[str, ...], fmt: str = "auto") -> list[Input]
             path = Path(spec)
             if path.is_dir():
                 raise CorpusError(f"--corpus {spec} is a folder; pass a text or .jsonl file (or - for stdin)")
+            if path.exists() and not path.is_file():  # a device or a pipe: read by name it may never end
+                raise CorpusError(f"--corpus {spec} is not a regular file; pass a text or .jsonl file (or - for "
+                                  "stdin)")
             if not path.is_file():
                 raise CorpusError(f"--corpus {spec}: no such file")
             names.append(spec)

@@ -321,7 +321,7 @@ def default_name(treebank: str | Path | Treebank) -> str:
 
 
 def write_syntax(result: SyntaxResult, out: str | Path = ".", name: str | None = None,
-                 formats: tuple[str, ...] = ("png",)) -> tuple[Path, Path]:
+                 formats: str | tuple[str, ...] = ("png",)) -> tuple[Path, Path]:
     """Write OUT/results/syntax/NAME/ (heads.csv, best.csv, baselines.csv, summary.json) and
     OUT/figures/syntax/NAME/ (best, relations and examples_<relation> figures in each format), all at once
     (staged). NAME: the treebank's stem by default ('-norm' added for the norm measure). -> the two folders."""

@@ -1,0 +1,74 @@
+"""Bad input a reviewer found still ending in a traceback: a mistyped Hub id, a scheduler address without a port, a
+closed stdin, a device that holds no data, a request with a 5,000-digit integer, a device file as the corpus, one
+figure format given as a plain string. Each is one error of the package (one `Error:` line on the command line)."""
+import sys
+
+import pytest
+
+from conftest import error_line, invoke
+from real_attention.engine.errors import InputError
+from real_attention.engine.models import ModelUnavailable, choose_model, load_model
+from real_attention.statistics.inputs import Input, expand
+from real_attention.statistics.sums import CorpusError
+
+
+@pytest.mark.parametrize("model", ["models/a/b", "my model", "a/b/c", "-x"])
+def test_a_model_that_is_neither_a_folder_nor_a_hub_id_is_one_input_error(model):
+    with pytest.raises(InputError, match="is not a packaged model .* a local folder or a Hub id"):
+        choose_model("en", model, None)
+
+
+def test_a_mistyped_model_path_is_one_error_line_from_the_command(tmp_path):
+    result = invoke("run", "--lang", "en", "--model", "models/a/b", "--out", tmp_path, "--offline")
+    assert result.exit_code != 0
+    assert error_line(result).startswith("Error: --model 'models/a/b' is not a packaged model")
+    assert "repo_type" not in result.output
+
+
+def test_a_hub_id_still_passes():
+    assert choose_model("en", "google-bert/bert-base-cased", None).revision == "main"
+
+
+@pytest.mark.parametrize("address", ["localhost", "tcp://127.0.0.1", "tcp://127.0.0.1:abc", "foo://x:1", ""])
+def test_a_scheduler_address_dask_cannot_parse_is_one_corpus_error(address):
+    pytest.importorskip("distributed")
+    from real_attention.statistics.dask_engine import connect
+
+    with pytest.raises(CorpusError, match="is not a scheduler address"):
+        with connect(None, address, 1):
+            pass
+
+
+def test_a_closed_stdin_is_one_corpus_error(monkeypatch):
+    monkeypatch.setattr(sys, "stdin", None)
+    with pytest.raises(CorpusError, match="standard input: it is closed"):
+        with Input("-", "text").open():
+            pass
+
+
+def test_a_device_file_as_the_corpus_is_one_corpus_error():
+    with pytest.raises(CorpusError, match="is not a regular file"):
+        expand(["/dev/null"])
+
+
+def test_the_meta_device_is_refused_before_any_forward_pass(tiny_model_dir):
+    with pytest.raises(ModelUnavailable, match="cannot use device 'meta': it holds no data"):
+        load_model(choose_model(None, str(tiny_model_dir), None), device="meta")
+
+
+def test_a_request_with_an_integer_of_5000_digits_is_a_bad_request_not_a_500():
+    from real_attention.live.app import BadRequest, parse_query
+
+    with pytest.raises(BadRequest, match="does not read"):
+        parse_query(('{"texts": ["a"], "page": ' + "9" * 5000 + "}").encode())
+
+
+def test_one_threshold_may_be_a_plain_string(tiny_model_dir, tmp_path):
+    """It was read letter by letter: "--threshold 'p'"."""
+    import real_attention as ra
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("fui al banco .\nmi jardín .\n", encoding="utf-8")
+    output = ra.corpus(corpus, model=str(tiny_model_dir), out=tmp_path / "out", thresholds="position=0.3",
+                       figures=False, progress=None)
+    assert output.run.thresholds.position == 0.3
