@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..engine.errors import InputError
+from ..engine.measure_names import MEASURES
 from .table_checks import DamagedTable, damaged, read_checked, read_summary  # noqa: F401  (DamagedTable re-exported)
 
 
@@ -65,38 +68,83 @@ def load_run(out_dir: Path, lang: str, measure: str = "weights") -> StoredRun:
             f"no results in {folder}; run `real-attention run --lang {lang}{option} --out {out_dir}` first"
         )
     summary = check_run_summary(summary_path, read_summary(summary_path))
-    return StoredRun(summary=summary, attention=read_checked(table, summary))
+    attention = read_checked(table, summary)
+    check_word_positions(summary_path, summary, sentence_units(attention))
+    return StoredRun(summary=summary, attention=attention)
+
+
+# The heads summary.json names for the lesson's roles (head_role), each None or {"layer", "head", ...} from 1.
+ROLE_HEADS = ("best_sense_head", "prev_head", "next_head", "first_head", "strongest_markers_head")
+
+
+def _whole(value, low: int = 0) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+
+def _text(value) -> bool:
+    return isinstance(value, str)
+
+
+def _index(value) -> bool:
+    return value is None or _whole(value)
 
 
 def check_run_summary(path: Path, summary: dict) -> dict:
-    """The fields of a run's summary.json that a reader of its tables uses, checked; DamagedTable names the
-    first that is not as `run` writes it."""
-    def whole(value) -> bool:
-        return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
-    def text(value) -> bool:
-        return isinstance(value, str)
-
-    def index(value) -> bool:
-        return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
-
-    checks = [("layers", whole, "a whole number >= 1"), ("heads_per_layer", whole, "a whole number >= 1"),
-              ("focus", text, "a word"),
+    """The fields of a run's summary.json that a reader of its tables (or `show`) uses, checked; DamagedTable
+    names the first that is not as `run` writes it. Fields an older run lacks may be missing; none may be
+    another type, or a head outside the run's layers and heads."""
+    checks = [("layers", lambda v: _whole(v, 1), "a whole number >= 1"),
+              ("heads_per_layer", lambda v: _whole(v, 1), "a whole number >= 1"),
+              ("focus", _text, "a word"),
               ("sentences", lambda v: isinstance(v, list) and len(v) > 0 and all(
-                  isinstance(s, dict) and text(s.get("text")) and text(s.get("sense")) for s in v),
-               'a list of {"text", "sense"} objects')]
+                  isinstance(s, dict) and _text(s.get("text")) and _text(s.get("sense")) for s in v),
+               'a list of {"text", "sense"} objects'),
+              ("model", lambda v: _text(v) and v != "", "a model name"),
+              ("revision", lambda v: _text(v) and v != "", "a revision string")]
     for name, valid, expected in checks:
         if name not in summary:
             raise damaged(path, f"it has no field {name!r}")
         if not valid(summary[name]):
             raise damaged(path, f"its field {name!r} is not {expected}")
+    _check_optional(path, summary, "measure", lambda v: v in MEASURES, f"one of {', '.join(MEASURES)}")
+    _check_optional(path, summary, "causal", lambda v: isinstance(v, bool), "true or false")
+    layers, heads = summary["layers"], summary["heads_per_layer"]
+    for name in ROLE_HEADS:  # head_role compares them to the shown head: a list or a string there is a TypeError
+        _check_optional(path, summary, name, lambda v: v is None or (
+            isinstance(v, dict) and _whole(v.get("layer"), 1) and v["layer"] <= layers
+            and _whole(v.get("head"), 1) and v["head"] <= heads),
+            f'null or a {{"layer", "head"}} object within the run\'s {layers} layers and {heads} heads')
     positions = summary.get("word_positions")
     if positions is not None and not (
             isinstance(positions, list) and len(positions) == len(summary["sentences"])
-            and all(isinstance(p, dict) and index(p.get("focus_index")) and index(p.get("sense_index"))
+            and all(isinstance(p, dict) and _index(p.get("focus_index")) and _index(p.get("sense_index"))
                     for p in positions)):
         raise damaged(path, "its field 'word_positions' is not one {focus_index, sense_index} per sentence")
     return summary
+
+
+def _check_optional(path: Path, summary: dict, name: str, valid: Callable[[Any], bool], expected: str) -> None:
+    """A field older runs may lack: absent is fine, present it must be `valid`."""
+    if name in summary and not valid(summary[name]):
+        shown = repr(summary[name])
+        shown = shown if len(shown) <= 40 else shown[:40] + "..."
+        raise damaged(path, f"its field {name!r} is {shown}, not {expected}")
+
+
+def sentence_units(attention: pd.DataFrame) -> list[int]:
+    """(S,) the units of each sentence of a checked attention table: its query indices count from 0."""
+    return [int(n) + 1 for n in attention.groupby("sentence", sort=True)["query_index"].max()]
+
+
+def check_word_positions(path: Path, summary: dict, units: list[int]) -> None:
+    """DamagedTable (naming summary.json) unless each sentence's focus_index and sense_index in 'word_positions'
+    is a unit of that sentence (below its unit count) or null; `units` as sentence_units gives them."""
+    for number, (position, count) in enumerate(zip(summary.get("word_positions") or [], units), start=1):
+        for key in ("focus_index", "sense_index"):
+            value = position.get(key)
+            if value is not None and value >= count:
+                raise damaged(path, f"its field 'word_positions' gives sentence {number} {key} {value}, but the "
+                                    f"sentence has {count} units (0 to {count - 1})")
 
 
 TABLE_SUFFIXES = (".parquet", ".csv")  # run --table-format: a run writes one of them

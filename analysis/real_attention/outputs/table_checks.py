@@ -92,18 +92,24 @@ def read_summary(path: Path) -> dict:
 
 
 def check_record(path: Path, summary: dict | None) -> dict | None:
-    """The table's record in summary.json, checked against the file's bytes; None when there is none (an older
-    run). DamagedTable if the bytes differ, or the record itself is not one `run` writes."""
+    """The table's record in summary.json, checked against the file's bytes; None when summary.json has no
+    "tables" (an older run) or the file is not one `run` writes. DamagedTable if the bytes differ, or "tables" or
+    the record is not what `run` writes (not an object, or without the record of this table)."""
     if summary is None or "tables" not in summary:
         return None
+    # Only a missing "tables" is an older run: a record that is there but unreadable must not switch the check off.
+    summary_path = path.with_name("summary.json")
     tables = summary["tables"]
-    record = tables.get(path.name) if isinstance(tables, dict) else None
-    if record is None:
-        return None
+    if not isinstance(tables, dict):
+        raise damaged(summary_path, f"its field 'tables' is {_shown(tables)}, not an object of table records")
+    if path.name not in tables:
+        if path.stem not in TABLES or path.suffix not in SUFFIXES:  # a file run never writes: nothing to check it by
+            return None
+        raise damaged(summary_path, f"its field 'tables' has no record of {path.name}, which is in the folder")
+    record = tables[path.name]
     rows, digest = (record.get("rows"), record.get("sha256")) if isinstance(record, dict) else (None, None)
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0 or not isinstance(digest, str):
-        raise damaged(path.with_name("summary.json"), f"its record of {path.name} is {record!r}, not a row count "
-                                                      "and a sha256")
+        raise damaged(summary_path, f"its record of {path.name} is {record!r}, not a row count and a sha256")
     actual = file_sha256(path)
     if actual != digest:
         raise damaged(path, f"its sha256 is {actual[:12]}..., but summary.json records {digest[:12]}... for the "
@@ -175,6 +181,12 @@ def _read_csv(path: Path, columns: list[str]) -> pd.DataFrame:
     if list(frame.columns) != columns:
         raise damaged(path, f"its columns are {', '.join(map(str, frame.columns))}")
     return frame
+
+
+def _shown(value: object) -> str:
+    """A JSON value for a message, cut short: a damaged summary.json may hold anything."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:60] + "..."
 
 
 def _first_line(error: BaseException) -> str:

@@ -1,0 +1,159 @@
+"""A hand-edited summary.json is one `Error:` line naming it and the field, never a traceback: the fields `show`
+draws from (word positions, the lesson's heads, revision, measure) are checked as the run is read back, and a
+"tables" record that is there but malformed never turns the sha256 check of the tables off."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import SPANISH
+from real_attention import cli
+from real_attention.engine.errors import InputError
+
+import real_attention as ra
+
+pytest.importorskip("pyarrow.parquet")
+
+FORMATS = ("csv", "parquet")
+
+
+@pytest.fixture(scope="module")
+def written(tiny_model_dir, tmp_path_factory) -> dict[str, Path]:
+    """One run per table format of the tiny model (3 layers, 4 heads): {"csv": OUT, "parquet": OUT}; copy first."""
+    folder = tmp_path_factory.mktemp("written")
+    config = folder / "c.toml"
+    config.write_text(SPANISH, encoding="utf-8")
+    runs = {}
+    for fmt in FORMATS:
+        out = folder / fmt
+        result = CliRunner().invoke(cli, ["run", "--config", str(config), "--model", str(tiny_model_dir), "--out",
+                                          str(out), "--no-figures", "--no-report", "--quiet", "--table-format", fmt])
+        assert result.exit_code == 0, result.output
+        runs[fmt] = out
+    return runs
+
+
+def edited_copy(written: dict[str, Path], fmt: str, tmp_path: Path, edit) -> Path:
+    """A copy of the run's --out whose summary.json went through edit(data) (which changes data in place)."""
+    out = tmp_path / f"out-{fmt}"
+    shutil.copytree(written[fmt], out)
+    path = out / "results" / "es" / "summary.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    edit(data)
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return out
+
+
+def show(out: Path):
+    return CliRunner().invoke(cli, ["show", "--lang", "es", "--out", str(out), "--layer", "1", "--head", "4",
+                                    "--sentence", "1"])
+
+
+def assert_refused(out: Path, field: str) -> str:
+    """show: exit 2, one `Error:` line naming summary.json as damaged and the field, no traceback, nothing new
+    under figures/."""
+    result = show(out)
+    summary = out / "results" / "es" / "summary.json"
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and "hit a bug" not in result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith(f"Error: {summary} is damaged: its field {field!r} "), line
+    assert not (out / "figures").exists()
+    return line
+
+
+def set_position(key: str, value):
+    return lambda data: data["word_positions"][0].__setitem__(key, value)
+
+
+def set_field(key: str, value):
+    return lambda data: data.__setitem__(key, value)
+
+
+DAMAGE = {  # id: (edit, the field named)
+    "focus-index-999": (set_position("focus_index", 999), "word_positions"),
+    "sense-index-50": (set_position("sense_index", 50), "word_positions"),
+    "best-head-a-list": (set_field("best_sense_head", [1, 4]), "best_sense_head"),
+    "prev-head-a-string": (set_field("prev_head", "L1H3"), "prev_head"),
+    "next-head-out-of-range": (set_field("next_head", {"layer": 4, "head": 1, "score": 0.5}), "next_head"),
+    "revision-null": (set_field("revision", None), "revision"),
+    "model-a-number": (set_field("model", 7), "model"),
+    "measure-bogus": (set_field("measure", "bogus"), "measure"),
+    "causal-a-string": (set_field("causal", "no"), "causal"),
+}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("case", list(DAMAGE))
+def test_a_damaged_summary_field_is_one_error_line_naming_it(case, fmt, written, tmp_path):
+    edit, field = DAMAGE[case]
+    assert_refused(edited_copy(written, fmt, tmp_path, edit), field)
+
+
+def test_a_word_position_is_checked_against_its_own_sentence(written, tmp_path):
+    """Sentence 2 is shorter than sentence 1: an index that fits sentence 1 is still outside sentence 2."""
+    units = ra.read_attention(written["csv"] / "results" / "es").groupby("sentence")["query_index"].max() + 1
+    assert units[2] < units[1]
+    out = edited_copy(written, "csv", tmp_path, lambda data: data["word_positions"][1].__setitem__(
+        "sense_index", int(units[2])))
+    line = assert_refused(out, "word_positions")
+    assert f"sentence 2 sense_index {units[2]}, but the sentence has {units[2]} units" in line
+
+
+def drop_attention_record(data: dict) -> None:
+    data["tables"] = {name: record for name, record in data["tables"].items() if not name.startswith("attention.")}
+
+
+TABLES_DAMAGE = {"empty": set_field("tables", {}), "a-string": set_field("tables", "x"),
+                 "a-list": set_field("tables", [1]), "null": set_field("tables", None),
+                 "no-attention-record": drop_attention_record}
+
+
+def nudge_weights(original: Path, table: Path) -> None:
+    """`original` into `table` with 1e-6 moved between two cells of the first row: still a table `run` could write,
+    but not the bytes it did."""
+    frame = ra.read_attention(original)
+    frame.loc[0, "weight"] += 1e-6
+    frame.loc[1, "weight"] -= 1e-6
+    if table.suffix == ".parquet":
+        frame.to_parquet(table, index=False)
+    else:
+        frame.to_csv(table, index=False, float_format="%.6f")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("case", list(TABLES_DAMAGE))
+def test_a_malformed_tables_record_keeps_the_sha256_check_on(case, fmt, written, tmp_path):
+    out = edited_copy(written, fmt, tmp_path, TABLES_DAMAGE[case])
+    name = Path("results") / "es" / f"attention.{fmt}"
+    nudge_weights(written[fmt] / name, out / name)
+    line = assert_refused(out, "tables")
+    with pytest.raises(InputError) as caught:  # the API refuses the table the same way
+        ra.read_attention(out / "results" / "es")
+    assert line == f"Error: {caught.value}"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_summary_without_tables_is_an_older_run_and_still_shows(fmt, written, tmp_path):
+    """Only a missing "tables" means a run older than the record; a run without the optional fields of later
+    versions (measure, causal, the lesson's heads, word positions) still shows, and null heads are heads `run`
+    writes (no sense head)."""
+    def older(data: dict) -> None:
+        for name in ("tables", "measure", "causal", "prev_head", "next_head", "first_head",
+                     "strongest_markers_head", "word_positions"):
+            del data[name]
+        data["best_sense_head"] = None
+
+    out = edited_copy(written, fmt, tmp_path, older)
+    result = show(out)
+    assert result.exit_code == 0, result.output
+    assert (out / "figures" / "show" / "es" / "head_L1H4_s1.png").is_file()
+
+
+def test_null_word_positions_are_allowed(written, tmp_path):
+    out = edited_copy(written, "csv", tmp_path, set_position("sense_index", None))
+    assert show(out).exit_code == 0
