@@ -366,6 +366,22 @@ def _number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _finite(value: int | float) -> bool:
+    """Whether a JSON number is a finite float64: JSON's whole numbers have no bound, and 10**400 is too large
+    for one (math.isfinite and `/` raise OverflowError on it)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def _shown(value: object) -> str:
+    """A value for an error line: a whole number of more than 20 digits by its length, not its 400 digits."""
+    if _whole(value) and value.bit_length() > 64:
+        return f"a number of {len(str(abs(value)))} digits"
+    return repr(value)
+
+
 def check_sums_json(data) -> None:
     """ValueError naming the field of a sums.json (HeadSums.to_json) that no corpus run can have written.
 
@@ -390,10 +406,12 @@ def check_sums_json(data) -> None:
             if not _whole(value) or value < 0:
                 raise ValueError(f"field 'uniform' is {value!r}, not a whole number >= 0 (of 2**-{bits})")
         elif name == "uniform":
-            if not _number(value) or not math.isfinite(value) or value < 0:
-                raise ValueError(f"field 'uniform' is {value!r}, not a finite number >= 0")
+            if not _number(value) or not _finite(value) or value < 0:
+                raise ValueError(f"field 'uniform' is {_shown(value)}, not a finite number >= 0")
         elif not _whole(value) or value < 0:
             raise ValueError(f"field {name!r} is {value!r}, not a whole number >= 0")
+        if not _finite(value):  # a whole number beyond float64 (the means divide by it)
+            raise ValueError(f"field {name!r} is {_shown(value)}, more than a float64 holds")
     causal = data.get("causal", False)  # sums written before decoders were supported: an encoder's
     if not isinstance(causal, bool):
         raise ValueError(f"field 'causal' is {causal!r}, not true or false")
@@ -414,14 +432,15 @@ def check_sums_json(data) -> None:
                 or any(not isinstance(row, list) or len(row) != shape[1] for row in rows)):
             raise ValueError(f"field {field!r} is not {shape[0]} lists of {shape[1]} numbers (layers x heads)")
         bad = [(l, h, v) for l, row in enumerate(rows) for h, v in enumerate(row)
-               if (not _whole(v) if fixed else not _number(v) or not math.isfinite(v)) or v < 0]
+               if (not _whole(v) if fixed else not _number(v)) or not _finite(v) or v < 0]
         if bad:
             layer, head, value = bad[0]
-            raise ValueError(f"field {field!r} is {value!r} at layer {layer + 1}, head {head + 1}, "
-                             + (f"not a whole number >= 0 (of 2**-{bits})" if fixed else "not a finite number >= 0"))
+            why = ("more than a float64 holds" if _whole(value) and value > 0 else
+                   f"not a whole number >= 0 (of 2**-{bits})" if fixed else "not a finite number >= 0")
+            raise ValueError(f"field {field!r} is {_shown(value)} at layer {layer + 1}, head {head + 1}, {why}")
         count = data["uniform"] / scale if name == "entropy" else data["pairs"] if name in PAIR_STATISTICS \
             else data["units"]
-        most = max(max(row) for row in rows) / scale
+        most = max(max(row) for row in rows) / scale  # every total and count is a finite float64 (checked above)
         if most > count * (1 + SUM_SLACK) + SUM_SLACK:
             what = "the entropy of uniform attention, 'uniform'" if name == "entropy" else (
                 f"its count, {'pairs' if name in PAIR_STATISTICS else 'units'}")

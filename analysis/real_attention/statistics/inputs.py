@@ -157,6 +157,11 @@ class CorpusText:
         return sum(reader.lines for reader in self._readers)
 
     @property
+    def input_sha256s(self) -> tuple[str, ...]:
+        """The sha256 of each input's bytes, in order (after the iteration)."""
+        return tuple(reader.sha256 for reader in self._readers)
+
+    @property
     def blank(self) -> int:
         return sum(reader.blank for reader in self._readers)
 

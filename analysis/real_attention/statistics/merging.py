@@ -1,12 +1,17 @@
 """`merge`: the exact sums of every shard of one corpus run added up, after checking they belong together."""
 from __future__ import annotations
 
+import hashlib
+import itertools
 import json
 from dataclasses import asdict
 from pathlib import Path
 from collections.abc import Iterable
+from typing import TypeGuard
 
 from ..engine.heads import HeadSums
+from ..engine.measure_names import MEASURES
+from ..engine.units import UNIT_RULES
 from .labels import Thresholds
 from .reading import CorpusError
 from .results import CorpusRun
@@ -36,11 +41,68 @@ def read_shard(folder: Path) -> tuple[dict, HeadSums]:
     if head_sums.shape != (data["layers"], data["heads_per_layer"]):
         raise CorpusError(f"{folder}: sums.json has {head_sums.shape} heads but summary.json says "
                           f"({data['layers']}, {data['heads_per_layer']})")
+    check_same_sums(folder, data, head_sums)
+    recorded = data.get("sums_sha256")  # shards written before it was recorded: the cross-check above alone
+    if recorded is not None and hashlib.sha256(paths[1].read_bytes()).hexdigest() != recorded:
+        raise CorpusError(f"{folder / 'sums.json'} is not the sums.json written with its summary.json (its sha256 "
+                          f"is not the {recorded[:12]}... that summary.json records); merge takes the shards as "
+                          "`heads --shard` wrote them: run that shard again")
     return data, head_sums
+
+
+# summary.json's counts -> the HeadSums field that holds the same number
+SUMMARY_COUNTS = {"lines": "lines", "blank": "blank", "sentences": "sentences", "skipped": "skipped",
+                  "truncated": "truncated", "words": "units", "tokens": "tokens"}
+
+
+def check_same_sums(folder: Path, data: dict, sums: HeadSums) -> None:
+    """CorpusError unless sums.json says what its summary.json says: every count summary.json has, `causal` and the
+    uniform entropy (the layer x head shape is read_shard's). Catches a sums.json copied from another shard or
+    edited by hand in shards too old to record its sha256."""
+    counts = data.get("counts", {})
+    if not isinstance(counts, dict):
+        raise CorpusError(f"{folder}/summary.json: field 'counts' is {counts!r}, expected an object")
+    said = [(f"counts.{key}", counts[key], getattr(sums, name))
+            for key, name in SUMMARY_COUNTS.items() if key in counts]
+    if "causal" in data:
+        said.append(("causal", data["causal"], sums.causal))
+    for field, recorded, actual in said:
+        if type(recorded) is not type(actual) or recorded != actual:
+            raise CorpusError(f"{folder}: sums.json does not match its summary.json: {field} is "
+                              f"{json.dumps(actual)} in sums.json, {json.dumps(recorded)} in summary.json; merge "
+                              "takes the shards as `heads --shard` wrote them: run that shard again")
+    entropy = data.get("uniform_entropy")
+    if _is_number(entropy) and sums.units and not abs(entropy - sums.uniform_entropy) <= 1e-6:  # rounded to 6 places
+        raise CorpusError(f"{folder}: sums.json does not match its summary.json: its uniform entropy is "
+                          f"{sums.uniform_entropy:.6f}, summary.json says {entropy!r}; merge takes the shards as "
+                          "`heads --shard` wrote them: run that shard again")
 
 
 def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value) -> TypeGuard[int | float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_sha256(value) -> bool:
+    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+
+
+def _shard_record(v) -> bool:
+    """summary.json's "shard": null, or index and count, 1 <= index <= count, and (since it is recorded) the
+    input layout (statistics.cluster.input_layout)."""
+    if v is None:
+        return True
+    if not (isinstance(v, dict) and _is_int(v.get("index")) and _is_int(v.get("count"))
+            and 1 <= v["index"] <= v["count"]):
+        return False
+    if "inputs" not in v:  # a shard written before the layout was recorded
+        return True
+    layout = v["inputs"]
+    return isinstance(layout, dict) and _is_int(layout.get("count")) and layout["count"] >= 1 \
+        and _is_sha256(layout.get("sha256"))
 
 
 # What merge reads from a shard's summary.json: field -> (check, what it must be).
@@ -49,9 +111,8 @@ SUMMARY_FIELDS = {
     "revision": (lambda v: isinstance(v, str) and v, "a revision string"),
     "corpus": (lambda v: isinstance(v, dict) and all(isinstance(v.get(k), str) for k in ("name", "sha256"))
                and v.get("format") in ("text", "jsonl"), 'an object with string "name", "sha256" and "format"'),
-    "shard": (lambda v: v is None or (isinstance(v, dict) and _is_int(v.get("index")) and _is_int(v.get("count"))
-                                      and 1 <= v["index"] <= v["count"]),
-              'null or an object with whole numbers "index" and "count", 1 <= index <= count'),
+    "shard": (_shard_record, 'null or an object with whole numbers "index" and "count", 1 <= index <= count '
+                             '(and "inputs": an object with a whole number "count" and a "sha256")'),
     "truncate": (lambda v: isinstance(v, bool), "true or false"),
     "thresholds": (lambda v: isinstance(v, dict) and set(v) == set(asdict(Thresholds()))
                    and all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x <= 1 for x in v.values()),
@@ -60,17 +121,31 @@ SUMMARY_FIELDS = {
     "heads_per_layer": (lambda v: _is_int(v) and v >= 1, "a whole number >= 1"),
     "versions": (lambda v: isinstance(v, dict), "an object"),
 }
+# Fields that older shards may lack (merge reads the default then); when there, each must be what it says.
+OPTIONAL_SUMMARY_FIELDS = {
+    "units": (lambda v: v in UNIT_RULES, f"one of {', '.join(map(repr, UNIT_RULES))}"),
+    "measure": (lambda v: v in MEASURES, f"one of {', '.join(map(repr, MEASURES))}"),
+    "engine": (lambda v: v is None or isinstance(v, dict), "null or an object"),
+    "causal": (lambda v: isinstance(v, bool), "true or false"),
+    "sums_sha256": (_is_sha256, "the sha256 of sums.json (64 lowercase hex digits)"),
+}
 
 
 def check_summary(folder: Path, data) -> None:
     """CorpusError naming the folder and the first field of summary.json that merge cannot use."""
     if not isinstance(data, dict):
         raise CorpusError(f"{folder}/summary.json is not a JSON object")
-    for name, (valid, expected) in SUMMARY_FIELDS.items():
-        if name not in data:
+    for name, (valid, expected) in {**SUMMARY_FIELDS, **OPTIONAL_SUMMARY_FIELDS}.items():
+        if name not in data and name in SUMMARY_FIELDS:
             raise CorpusError(f"{folder}/summary.json has no field {name!r}")
-        if not valid(data[name]):
-            raise CorpusError(f"{folder}/summary.json: field {name!r} is {data[name]!r}, expected {expected}")
+        if name in data and not valid(data[name]):
+            raise CorpusError(f"{folder}/summary.json: field {name!r} is {_shown(data[name])}, expected {expected}")
+
+
+def _shown(value) -> str:
+    """A value for an error line, cut short: a hand-edited field may hold anything, of any length."""
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
 
 
 # Settings under which a sentence's float32 maps can differ in the last bits (real_attention.engine.batches): shards
@@ -78,6 +153,8 @@ def check_summary(folder: Path, data) -> None:
 SAME_FOR_EXACT_SUMS = ("batch_size", "torch_threads", "device", "shapes")
 # What a shard written before a setting was recorded ran with: the shape rules were version 1 until `shapes` was added.
 UNRECORDED = {"shapes": 1}
+# A missing-shard error lists this many; a run of --shard i/1000000000 would list a billion.
+MISSING_LISTED = 5
 SAME_IN_EVERY_SHARD = ("model", "revision", "corpus", "truncate", "units", "thresholds", "layers", "heads_per_layer",
                        "measure")
 
@@ -96,6 +173,16 @@ def merge_shards(folders: Iterable[Path]) -> tuple[CorpusRun, HeadSums]:
                 raise CorpusError(f"{folder} and {first_folder} differ in {key}; merge takes the shards of one run")
         if data["shard"]["count"] != first["shard"]["count"]:
             raise CorpusError(f"{folder} and {first_folder} come from runs with different shard counts")
+    # --shard counts lines within each input: the same corpus read as other files puts other lines in a shard
+    layouts = [(folder, data["shard"]["inputs"]) for folder, data, _ in shards if "inputs" in data["shard"]]
+    for folder, layout in layouts[1:]:  # a shard written before the layout was recorded: not compared
+        base_folder, base = layouts[0]
+        if layout != base:
+            how = (f"{layout['count']} and {base['count']} inputs" if layout["count"] != base["count"]
+                   else "inputs split at other lines")
+            raise CorpusError(f"{folder} and {base_folder} read the corpus as {how}: --shard takes lines i, i+N, "
+                              "... of each input, so their lines overlap or are left out; run every shard with the "
+                              "same --corpus inputs")
     count = first["shard"]["count"]
     by_index: dict[int, tuple[Path, HeadSums]] = {}
     for folder, data, sums in shards:
@@ -103,9 +190,13 @@ def merge_shards(folders: Iterable[Path]) -> tuple[CorpusRun, HeadSums]:
         if index in by_index:
             raise CorpusError(f"{folder} and {by_index[index][0]} are both shard {index}/{count}")
         by_index[index] = (folder, sums)
-    missing = sorted(set(range(1, count + 1)) - set(by_index))
-    if missing:
-        raise CorpusError(f"shard(s) {', '.join(f'{i}/{count}' for i in missing)} missing; merge needs all {count}")
+    if len(by_index) < count:  # every index is in 1..count: some are missing (count may be 10**30: no range)
+        # the first missing ones lie within len(by_index) + MISSING_LISTED of 1: no range of `count` is built
+        listed = list(itertools.islice((i for i in itertools.count(1) if i not in by_index),
+                                       min(MISSING_LISTED, count - len(by_index))))
+        more = count - len(by_index) - len(listed)
+        raise CorpusError(f"shard(s) {', '.join(f'{i}/{count}' for i in listed)}{f' and {more} more' if more else ''}"
+                          f" missing; merge needs all {count}")
     total = by_index[1][1]
     for index in range(2, count + 1):  # shard order, whatever the argument order: the same bits every time
         total = total + by_index[index][1]
