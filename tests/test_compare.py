@@ -285,6 +285,8 @@ def test_the_cli_writes_what_the_api_computes_byte_for_byte(tiny_model_dir, tiny
     (["compare", "--corpus", "{corpus}", "--model", "{model}", "--model", "{model}", "--revision", "main"],
      "once per --model"),
     (["compare", "--corpus", "{long}", "--model", "{model}", "--model", "{model}"], "no words in common"),
+    (["compare", "--corpus", "/dev/null", "--model", "{model}", "--model", "{model}"], "not a regular file"),
+    (["compare", "--corpus", "{tmp}/missing.txt", "--model", "{model}", "--model", "{model}"], "no such file"),
     (["detect", "--model", "{model}", "--length", "1"], "--length must be at least 2"),
     (["detect", "--model", "{model}", "--length", "10", "--repeats", "3"], "takes at most 24"),
 ])
@@ -292,7 +294,7 @@ def test_bad_input_is_one_error_line(tiny_model_dir, tmp_path, arguments, messag
     corpus, long = tmp_path / "lines.txt", tmp_path / "long.txt"
     corpus.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
     long.write_text(" ".join(["banco"] * 40) + "\n", encoding="utf-8")
-    values = {"corpus": str(corpus), "long": str(long), "model": str(tiny_model_dir)}
+    values = {"corpus": str(corpus), "long": str(long), "model": str(tiny_model_dir), "tmp": str(tmp_path)}
     result = CliRunner().invoke(cli, [a.format(**values) for a in arguments] + ["--out", str(tmp_path / "out")])
     assert result.exit_code != 0
     lines = result.output.strip().splitlines()

@@ -93,8 +93,12 @@ class CorpusLines:
         from ..statistics.sums import corpus_format
 
         self.path = Path(path)
+        if self.path.is_dir():
+            raise InputError(f"--corpus {self.path} is a folder; pass a text or .jsonl file")
+        if self.path.exists() and not self.path.is_file():  # a device or a pipe: compare reads it twice
+            raise InputError(f"--corpus {self.path} is not a regular file; pass a text or .jsonl file")
         if not self.path.is_file():
-            raise InputError(f"corpus file {self.path} not found")
+            raise InputError(f"--corpus {self.path}: no such file")
         self.fmt = corpus_format(str(self.path), fmt)
 
     @property
