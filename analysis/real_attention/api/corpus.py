@@ -102,7 +102,8 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
                 bar.close()
         run = CorpusRun(model=result.model, revision=result.revision, name=name, sha256=text.sha256,
                         format=found[0].format, truncate=truncate, versions=versions(), shard=shard_range,
-                        thresholds=chosen_thresholds, engine=result.engine, units=units, measure=measure)
+                        thresholds=chosen_thresholds, engine=result.engine, units=units, measure=measure,
+                        inputs=None if shard_range is None else text.layout)
         summary = write_corpus(results_folder, figures_folder, run, result.sums, formats if figures else (), pool)
     return CorpusOutput(run=run, summary=summary, results_dir=out / "results" / "corpus" / folder,
                         figures_dir=out / "figures" / "corpus" / folder if figures else None, engine=dict(result.engine),

@@ -1,7 +1,6 @@
 """The files of a corpus run: heads.csv, summary.json, sums.json and the two figures."""
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,12 +37,7 @@ def write_corpus(results_folder: Path, figures_folder: Path, run: CorpusRun, sum
         check_analysable(sums, f"the corpus {run.name!r}")
     labels = label_heads(sums.means(), sums.uniform_entropy, run.thresholds)
     write_csv(corpus_heads_frame(sums, labels), results_folder / "heads.csv")
-    engine = None if run.engine is None else dict(run.engine)
-    layout = None if engine is None else engine.pop("inputs", None)  # statistics.cluster.input_layout
-    run = dataclasses.replace(run, engine=engine)
     data = corpus_summary(run, sums, labels)
-    if run.shard is not None and layout is not None:  # merge refuses shards of one corpus read as other inputs
-        data["shard"]["inputs"] = layout
     write_json(sums.to_json(), results_folder / "sums.json")
     # merge refuses a shard whose sums.json is not the one written beside this summary.json
     data["sums_sha256"] = hashlib.sha256((results_folder / "sums.json").read_bytes()).hexdigest()

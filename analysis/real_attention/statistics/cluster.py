@@ -16,7 +16,6 @@ that module.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from dataclasses import dataclass
 from collections.abc import Callable, Iterable, Iterator
 
@@ -125,16 +124,6 @@ def engine_record(engine: Engine, workers: int, partitions_run: int, device: str
     }
 
 
-def input_layout(sentences) -> dict:
-    """How the corpus was cut into inputs, for a shard's record: their number, and the sha256 of their sha256s
-    (hex, one per line, in order). `--shard` counts lines within each input, so the same bytes read as other files
-    put other lines in a shard: merge refuses shards whose layouts differ. Read after the iteration."""
-    # a CorpusText has one digest per input; a lone CorpusReader is one input
-    inputs = getattr(sentences, "input_sha256s", None) or (sentences.sha256,)
-    digests = "".join(f"{digest}\n" for digest in inputs)
-    return {"count": len(inputs), "sha256": hashlib.sha256(digests.encode("ascii")).hexdigest()}
-
-
 @dataclass(frozen=True)
 class CorpusResult:
     """What a corpus run computed, and how."""
@@ -142,7 +131,7 @@ class CorpusResult:
     sums: HeadSums
     model: str  # the model's name, as summary.json shows it
     revision: str  # the resolved commit, or "sha256:..." of a folder's weights
-    engine: dict  # engine_record(), and "inputs": input_layout() (write_corpus moves it into a shard's record)
+    engine: dict  # engine_record()
 
 
 def resolved_revision(choice, offline: bool) -> str:
@@ -200,8 +189,6 @@ def run_corpus(engine: Engine, sentences, *, lang: str | None, model: str | None
                                     on_partition, units=units, measure=measure)
         record = engine_record(engine, workers, count, resolve_device(device), batch_size)
         name = choice.name
-    # The layout rides with the engine record to write_corpus, which moves it into a shard's record.
-    record["inputs"] = input_layout(sentences)
     # partitions see no blank lines: the reader counted them
     return CorpusResult(sums=dataclasses.replace(sums, lines=sentences.lines, blank=sentences.blank), model=name,
                         revision=pinned, engine=record)

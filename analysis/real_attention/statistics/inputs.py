@@ -157,9 +157,12 @@ class CorpusText:
         return sum(reader.lines for reader in self._readers)
 
     @property
-    def input_sha256s(self) -> tuple[str, ...]:
-        """The sha256 of each input's bytes, in order (after the iteration)."""
-        return tuple(reader.sha256 for reader in self._readers)
+    def layout(self) -> dict:
+        """How the corpus was cut into inputs, for a shard's record (after the iteration): their number, and the
+        sha256 of their sha256s (hex, one per line, in order). `--shard` counts lines within each input, so the
+        same bytes read as other files put other lines in a shard: merge refuses shards whose layouts differ."""
+        digests = "".join(f"{reader.sha256}\n" for reader in self._readers)
+        return {"count": len(self._readers), "sha256": hashlib.sha256(digests.encode("ascii")).hexdigest()}
 
     @property
     def blank(self) -> int:

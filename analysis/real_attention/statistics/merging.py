@@ -28,7 +28,8 @@ def read_shard(folder: Path) -> tuple[dict, HeadSums]:
             "pass results/corpus/NAME/ folders written by `heads --shard`"
         )
     try:
-        data, sums = (json.loads(path.read_text(encoding="utf-8")) for path in paths)
+        data_bytes, sums_bytes = (path.read_bytes() for path in paths)
+        data, sums = (json.loads(raw.decode("utf-8")) for raw in (data_bytes, sums_bytes))
     except (OSError, ValueError) as error:
         raise CorpusError(f"{folder} holds an unreadable summary.json or sums.json ({error})") from None
     check_summary(folder, data)
@@ -43,7 +44,7 @@ def read_shard(folder: Path) -> tuple[dict, HeadSums]:
                           f"({data['layers']}, {data['heads_per_layer']})")
     check_same_sums(folder, data, head_sums)
     recorded = data.get("sums_sha256")  # shards written before it was recorded: the cross-check above alone
-    if recorded is not None and hashlib.sha256(paths[1].read_bytes()).hexdigest() != recorded:
+    if recorded is not None and hashlib.sha256(sums_bytes).hexdigest() != recorded:
         raise CorpusError(f"{folder / 'sums.json'} is not the sums.json written with its summary.json (its sha256 "
                           f"is not the {recorded[:12]}... that summary.json records); merge takes the shards as "
                           "`heads --shard` wrote them: run that shard again")
@@ -92,7 +93,7 @@ def _is_sha256(value) -> bool:
 
 def _shard_record(v) -> bool:
     """summary.json's "shard": null, or index and count, 1 <= index <= count, and (since it is recorded) the
-    input layout (statistics.cluster.input_layout)."""
+    input layout (statistics.inputs.CorpusText.layout)."""
     if v is None:
         return True
     if not (isinstance(v, dict) and _is_int(v.get("index")) and _is_int(v.get("count"))

@@ -33,6 +33,9 @@ class CorpusRun:
     engine: dict | None = None  # how it was computed (real_attention.statistics.cluster.engine_record, or merge_shards)
     units: str = DEFAULT_UNITS  # the unit rule: "text" or "tokenizer"
     measure: str = "weights"  # the maps the statistics pool (real_attention.engine.measures)
+    # A shard's input layout (statistics.inputs.CorpusText.layout): merge refuses shards of one corpus read as other
+    # inputs. None for a whole corpus, or a shard written before it was recorded.
+    inputs: dict | None = None
 
     @property
     def folder_name(self) -> str:
@@ -82,7 +85,8 @@ def corpus_summary(run: CorpusRun, sums: HeadSums, labels: np.ndarray) -> dict:
         "model": run.model,
         "revision": run.revision,
         "corpus": {"name": run.name, "sha256": run.sha256, "format": run.format},
-        "shard": None if run.shard is None else {"index": run.shard.index, "count": run.shard.count},
+        "shard": None if run.shard is None else {"index": run.shard.index, "count": run.shard.count,
+                                                 **({} if run.inputs is None else {"inputs": run.inputs})},
         "truncate": run.truncate,
         "units": run.units,
         "measure": run.measure,
