@@ -101,12 +101,15 @@ def worker_partition_sums(texts: tuple[str, ...], batch_size: int, truncate: boo
 def connect(workers: int | None, scheduler: str | None, threads: int) -> Iterator[Client]:
     """A client of a new local cluster (`workers` processes of one task each) or of the one at `scheduler`."""
     if scheduler is not None:
-        try:
+        from distributed.comm.addressing import get_address_host_port
+
+        try:  # before the Client starts its event loop: no port, a bad port or protocol, and Dask's parser says which
+            get_address_host_port(scheduler)
             client = Client(scheduler, timeout=CONNECT_TIMEOUT)
         except (OSError, TimeoutError) as error:
             raise CorpusError(f"--scheduler {scheduler}: cannot reach a Dask scheduler there ({error}); start one "
                               "with `dask scheduler` or check the address") from None
-        except (ValueError, TypeError) as error:  # no port, a bad port or protocol: Dask's parser says which
+        except (ValueError, TypeError) as error:
             raise CorpusError(f"--scheduler {scheduler!r} is not a scheduler address ({error}); give one as "
                               "tcp://HOST:PORT") from None
         with client:
