@@ -231,7 +231,7 @@ def minilm(minilm_available):
 
 @pytest.fixture(scope="session")
 def smollm2():
-    """The packaged SmolLM2 (about 20 s and 1.2 GB to load), once per session."""
+    """The packaged SmolLM2 (about 16 s and 1.2 GB to load), once per session."""
     from real_attention.engine.errors import ModelUnavailable
     from real_attention.engine.models import choose_model, load_model
 
@@ -243,7 +243,7 @@ def smollm2():
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items):
-    """Every test that uses the session's SmolLM2 runs in one xdist worker (--dist loadgroup): one 20 s load, not
+    """Every test that uses the session's SmolLM2 runs in one xdist worker (--dist loadgroup): one 16 s load, not
     one per worker."""
     for item in items:
         if "smollm2" in getattr(item, "fixturenames", ()):

@@ -506,7 +506,7 @@ def test_minilm_embedding_end_to_end_on_the_seed_corpus(needs_minilm, tmp_path):
 
 @pytest.mark.slow
 def test_smollm2_lm_end_to_end_on_the_seed_corpus(smollm2, tmp_path):
-    # the session's SmolLM2 (a load costs 20 s): the lm objective takes its tied output layer, no second load
+    # the session's SmolLM2 (a load costs 16 s): the lm objective takes its tied output layer, no second load
     seeds = Path(__file__).resolve().parent.parent / "benchmarks" / "corpus_seeds.txt"
     first = next(line for line in seeds.read_text(encoding="utf-8").splitlines() if line.strip())
     result = ra.importance(smollm2, [first], max_tokens=8, prune_step=1.0, corpus=seeds.stem)
