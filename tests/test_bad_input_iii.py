@@ -72,3 +72,22 @@ def test_one_threshold_may_be_a_plain_string(tiny_model_dir, tmp_path):
     output = ra.corpus(corpus, model=str(tiny_model_dir), out=tmp_path / "out", thresholds="position=0.3",
                        figures=False, progress=None)
     assert output.run.thresholds.position == 0.3
+
+
+@pytest.mark.parametrize("command", [
+    ("compare", "--corpus", "{folder}", "--model", "minilm", "--model", "minilm"),
+    ("importance", "--corpus", "{folder}", "--model", "minilm"),
+    ("syntax", "--treebank", "{folder}", "--model", "minilm"),
+    ("run", "--lang", "en", "--config", "{folder}"),
+], ids=lambda command: command[0])
+def test_a_folder_where_a_file_goes_is_one_error_line_with_no_usage(command, tmp_path):
+    """Click's own check of a file option printed its usage and "File '...' is a directory." in three lines; the
+    package's check says what to pass instead, as `heads --corpus FOLDER` does."""
+    folder = tmp_path / "a folder"
+    folder.mkdir()
+    out = tmp_path / "out"
+    result = invoke(*(part.format(folder=folder) for part in command), "--out", out)
+    assert result.exit_code != 0
+    assert result.output.strip().splitlines() == [error_line(result)]
+    assert error_line(result).startswith("Error: ") and "is a folder" in error_line(result)
+    assert not out.exists()

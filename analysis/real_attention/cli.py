@@ -192,7 +192,7 @@ def measure_option(help_text: str):
 @cli.command("run")
 @click.option("--lang", default=DEFAULT_LANG, show_default=True,
               help="Language table of the config (es, en, ...); also the results folder's name.")
-@click.option("--config", "config", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--config", "config", type=click.Path(path_type=Path),
               help="TOML file of sentences; replaces the lesson's packaged config.")
 @model_options
 @units_option
@@ -374,7 +374,7 @@ def progress_bar(total: int, desc: str):
 
 
 @cli.command("syntax")
-@click.option("--treebank", required=True, type=click.Path(dir_okay=False, path_type=Path), metavar="FILE.conllu",
+@click.option("--treebank", required=True, type=click.Path(path_type=Path), metavar="FILE.conllu",
               help="A CoNLL-U treebank, e.g. UD English-EWT's en_ewt-ud-dev.conllu.")
 @click.option("--lang", help="Use the pinned model of this language (es, en); or pass --model.")
 @model_options
@@ -428,7 +428,7 @@ def syntax_command(treebank, lang, model_name, revision, offline, device, measur
 
 
 @cli.command("compare")
-@click.option("--corpus", required=True, type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+@click.option("--corpus", required=True, type=click.Path(path_type=Path), metavar="FILE",
               help="UTF-8 text with one sentence per line, or .jsonl with a \"text\" field (read twice: first only "
                    "tokenized).")
 @click.option("--model", "model_names", multiple=True, metavar="ID_OR_PATH",
@@ -534,7 +534,7 @@ def detect_command(lang, model_name, revision, offline, device, length, repeats,
 
 
 @cli.command("importance")
-@click.option("--corpus", "corpus", required=True, type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+@click.option("--corpus", "corpus", required=True, type=click.Path(path_type=Path), metavar="FILE",
               help="One sentence a line, or JSON lines {\"text\": ..., \"label\": ...} (labels for --objective label).")
 @click.option("--lang", help="Use the pinned model of this language (es, en); or pass --model.")
 @model_options

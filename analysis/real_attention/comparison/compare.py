@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from ..engine.checks import whole_number
 from ..engine.errors import InputError
 from ..engine.measures import NORM, WEIGHTS, check_measure
 from ..engine.units import DEFAULT_UNITS, check_rule
@@ -317,9 +318,9 @@ def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: S
     if check_measure(measure) not in MEASURES:
         raise InputError(f"compare takes --measure weights or norm, not {measure}")
     check_rule(units)
-    _check_whole(batch_size, "batch_size")
+    whole_number(batch_size, "batch_size")
     if limit is not None:
-        _check_whole(limit, "limit")
+        whole_number(limit, "limit")
     if measure == NORM:
         from ..engine.measures import check_supported
 
@@ -369,11 +370,6 @@ def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: S
     return CompareResult(models=compared, matrix=matrix, distances=distances_frame(heads, matrix),
                          matching=matching_frame(compared, heads, matrix),
                          mds=heads.assign(x=coords[:, 0], y=coords[:, 1]), summary=summary)
-
-
-def _check_whole(value, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise InputError(f"{name} must be a whole number, at least 1, not {value!r}")
 
 
 def _check_texts(sentences) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Iterable
+from typing import TypeGuard
 
 from .errors import InputError
 from .text import check_text
@@ -12,6 +13,25 @@ from .text import check_text
 def kind(value: object) -> str:
     """How a message names a value's type: "None", "str", "float", ..."""
     return "None" if value is None else type(value).__name__
+
+
+def is_whole(value: object) -> TypeGuard[int]:
+    """A Python int that is not a bool (JSON's whole numbers, unbounded)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: object) -> TypeGuard[int | float]:
+    """A Python int or float that is not a bool (any JSON number)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def shown(value: object, limit: int = 80) -> str:
+    """A value of unknown size for a message (a hand-edited file may hold anything): a whole number of more than
+    64 bits by its digit count, any other value's repr cut to `limit` characters, saying how long it was."""
+    if is_whole(value) and value.bit_length() > 64:
+        return f"a number of {len(str(abs(value)))} digits"
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit - 20]}... ({len(text)} characters)"
 
 
 def whole_number(value: object, name: str, low: int = 1, high: int | None = None,

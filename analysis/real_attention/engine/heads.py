@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypedDict, TypeGuard
+from typing import Any, NamedTuple, TypedDict
 
 import numpy as np
 
+from .checks import is_number, is_whole, shown
 from .errors import InputError
 from .models import float64_device
 from .words import FIRST_SPECIAL, LAST_SPECIAL, MARKER_KINDS, PAD, PUNCT, WordAttention, assignment, merge_maps
@@ -358,14 +359,6 @@ COUNT_FIELDS = ("sentences", "units", "pairs", "uniform", "tokens", "lines", "bl
 SUM_SLACK = 1e-2
 
 
-def _whole(value: object) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _number(value: object) -> TypeGuard[int | float]:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _finite(value: int | float) -> bool:
     """Whether a JSON number is a finite float64: JSON's whole numbers have no bound, and 10**400 is too large
     for one (math.isfinite and `/` raise OverflowError on it)."""
@@ -373,13 +366,6 @@ def _finite(value: int | float) -> bool:
         return math.isfinite(value)
     except OverflowError:
         return False
-
-
-def _shown(value: object) -> str:
-    """A value for an error line: a whole number of more than 20 digits by its length, not its 400 digits."""
-    if _whole(value) and value.bit_length() > 64:
-        return f"a number of {len(str(abs(value)))} digits"
-    return repr(value)
 
 
 def check_sums_json(data) -> None:
@@ -393,7 +379,7 @@ def check_sums_json(data) -> None:
     if not isinstance(data, dict):
         raise ValueError("it is not a JSON object")
     for name in ("layers", "heads"):
-        if not _whole(data.get(name)) or data[name] < 1:
+        if not is_whole(data.get(name)) or data[name] < 1:
             raise ValueError(f"field {name!r} is {data.get(name)!r}, not a whole number >= 1")
     bits = data.get("fixed_point_bits")
     if bits is not None and bits != FIXED_BITS:
@@ -403,15 +389,15 @@ def check_sums_json(data) -> None:
     for name in COUNT_FIELDS:
         value: Any = data.get(name)
         if name == "uniform" and fixed:
-            if not _whole(value) or value < 0:
+            if not is_whole(value) or value < 0:
                 raise ValueError(f"field 'uniform' is {value!r}, not a whole number >= 0 (of 2**-{bits})")
         elif name == "uniform":
-            if not _number(value) or not _finite(value) or value < 0:
-                raise ValueError(f"field 'uniform' is {_shown(value)}, not a finite number >= 0")
-        elif not _whole(value) or value < 0:
+            if not is_number(value) or not _finite(value) or value < 0:
+                raise ValueError(f"field 'uniform' is {shown(value)}, not a finite number >= 0")
+        elif not is_whole(value) or value < 0:
             raise ValueError(f"field {name!r} is {value!r}, not a whole number >= 0")
         if not _finite(value):  # a whole number beyond float64 (the means divide by it)
-            raise ValueError(f"field {name!r} is {_shown(value)}, more than a float64 holds")
+            raise ValueError(f"field {name!r} is {shown(value)}, more than a float64 holds")
     causal = data.get("causal", False)  # sums written before decoders were supported: an encoder's
     if not isinstance(causal, bool):
         raise ValueError(f"field 'causal' is {causal!r}, not true or false")
@@ -432,12 +418,12 @@ def check_sums_json(data) -> None:
                 or any(not isinstance(row, list) or len(row) != shape[1] for row in rows)):
             raise ValueError(f"field {field!r} is not {shape[0]} lists of {shape[1]} numbers (layers x heads)")
         bad = [(l, h, v) for l, row in enumerate(rows) for h, v in enumerate(row)
-               if (not _whole(v) if fixed else not _number(v)) or not _finite(v) or v < 0]
+               if (not is_whole(v) if fixed else not is_number(v)) or not _finite(v) or v < 0]
         if bad:
             layer, head, value = bad[0]
-            why = ("more than a float64 holds" if _whole(value) and value > 0 else
+            why = ("more than a float64 holds" if is_whole(value) and value > 0 else
                    f"not a whole number >= 0 (of 2**-{bits})" if fixed else "not a finite number >= 0")
-            raise ValueError(f"field {field!r} is {_shown(value)} at layer {layer + 1}, head {head + 1}, {why}")
+            raise ValueError(f"field {field!r} is {shown(value)} at layer {layer + 1}, head {head + 1}, {why}")
         count = data["uniform"] / scale if name == "entropy" else data["pairs"] if name in PAIR_STATISTICS \
             else data["units"]
         most = max(max(row) for row in rows) / scale  # every total and count is a finite float64 (checked above)

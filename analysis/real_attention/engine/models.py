@@ -393,11 +393,14 @@ def gguf_read_once() -> Iterator[None]:
             readers[key] = reader_class(path, mode)
         return readers[key]
 
-    gguf.GGUFReader, gguf.get_tensor_name_map = reader, functools.cache(name_map)
+    originals = {"GGUFReader": reader_class, "get_tensor_name_map": name_map}
+    for name, value in {"GGUFReader": reader, "get_tensor_name_map": functools.cache(name_map)}.items():
+        setattr(gguf, name, value)
     try:
         yield
     finally:
-        gguf.GGUFReader, gguf.get_tensor_name_map = reader_class, name_map
+        for name, value in originals.items():
+            setattr(gguf, name, value)
         readers.clear()
 
 

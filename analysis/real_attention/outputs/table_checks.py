@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..engine.checks import shown
 from ..engine.errors import InputError
 from ..engine.measures import NORM, WEIGHTS
 
@@ -101,7 +102,7 @@ def check_record(path: Path, summary: dict | None) -> dict | None:
     summary_path = path.with_name("summary.json")
     tables = summary["tables"]
     if not isinstance(tables, dict):
-        raise damaged(summary_path, f"its field 'tables' is {_shown(tables)}, not an object of table records")
+        raise damaged(summary_path, f"its field 'tables' is {shown(tables)}, not an object of table records")
     if path.name not in tables:
         if path.stem not in TABLES or path.suffix not in SUFFIXES:  # a file run never writes: nothing to check it by
             return None
@@ -181,12 +182,6 @@ def _read_csv(path: Path, columns: list[str]) -> pd.DataFrame:
     if list(frame.columns) != columns:
         raise damaged(path, f"its columns are {', '.join(map(str, frame.columns))}")
     return frame
-
-
-def _shown(value: object) -> str:
-    """A JSON value for a message, cut short: a damaged summary.json may hold anything."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:60] + "..."
 
 
 def _first_line(error: BaseException) -> str:

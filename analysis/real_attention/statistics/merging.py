@@ -7,8 +7,8 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 from collections.abc import Iterable
-from typing import TypeGuard
 
+from ..engine.checks import is_number, is_whole, shown
 from ..engine.heads import HeadSums
 from ..engine.measure_names import MEASURES
 from ..engine.units import UNIT_RULES
@@ -73,18 +73,10 @@ def check_same_sums(folder: Path, data: dict, sums: HeadSums) -> None:
                               f"{json.dumps(actual)} in sums.json, {json.dumps(recorded)} in summary.json; merge "
                               "takes the shards as `heads --shard` wrote them: run that shard again")
     entropy = data.get("uniform_entropy")
-    if _is_number(entropy) and sums.units and not abs(entropy - sums.uniform_entropy) <= 1e-6:  # rounded to 6 places
+    if is_number(entropy) and sums.units and not abs(entropy - sums.uniform_entropy) <= 1e-6:  # rounded to 6 places
         raise CorpusError(f"{folder}: sums.json does not match its summary.json: its uniform entropy is "
                           f"{sums.uniform_entropy:.6f}, summary.json says {entropy!r}; merge takes the shards as "
                           "`heads --shard` wrote them: run that shard again")
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value) -> TypeGuard[int | float]:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _is_sha256(value) -> bool:
@@ -96,13 +88,13 @@ def _shard_record(v) -> bool:
     input layout (statistics.inputs.CorpusText.layout)."""
     if v is None:
         return True
-    if not (isinstance(v, dict) and _is_int(v.get("index")) and _is_int(v.get("count"))
+    if not (isinstance(v, dict) and is_whole(v.get("index")) and is_whole(v.get("count"))
             and 1 <= v["index"] <= v["count"]):
         return False
     if "inputs" not in v:  # a shard written before the layout was recorded
         return True
     layout = v["inputs"]
-    return isinstance(layout, dict) and _is_int(layout.get("count")) and layout["count"] >= 1 \
+    return isinstance(layout, dict) and is_whole(layout.get("count")) and layout["count"] >= 1 \
         and _is_sha256(layout.get("sha256"))
 
 
@@ -118,8 +110,8 @@ SUMMARY_FIELDS = {
     "thresholds": (lambda v: isinstance(v, dict) and set(v) == set(asdict(Thresholds()))
                    and all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x <= 1 for x in v.values()),
                    f"an object of {', '.join(asdict(Thresholds()))} between 0 and 1"),
-    "layers": (lambda v: _is_int(v) and v >= 1, "a whole number >= 1"),
-    "heads_per_layer": (lambda v: _is_int(v) and v >= 1, "a whole number >= 1"),
+    "layers": (lambda v: is_whole(v) and v >= 1, "a whole number >= 1"),
+    "heads_per_layer": (lambda v: is_whole(v) and v >= 1, "a whole number >= 1"),
     "versions": (lambda v: isinstance(v, dict), "an object"),
 }
 # Fields that older shards may lack (merge reads the default then); when there, each must be what it says.
@@ -140,13 +132,7 @@ def check_summary(folder: Path, data) -> None:
         if name not in data and name in SUMMARY_FIELDS:
             raise CorpusError(f"{folder}/summary.json has no field {name!r}")
         if name in data and not valid(data[name]):
-            raise CorpusError(f"{folder}/summary.json: field {name!r} is {_shown(data[name])}, expected {expected}")
-
-
-def _shown(value) -> str:
-    """A value for an error line, cut short: a hand-edited field may hold anything, of any length."""
-    text = repr(value)
-    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
+            raise CorpusError(f"{folder}/summary.json: field {name!r} is {shown(data[name])}, expected {expected}")
 
 
 # Settings under which a sentence's float32 maps can differ in the last bits (real_attention.engine.batches): shards
