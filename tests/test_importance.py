@@ -2,6 +2,7 @@
 scores, pruning, files; against hand-written forwards, transformers' own losses and finite differences."""
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -358,6 +359,12 @@ def test_importance_tables_and_pruning(mlm_dir):
     mask = np.ones((3, 4))
     mask[weakest["layer"] - 1, weakest["head"] - 1] = 0
     assert first == pytest.approx(ra.objective(str(mlm_dir), TEXTS, "mlm", head_mask=mask), abs=1e-6)
+    # the taylor order is Michel et al.'s: the layer-normalised scores, least important first
+    taylor_first = pruning[(pruning["order"] == "taylor") & (pruning["heads_pruned"] == 3)]["objective"].item()
+    weakest = heads.sort_values(["taylor_normalized", "layer", "head"]).head(3)
+    mask = np.ones((3, 4))
+    mask[weakest["layer"] - 1, weakest["head"] - 1] = 0
+    assert taylor_first == pytest.approx(ra.objective(str(mlm_dir), TEXTS, "mlm", head_mask=mask), abs=1e-6)
     assert summary["scores_recomputed_after_each_step"] is False
     assert summary["masked_tokens"] > 0 and -1 <= summary["spearman_taylor_ablation"] <= 1
     assert set(summary["largest_fraction_within_tolerance"]) == {"taylor", "ablation", "random"}
@@ -409,10 +416,15 @@ def no_loading(monkeypatch):
 
 
 @pytest.mark.parametrize("case", ["mlm_no_head", "label_no_labels", "label_no_classifier", "unknown_label",
-                                  "empty", "bad_name", "lm_encoder"])
+                                  "empty", "bad_name", "lm_encoder", "negative_seed", "through_a_file",
+                                  "empty_json_text"])
 def test_bad_input_is_one_error_line_before_loading(case, tmp_path, tiny_model_dir, label_dir, no_loading):
-    texts = _corpus(tmp_path, TEXTS)
-    labelled = _corpus(tmp_path / "l" if (tmp_path / "l").mkdir() is None else tmp_path, LABELLED)
+    def corpus(folder: str, lines) -> Path:  # each in its own folder: _corpus always writes corpus.jsonl
+        (tmp_path / folder).mkdir(exist_ok=True)
+        return _corpus(tmp_path / folder, lines)
+
+    texts = corpus("t", TEXTS)
+    labelled = corpus("l", LABELLED)
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n", encoding="utf-8")
     args = {
@@ -420,10 +432,14 @@ def test_bad_input_is_one_error_line_before_loading(case, tmp_path, tiny_model_d
         "label_no_labels": ["--model", str(label_dir), "--corpus", str(texts), "--objective", "label"],
         "label_no_classifier": ["--model", str(tiny_model_dir), "--corpus", str(labelled), "--objective", "label"],
         "unknown_label": ["--model", str(label_dir), "--corpus",
-                          str(_corpus(tmp_path, [{"text": "I sat.", "label": "maybe"}]))],
+                          str(corpus("u", [{"text": "I sat.", "label": "maybe"}]))],
         "empty": ["--model", str(tiny_model_dir), "--corpus", str(empty)],
         "bad_name": ["--model", str(tiny_model_dir), "--corpus", str(texts), "--name", "../x"],
         "lm_encoder": ["--model", str(tiny_model_dir), "--corpus", str(texts), "--objective", "lm"],
+        "negative_seed": ["--model", str(tiny_model_dir), "--corpus", str(texts), "--seed", "-1"],
+        "through_a_file": ["--model", str(tiny_model_dir), "--corpus", str(texts / "x")],
+        "empty_json_text": ["--model", str(tiny_model_dir), "--corpus",
+                            str(corpus("e", [{"text": "I sat."}, {"text": "  "}]))],
     }[case]
     result = CliRunner().invoke(cli, ["importance", *args, "--out", str(tmp_path / "out"), "--quiet"])
     assert result.exit_code == 2, result.output
@@ -431,6 +447,10 @@ def test_bad_input_is_one_error_line_before_loading(case, tmp_path, tiny_model_d
     assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
     assert "Traceback" not in result.output
     assert not (tmp_path / "out").exists()
+    said = {"unknown_label": "no label 'maybe'", "empty_json_text": "line 2: its \"text\" is empty",
+            "negative_seed": "seed must be a whole number of at least 0, not -1",
+            "through_a_file": "cannot be read: Not a directory", "empty": "has no sentence"}
+    assert said.get(case, "") in lines[0]
 
 
 def test_mlm_on_minilm_is_one_error_line(needs_minilm, tmp_path, no_loading):
@@ -449,6 +469,7 @@ def test_cli_writes_three_files_and_figures_deterministically(tmp_path, mlm_dir)
                                           "tiny", "--prune-step", "0.5", "--out", str(tmp_path / run)])
         assert result.exit_code == 0, result.output
         assert "objective mlm" in result.output and "wrote" in result.output
+        assert "+-" not in result.output  # a negative ablation is "-0.001", not "+-0.001"
         outputs.append(tmp_path / run)
     results = Path("results/importance/tiny")
     figures = Path("figures/importance/tiny")
@@ -460,6 +481,7 @@ def test_cli_writes_three_files_and_figures_deterministically(tmp_path, mlm_dir)
                 assert path.read_bytes() == (outputs[1] / folder / path.name).read_bytes(), path.name
     summary = json.loads((outputs[0] / results / "summary.json").read_text())
     assert summary["objective"] == "mlm" and summary["corpus"] == "tiny" and summary["sentences"] == 3
+    assert summary["corpus_file"] == {"name": corpus.name, "sha256": hashlib.sha256(corpus.read_bytes()).hexdigest()}
 
 
 def test_write_importance_keeps_old_results_when_it_fails(tmp_path, tiny_model_dir, monkeypatch):
@@ -522,3 +544,62 @@ def test_smollm2_lm_end_to_end_on_the_seed_corpus(smollm2, tmp_path):
     pruning = pd.read_csv(folder / "pruning.csv")
     assert pruning["heads_pruned"].tolist() == [0, 270] * 3
     assert (pruning[pruning["heads_pruned"] == 270]["objective"] > summary["intact_objective"]).all()
+
+
+def test_pruning_counts_of_a_tiny_step_are_every_count_without_a_list_of_one_over_step():
+    from real_attention.head_importance.objectives import pruning_counts
+
+    assert pruning_counts(12, 0.25) == [0, 3, 6, 9, 12]
+    assert pruning_counts(12, 1 / 12) == list(range(13))
+    for step in (0.05, 1e-9, 5e-324):  # 1 / 5e-324 is infinite; 1e-9 would list a billion steps
+        assert pruning_counts(12, step) == list(range(13))
+    # below one head a step, every rounded count is hit, as the list of steps would give
+    for total, step in ((7, 0.14), (72, 0.01), (270, 0.003)):
+        slow = sorted({int(round(k * step * total)) for k in range(int(1 / step + 1e-9) + 1)} | {0, total})
+        assert pruning_counts(total, step) == slow
+
+
+def test_a_corpus_is_read_by_newlines_alone_and_names_the_line(tmp_path):
+    from real_attention.head_importance.run import read_corpus
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_bytes("one\u2028still one\x0cand one\r\n\ntwo\n".encode())
+    assert read_corpus(corpus) == ["one\u2028still one\x0cand one", "two"]
+    corpus.write_text('first\n\n{"text": ""}\n', encoding="utf-8")
+    with pytest.raises(ra.InputError, match=r"line 3: its \"text\" is empty"):
+        read_corpus(corpus)
+
+
+def test_a_hidden_corpus_file_names_the_folder_without_its_dot(tmp_path, tiny_model_dir):
+    corpus = tmp_path / ".notes.txt"
+    corpus.write_text("I sat on the bank.\n", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["importance", "--model", str(tiny_model_dir), "--corpus", str(corpus),
+                                      "--prune-step", "1", "--quiet",
+                                      "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out" / "results" / "importance" / "notes" / "heads.csv").is_file()
+
+
+def test_too_short_for_max_tokens_says_so(tmp_path, mlm_dir):
+    result = CliRunner().invoke(cli, ["importance", "--model", str(mlm_dir), "--corpus", str(_corpus(tmp_path, TEXTS)),
+                                      "--objective", "mlm", "--max-tokens", "2", "--quiet", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert result.output.strip() == ("Error: no sentence to score: all 3 sentence(s) are too short for the mlm "
+                                     "objective once cut to 2 pieces (raise --max-tokens)")
+
+
+def test_skipped_sentences_still_fill_the_progress_total(gpt2_dir, tmp_path):
+    import shutil
+
+    from real_attention.head_importance.run import importance_work
+
+    folder = shutil.copytree(gpt2_dir, tmp_path / "no-bos")
+    tokenizer = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    tokenizer["post_processor"] = None  # no <s>: a one-word sentence is one piece
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer), encoding="utf-8")
+    seen: list[int] = []
+    texts = [*DECODER_TEXTS, "bank"]  # one piece, nothing to predict: lm skips it
+    result = ra.importance(str(folder), texts, "lm", batch_size=2, prune_step=0.5, progress=seen.append)
+    assert result.summary["skipped_sentences"] == 1
+    layers, heads = int(result.heads["layer"].max()), int(result.heads["head"].max())
+    assert sum(seen) == importance_work(layers, heads, len(texts), 0.5)

@@ -571,14 +571,16 @@ def importance_command(corpus, lang, model_name, revision, offline, device, obje
 
     from .engine.errors import InputError
     from .engine.models import choose_model, load_model
+    from .engine.naming import name_from_file
     from .head_importance.objectives import HEAD_OF, LABEL, choose_objective, label_ids
-    from .head_importance.run import (describe, folder_name, importance, importance_work, model_config,
-                                      read_corpus, split_sentences, write_importance)
+    from .head_importance.run import (check_options, describe, folder_name, importance, importance_work,
+                                      model_config, read_corpus, split_sentences, write_importance)
 
     with friendly_errors():
         if model_name is None and lang is None:
             raise InputError("importance needs a model: pass --model ID_OR_PATH (e.g. --model minilm) or --lang es|en")
-        name = folder_name(name or corpus.stem)
+        check_options(batch_size, prune_step, seed, max_tokens)  # before the model loads
+        name = folder_name(name) if name else name_from_file(corpus.stem, corpus.name)
         texts, labels = split_sentences(read_corpus(corpus, limit))
         choice = choose_model(lang, model_name, revision)
         config = model_config(choice, offline)
@@ -591,6 +593,7 @@ def importance_command(corpus, lang, model_name, revision, offline, device, obje
             result = importance(loaded, [{"text": t, "label": lab} for t, lab in zip(texts, labels)]
                                 if labels is not None else texts, chosen, batch_size=batch_size,
                                 prune_step=prune_step, seed=seed, max_tokens=max_tokens, corpus=name,
+                                corpus_file=corpus,
                                 progress=bar.update)
         results_folder, figures_folder = write_importance(result, out_dir, name, formats, wait=not no_wait)
     if not quiet:

@@ -54,6 +54,7 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
     factory `progress(total=, desc=)` of a tqdm-like bar (None: no bar). figures=False: the tables alone, and
     no figures folder (an earlier run's is removed: it would not show these sums). Returns a CorpusOutput.
     """
+    from ..engine.naming import name_from_file
     from ..engine.pipeline import versions
     from ..engine.units import check_rule
     from ..engine.measures import check_measure
@@ -81,7 +82,7 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
     engine.check()
     specs = (inputs,) if isinstance(inputs, (str, Path)) else tuple(inputs)
     found = expand(tuple(str(spec) for spec in specs), input_format)
-    name = name or found[0].stem
+    name = name or name_from_file(found[0].stem, found[0].name)
     folder = folder_name(name, shard_range, measure)
     out = Path(out)
     with staged_outputs(wait=wait) as staging, ExitStack() as drawing_processes:

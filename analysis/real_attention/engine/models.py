@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 import os
 import re
@@ -14,6 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from .hashing import file_sha256
 from .errors import InputError, ModelUnavailable  # noqa: F401  (re-exported)
 
 # The lesson's models, pinned. This is the only place the pins live.
@@ -234,11 +234,7 @@ def weights_sha256(directory: Path, names: tuple[str, ...] = WEIGHT_FILES) -> st
     for name in names:
         path = directory / name
         if path.is_file():
-            digest = hashlib.sha256()
-            with path.open("rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
-            return "sha256:" + digest.hexdigest()
+            return "sha256:" + file_sha256(path)
     raise ModelUnavailable(f"no {' or '.join(names)} in {directory}")
 
 

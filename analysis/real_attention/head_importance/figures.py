@@ -4,6 +4,8 @@ Every figure is a bare Figure (outputs.figio.new_figure): no pyplot, no backend 
 """
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 import pandas as pd
 
@@ -14,11 +16,16 @@ ANNOTATE_CELLS = 160  # write each cell's value when the grid has at most this m
 
 
 def score_heatmap(heads: pd.DataFrame, column: str, title: str, label: str):
-    """heads.csv's `column` as a layer x head grid, layers and heads counted from 1; the top head framed."""
+    """heads.csv's `column` as a layer x head grid, layers and heads counted from 1; the top head (the largest
+    value, the first in layer-then-head order on ties) framed; each cell's value written in black or white,
+    whichever its colour's lightness calls for; the title wrapped to the figure's width."""
+    from matplotlib.patches import Rectangle
+
     layers, per_layer = int(heads["layer"].max()), int(heads["head"].max())
     grid = np.full((layers, per_layer), np.nan)
     grid[heads["layer"].to_numpy() - 1, heads["head"].to_numpy() - 1] = heads[column].to_numpy(dtype=float)
-    fig = new_figure(figsize=(1.6 + 0.5 * per_layer, 1.4 + 0.32 * layers), layout="constrained")
+    width = 1.6 + 0.5 * per_layer
+    fig = new_figure(figsize=(width, 1.4 + 0.32 * layers), layout="constrained")
     ax = fig.add_subplot()
     finite = grid[np.isfinite(grid)]
     low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
@@ -29,28 +36,39 @@ def score_heatmap(heads: pd.DataFrame, column: str, title: str, label: str):
     if layers * per_layer <= ANNOTATE_CELLS and finite.size:
         for (layer, head), value in np.ndenumerate(grid):
             if np.isfinite(value):
+                red, green, blue, _ = image.cmap(image.norm(value))
+                light = 0.299 * red + 0.587 * green + 0.114 * blue > 0.5
                 ax.text(head, layer, f"{value:.2g}", ha="center", va="center", fontsize=6,
-                        color="black" if diverging or value > low + 0.5 * (high - low) else "white")
+                        color="black" if light else "white")
+    if finite.size:
+        layer, head = np.unravel_index(int(np.nanargmax(grid)), grid.shape)
+        ax.add_patch(Rectangle((head - 0.5, layer - 0.5), 1, 1, fill=False, edgecolor="black", linewidth=1.6))
     ax.set_xticks(range(per_layer), [str(h + 1) for h in range(per_layer)], fontsize=7)
     ax.set_yticks(range(layers), [str(la + 1) for la in range(layers)], fontsize=7)
     ax.set_xlabel("head")
     ax.set_ylabel("layer")
     fig.colorbar(image, ax=ax, label=label, shrink=0.9)
-    ax.set_title(title, fontsize=9)
+    ax.set_title(textwrap.fill(title, max(20, int(width * 72 / (9 * 0.6)))), fontsize=9)
     return fig
 
 
-def pruning_figure(pruning: pd.DataFrame, intact: float, title: str, objective_label: str):
-    """The objective against the fraction of heads pruned, one line per order; the intact objective dotted."""
-    fig = new_figure(figsize=(6.5, 4.2), layout="constrained")
-    ax = fig.add_subplot()
-    for order, part in pruning.groupby("order", sort=False):
-        ax.plot(part["fraction"] * 100, part["objective"], marker="o", markersize=3,
-                color=ORDER_COLOURS.get(str(order)), label=f"{order} order")
-    ax.axhline(intact, color="black", linestyle=":", linewidth=1, label="intact model")
-    ax.set_xlabel("heads pruned (%)")
-    ax.set_ylabel(objective_label)
-    ax.set_xlim(0, 100)
-    ax.legend(fontsize=8)
-    ax.set_title(title, fontsize=9)
+def pruning_figure(pruning: pd.DataFrame, intact: float, title: str, objective_label: str,
+                   intact_accuracy: float | None = None):
+    """The objective against the fraction of heads pruned, one line per order; the intact objective dotted. With
+    an `accuracy` column (the label objective), a second panel: accuracy, the measure Michel et al. plot."""
+    panels = 2 if "accuracy" in pruning.columns else 1
+    fig = new_figure(figsize=(6.5, 4.2 * panels), layout="constrained")
+    axes = fig.subplots(panels, 1, squeeze=False)[:, 0]
+    shown = [("objective", objective_label, intact), ("accuracy", "accuracy", intact_accuracy)][:panels]
+    for ax, (column, axis_label, reference) in zip(axes, shown):
+        for order, part in pruning.groupby("order", sort=False):
+            ax.plot(part["fraction"] * 100, part[column], marker="o", markersize=3,
+                    color=ORDER_COLOURS.get(str(order)), label=f"{order} order")
+        if reference is not None:
+            ax.axhline(reference, color="black", linestyle=":", linewidth=1, label="intact model")
+        ax.set_xlabel("heads pruned (%)")
+        ax.set_ylabel(axis_label)
+        ax.set_xlim(0, 100)
+        ax.legend(fontsize=8)
+    axes[0].set_title(title, fontsize=9)
     return fig

@@ -206,8 +206,9 @@ def prepare(scorer: Scorer, texts: Sequence[str], labels: np.ndarray | None = No
         tokens += int((targets != IGNORE).sum())
         rows.append((index, ids, targets))
     if not rows:
-        raise InputError("no sentence to score: the corpus is empty"
-                         + (f" ({skipped} sentence(s) too short for the objective)" if skipped else ""))
+        raise InputError(f"no sentence to score: all {skipped} sentence(s) are too short for the {objective} objective"
+                         + (f" once cut to {max_tokens} pieces (raise --max-tokens)" if max_tokens else
+                            " (lm needs 2 pieces, mlm one that is not special)"))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     order = sorted(range(len(rows)), key=lambda i: len(rows[i][1]))  # stable: equal lengths keep corpus order
     batches = []
@@ -460,6 +461,10 @@ def normalized(scores: np.ndarray) -> np.ndarray:
 
 
 def pruning_counts(total: int, step: float) -> list[int]:
-    """Heads pruned at each step: 0, step x total, 2 step x total, ... (rounded), and every head."""
+    """Heads pruned at each step: 0, step x total, 2 step x total, ... (rounded), and every head. A step of at
+    most one head gives every count from 0 to total (steps of at most 1 round onto every whole number), without
+    a list of 1 / step entries (a step of 1e-9 would need a billion)."""
+    if step * total <= 1:
+        return list(range(total + 1))
     counts = [int(round(k * step * total)) for k in range(int(math.floor(1 / step + 1e-9)) + 1)]
     return sorted(set(counts) | {0, total})

@@ -82,22 +82,26 @@ def split_sentences(sentences) -> tuple[list[str], list | None]:
 
 def read_corpus(path: str | Path, limit: int | None = None) -> list:
     """A corpus file: one sentence a line (blank lines skipped), or JSON lines {"text": ..., "label": ...};
-    the first `limit` only. InputError naming the line for a bad one."""
+    the first `limit` only. InputError naming the line for a bad one. Lines end at "\n" alone (a "\r" before it
+    is dropped), as `heads --corpus` reads them: a form feed or U+2028 inside a line is text, not a line break."""
     import json
 
     path = Path(path)
     if limit is not None and limit < 1:
         raise InputError(f"--limit must be at least 1, not {limit}")
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(f"--corpus {path}: no such file") from None
     except IsADirectoryError:
         raise InputError(f"--corpus {path} is a folder; pass a text or .jsonl file") from None
     except UnicodeDecodeError:
         raise InputError(f"--corpus {path} is not UTF-8 text") from None
+    except OSError as error:  # a path through a file, a link loop, no permission, a device error
+        raise InputError(f"--corpus {path} cannot be read: {error.strerror or error}") from None
     found: list = []
-    for number, line in enumerate(lines, start=1):
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line.removesuffix("\r")
         if not line.strip():
             continue
         if line.lstrip().startswith("{"):
@@ -107,6 +111,8 @@ def read_corpus(path: str | Path, limit: int | None = None) -> list:
                 raise InputError(f"--corpus {path}, line {number}: not valid JSON ({error.msg})") from None
             if not isinstance(item, dict) or not isinstance(item.get("text"), str):
                 raise InputError(f"--corpus {path}, line {number}: a JSON line needs a \"text\" string")
+            if not item["text"].strip():
+                raise InputError(f"--corpus {path}, line {number}: its \"text\" is empty")
             found.append(item)
         else:
             found.append(line)
@@ -117,7 +123,8 @@ def read_corpus(path: str | Path, limit: int | None = None) -> list:
     return found
 
 
-def _check_options(batch_size: int, prune_step: float, seed: int, max_tokens: int | None = None) -> None:
+def check_options(batch_size: int, prune_step: float, seed: int, max_tokens: int | None = None) -> None:
+    """InputError for an option importance cannot take (the command line checks them before the model loads)."""
     if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
                                    or max_tokens < 2):
         raise InputError(f"max_tokens must be a whole number of at least 2, not {max_tokens!r}")
@@ -125,8 +132,8 @@ def _check_options(batch_size: int, prune_step: float, seed: int, max_tokens: in
         raise InputError(f"batch_size must be a whole number of at least 1, not {batch_size!r}")
     if isinstance(prune_step, bool) or not isinstance(prune_step, (int, float)) or not 0 < prune_step <= 1:
         raise InputError(f"prune_step must be a fraction above 0 and at most 1, not {prune_step!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise InputError(f"seed must be a whole number, not {seed!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise InputError(f"seed must be a whole number of at least 0, not {seed!r}")
 
 
 def scorer_for(model: LoadedModel | str | os.PathLike, objective: str, has_labels: bool) -> Scorer:
@@ -213,7 +220,7 @@ def objective(model: LoadedModel | str, sentences: Sequence[str | dict[str, Any]
     embedding: the first the model and the sentences allow). With head_mask all ones, the result equals the
     intact one bit for bit. max_tokens: cut each sentence to its first max_tokens pieces (specials included)."""
     texts, labels = split_sentences(sentences)
-    _check_options(batch_size, 0.1, seed, max_tokens)
+    check_options(batch_size, 0.1, seed, max_tokens)
     scorer = scorer_for(model, objective, labels is not None)
     prepared = _prepared(scorer, texts, labels, batch_size, seed, max_tokens)
     if head_mask is None:
@@ -224,34 +231,41 @@ def objective(model: LoadedModel | str, sentences: Sequence[str | dict[str, Any]
 
 def importance(model: LoadedModel | str, sentences: Sequence[str | dict[str, Any]], objective: str = AUTO, *,
                batch_size: int = 32, prune_step: float = 0.1, seed: int = 0, max_tokens: int | None = None,
-               corpus: str | None = None, progress: Callable[[int], Any] | None = None) -> ImportanceResult:
+               corpus: str | None = None, corpus_file: str | Path | None = None,
+               progress: Callable[[int], Any] | None = None) -> ImportanceResult:
     """Score every head (ablation and Taylor) and prune heads in three orders; see ImportanceResult.
 
     progress(n), if given, is called as the work advances, n sentence passes at a time; the total is
-    `importance_work(layers, heads, sentences, prune_step)`. corpus: a name for the summary. max_tokens: cut
+    `importance_work(layers, heads, sentences, prune_step)`. corpus: a name for the summary; corpus_file: the
+    file the sentences were read from, whose name and sha256 the summary records. max_tokens: cut
     each sentence to its first max_tokens pieces (specials included). The device running out of memory is one
     OutOfDeviceMemory that says to lower batch_size."""
     from ..engine.extract import out_of_memory_as_error
 
     with out_of_memory_as_error(getattr(model, "device", "cpu"), batch_size):  # a name is loaded on the CPU
         return _importance(model, sentences, objective, batch_size=batch_size, prune_step=prune_step, seed=seed,
-                           max_tokens=max_tokens, corpus=corpus, progress=progress)
+                           max_tokens=max_tokens, corpus=corpus, corpus_file=corpus_file, progress=progress)
 
 
 def _importance(model: LoadedModel | str, sentences: Sequence[str | dict[str, Any]], objective: str = AUTO, *,
                batch_size: int = 32, prune_step: float = 0.1, seed: int = 0, max_tokens: int | None = None,
-               corpus: str | None = None, progress: Callable[[int], Any] | None = None) -> ImportanceResult:
+               corpus: str | None = None, corpus_file: str | Path | None = None,
+               progress: Callable[[int], Any] | None = None) -> ImportanceResult:
     """importance, the device running out of memory left to the caller."""
     import pandas as pd
 
+    from ..engine.hashing import file_sha256
     from ..engine.pipeline import versions
 
     texts, labels = split_sentences(sentences)
-    _check_options(batch_size, prune_step, seed, max_tokens)
+    check_options(batch_size, prune_step, seed, max_tokens)
     scorer = scorer_for(model, objective, labels is not None)
     prepared = _prepared(scorer, texts, labels, batch_size, seed, max_tokens)
     layers, heads = scorer.layers, scorer.heads
     count = layers * heads
+    has_taylor = scorer.objective != EMBEDDING
+    if progress is not None and prepared.skipped:  # the total counts every sentence; the skipped ones run no pass
+        progress(prepared.skipped * importance_work(layers, heads, 1, prune_step, has_taylor))
     base = intact(scorer, prepared)
     intact_value = float(base.objective[0])
     if progress is not None:
@@ -259,7 +273,6 @@ def _importance(model: LoadedModel | str, sentences: Sequence[str | dict[str, An
     single = np.ones((count, layers, heads))
     single.reshape(count, count)[np.arange(count), np.arange(count)] = 0.0  # mask k: head k alone off
     ablation = (evaluate(scorer, prepared, single, progress).objective - intact_value).reshape(layers, heads)
-    has_taylor = scorer.objective != EMBEDDING
     scores = taylor(scorer, prepared, progress) if has_taylor else np.full((layers, heads), np.nan)
     scaled = normalized(scores) if has_taylor else scores
     table = pd.DataFrame({
@@ -270,7 +283,8 @@ def _importance(model: LoadedModel | str, sentences: Sequence[str | dict[str, An
     rank = np.empty(count, dtype=np.int64)
     rank[order] = np.arange(1, count + 1)
     table["rank"] = rank
-    orders = {"taylor": np.lexsort((np.arange(count), scores.reshape(-1)))} if has_taylor else {}
+    # Michel et al. prune by the layer-normalised score (their Sec. 4.2; the l2 norm makes layers comparable)
+    orders = {"taylor": np.lexsort((np.arange(count), scaled.reshape(-1)))} if has_taylor else {}
     orders["ablation"] = np.lexsort((np.arange(count), ablation.reshape(-1)))
     orders["random"] = np.random.default_rng(seed).permutation(count)
     counts = pruning_counts(count, prune_step)
@@ -292,6 +306,8 @@ def _importance(model: LoadedModel | str, sentences: Sequence[str | dict[str, An
         "revision": loaded.revision,
         **({"weights": loaded.choice.weights_note} if loaded.choice.weights_note else {}),
         "corpus": corpus,
+        **({"corpus_file": {"name": Path(corpus_file).name, "sha256": file_sha256(corpus_file)}}
+           if corpus_file is not None else {}),
         "objective": scorer.objective,
         "definition": DEFINITIONS[scorer.objective],
         "intact_objective": intact_value,
@@ -386,7 +402,8 @@ def write_importance(result: ImportanceResult, out: str | Path = ".", name: str 
                 save_figure(score_heatmap(result.heads, "taylor", f"{title}: Taylor score E|dL/d\u03be|",
                                           "taylor"), figures / f"taylor.{fmt}")
             save_figure(pruning_figure(result.pruning, summary["intact_objective"], f"{title}: pruning curves",
-                                       OBJECTIVE_LABELS[summary["objective"]]), figures / f"pruning.{fmt}")
+                                       OBJECTIVE_LABELS[summary["objective"]], summary.get("intact_accuracy")),
+                        figures / f"pruning.{fmt}")
     return out / RESULTS / FOLDER / folder, out / FIGURES / FOLDER / folder
 
 
@@ -397,7 +414,7 @@ def describe(result: ImportanceResult) -> str:
     lines = [f"{s['model']}: objective {s['objective']} = {s['intact_objective']:.4f} on {s['sentences']} "
              "sentence(s)" + (f", accuracy {s['intact_accuracy']:.3f}" if "intact_accuracy" in s else ""),
              "most important heads by ablation: " + ", ".join(
-                 f"L{r.layer}H{r.head} (+{r.ablation:.3g})" for r in top.itertuples(index=False))]
+                 f"L{r.layer}H{r.head} ({r.ablation:+.3g})" for r in top.itertuples(index=False))]
     if s["spearman_taylor_ablation"] is not None:
         lines.append(f"Spearman rho between taylor and ablation: {s['spearman_taylor_ablation']:.3f}")
     lines.append("largest fraction of heads pruned within tolerance: " + ", ".join(

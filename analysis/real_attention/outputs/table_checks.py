@@ -14,7 +14,6 @@ Any reader failure (a truncated or empty Parquet, a CSV that is not UTF-8, a cut
 """
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ import pandas as pd
 
 from ..engine.checks import shown
 from ..engine.errors import InputError
+from ..engine.hashing import file_sha256
 from ..engine.measures import NORM, WEIGHTS
 
 ATTENTION_COLUMNS = ["sentence", "layer", "head", "query_index", "query", "key_index", "key", "weight"]
@@ -44,14 +44,6 @@ class DamagedTable(InputError):
 def damaged(path: Path, what: str) -> DamagedTable:
     return DamagedTable(f"{path} is damaged: {what}; it is not the file `real-attention run` wrote. Run "
                         "`real-attention run` again to write it anew")
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 # --- on write -----------------------------------------------------------------------------------------------------

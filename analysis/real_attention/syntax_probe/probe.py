@@ -31,7 +31,8 @@ from .scoring import (
     best_frame,
     heads_frame,
 )
-from .treebank import TreeSentence, check_treebank, file_sha256, read_treebank
+from ..engine.hashing import file_sha256
+from .treebank import TreeSentence, check_treebank, read_treebank
 
 if TYPE_CHECKING:
     from ..engine.models import LoadedModel

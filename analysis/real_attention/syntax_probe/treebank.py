@@ -7,7 +7,6 @@ Every problem is one TreebankError that names the file and the line.
 """
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 from collections.abc import Callable, Iterator
@@ -46,13 +45,6 @@ def relation_of(deprel: str) -> str:
     """A DEPREL -> its universal relation: the part before ':', with `nmod:poss` as `poss`."""
     return RELATION_RENAMES.get(deprel, deprel.split(":", 1)[0])
 
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def check_treebank(path: str | Path) -> Path:

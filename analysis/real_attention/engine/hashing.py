@@ -1,0 +1,14 @@
+"""The sha256 of a file, read in blocks: what summaries record of the inputs and outputs they name."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+
+def file_sha256(path: str | Path) -> str:
+    """The hex sha256 of every byte of the file at `path`, read a MiB at a time (memory stays flat)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
