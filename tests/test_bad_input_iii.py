@@ -91,3 +91,38 @@ def test_a_folder_where_a_file_goes_is_one_error_line_with_no_usage(command, tmp
     assert result.output.strip().splitlines() == [error_line(result)]
     assert error_line(result).startswith("Error: ") and "is a folder" in error_line(result)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["heads", "syntax", "compare"])
+def test_a_batch_size_past_the_largest_is_one_error_line_before_loading(command, tmp_path, tiny_model_dir,
+                                                                         monkeypatch):
+    """heads, syntax and compare pad batches to --batch-size rows or read ahead by it: 10**20 was a traceback from
+    itertools.islice (or would ask for that many rows); now it is refused before the model loads."""
+    import real_attention.engine.models as models
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(models, "load_model", refuse)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("I sat on the bank.\n", encoding="utf-8")
+    treebank = tmp_path / "t.conllu"
+    treebank.write_text("1\tI\tI\tPRON\t_\t_\t2\tnsubj\t_\t_\n2\tsat\tsit\tVERB\t_\t_\t0\troot\t_\t_\n\n",
+                        encoding="utf-8")
+    given = {"heads": ("heads", "--corpus", corpus), "syntax": ("syntax", "--treebank", treebank),
+             "compare": ("compare", "--corpus", corpus, "--model", tiny_model_dir)}[command]
+    result = invoke(*given, "--model", tiny_model_dir, "--batch-size", 10**20, "--out", tmp_path / "out")
+    assert result.exit_code == 2
+    assert error_line(result) == f"Error: --batch-size {10**20} is out of range: 1 to 65536"
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_partition_size_past_any_corpus_is_one_partition(tmp_path, tiny_model_dir):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("I sat on the bank.\nMy garden.\n", encoding="utf-8")
+    for name, size in (("huge", 10**20), ("usual", 1024)):
+        result = invoke("heads", "--corpus", corpus, "--model", tiny_model_dir, "--partition-size", size, "--name",
+                        name, "--no-figures", "--quiet", "--out", tmp_path / "out")
+        assert result.exit_code == 0, result.output
+    folders = [tmp_path / "out" / "results" / "corpus" / name for name in ("huge", "usual")]
+    assert (folders[0] / "sums.json").read_bytes() == (folders[1] / "sums.json").read_bytes()

@@ -240,6 +240,34 @@ def test_common_words():
         common_words([("ab", "cd"), ("ab", "ce")])
 
 
+def test_sentences_are_numbered_by_their_place_in_the_list_and_blank_ones_skipped(tiny):
+    with pytest.raises(ra.InputError, match="sentence 4 holds a NUL character"):
+        ra.compare([tiny, tiny], ["", " ", SENTENCES[0], "bad\x00line"])
+    zero_width = ra.compare([tiny, tiny], [SENTENCES[0], "\u200b", SENTENCES[1]])  # blank, as in a corpus file
+    assert zero_width.summary["counts"]["sentences"] == 2
+    with pytest.raises(ra.InputError, match="no sentences to compare"):
+        ra.compare([tiny, tiny], ["", "\u200b "])
+
+
+def test_a_huge_limit_and_the_largest_batch_size_read_the_corpus_as_usual(tiny):
+    usual = ra.compare([tiny, tiny], SENTENCES)
+    huge = ra.compare([tiny, tiny], SENTENCES, limit=10**20, batch_size=65536)  # islice took neither
+    assert huge.summary["counts"] == usual.summary["counts"]
+    assert np.allclose(huge.matrix, usual.matrix, atol=1e-9)
+
+
+def test_the_mds_legend_names_every_model_inside_the_figure(tiny, tmp_path):
+    from real_attention.comparison.figures import mds_figure
+
+    result = ra.compare([tiny, tiny, tiny, tiny], SENTENCES[:2])
+    figure = mds_figure(result)
+    figure.canvas.draw()
+    legend = figure.legends[0]
+    assert len(legend.get_texts()) == 4
+    box, page = legend.get_window_extent(), figure.bbox
+    assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0 and box.y1 <= page.y1
+
+
 def test_no_sentence_in_common(tiny):
     long = " ".join(["banco"] * 40)  # more pieces than the tiny model's 24 positions
     with pytest.raises(ra.InputError, match="no words in common"):
@@ -289,12 +317,25 @@ def test_the_cli_writes_what_the_api_computes_byte_for_byte(tiny_model_dir, tiny
     (["compare", "--corpus", "{tmp}/missing.txt", "--model", "{model}", "--model", "{model}"], "no such file"),
     (["detect", "--model", "{model}", "--length", "1"], "--length must be at least 2"),
     (["detect", "--model", "{model}", "--length", "10", "--repeats", "3"], "takes at most 24"),
+    (["detect", "--model", "{model}", "--samples", "1000000000000"], "--samples must be at most 1,000,000"),
+    (["compare", "--corpus", "{blank}", "--model", "{model}", "--model", "{model}"], "has no sentence"),
+    (["compare", "--corpus", "{corpus}", "--model", "{model}", "--model", "{model}", "--name", ""],
+     "cannot be a folder name"),
 ])
-def test_bad_input_is_one_error_line(tiny_model_dir, tmp_path, arguments, message):
-    corpus, long = tmp_path / "lines.txt", tmp_path / "long.txt"
+def test_bad_input_is_one_error_line(tiny_model_dir, tmp_path, arguments, message, monkeypatch):
+    corpus, long, blank = tmp_path / "lines.txt", tmp_path / "long.txt", tmp_path / "blank.txt"
     corpus.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
     long.write_text(" ".join(["banco"] * 40) + "\n", encoding="utf-8")
-    values = {"corpus": str(corpus), "long": str(long), "model": str(tiny_model_dir), "tmp": str(tmp_path)}
+    blank.write_text("\n  \n\u200b\n", encoding="utf-8")
+    values = {"corpus": str(corpus), "long": str(long), "model": str(tiny_model_dir), "tmp": str(tmp_path),
+              "blank": str(blank)}
+    if message in ("has no sentence", "cannot be a folder name", "--samples must be at most 1,000,000"):
+        import real_attention.engine.models as models
+
+        def refuse(*args, **kwargs):
+            raise AssertionError("a model was loaded before the input was checked")
+
+        monkeypatch.setattr(models, "load_model", refuse)
     result = CliRunner().invoke(cli, [a.format(**values) for a in arguments] + ["--out", str(tmp_path / "out")])
     assert result.exit_code != 0
     lines = result.output.strip().splitlines()

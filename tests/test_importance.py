@@ -417,7 +417,7 @@ def no_loading(monkeypatch):
 
 @pytest.mark.parametrize("case", ["mlm_no_head", "label_no_labels", "label_no_classifier", "unknown_label",
                                   "empty", "bad_name", "lm_encoder", "negative_seed", "through_a_file",
-                                  "empty_json_text"])
+                                  "empty_json_text", "empty_name"])
 def test_bad_input_is_one_error_line_before_loading(case, tmp_path, tiny_model_dir, label_dir, no_loading):
     def corpus(folder: str, lines) -> Path:  # each in its own folder: _corpus always writes corpus.jsonl
         (tmp_path / folder).mkdir(exist_ok=True)
@@ -437,6 +437,7 @@ def test_bad_input_is_one_error_line_before_loading(case, tmp_path, tiny_model_d
         "bad_name": ["--model", str(tiny_model_dir), "--corpus", str(texts), "--name", "../x"],
         "lm_encoder": ["--model", str(tiny_model_dir), "--corpus", str(texts), "--objective", "lm"],
         "negative_seed": ["--model", str(tiny_model_dir), "--corpus", str(texts), "--seed", "-1"],
+        "empty_name": ["--model", str(tiny_model_dir), "--corpus", str(texts), "--name", ""],
         "through_a_file": ["--model", str(tiny_model_dir), "--corpus", str(texts / "x")],
         "empty_json_text": ["--model", str(tiny_model_dir), "--corpus",
                             str(corpus("e", [{"text": "I sat."}, {"text": "  "}]))],

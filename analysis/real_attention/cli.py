@@ -459,6 +459,8 @@ def compare_command(corpus, model_names, revisions, offline, device, measure, un
     """
     from .api.api import load
     from .comparison.compare import CorpusLines, compare, default_name, describe, folder_name, write_compare
+    from .engine.batches import MAX_BATCH_SIZE
+    from .engine.checks import whole_number
     from .engine.errors import InputError
 
     with friendly_errors():
@@ -470,12 +472,13 @@ def compare_command(corpus, model_names, revisions, offline, device, measure, un
                              "it once per --model, in the same order, or not at all")
         paired = list(zip(model_names, revisions or [None] * len(model_names)))
         labels = [model if revision is None else f"{model}@{revision}" for model, revision in paired]
-        for value, option in ((batch_size, "--batch-size"), (limit, "--limit")):
-            if value is not None and value < 1:
-                raise InputError(f"{option} must be at least 1, not {value}")
-        name = name or default_name(labels)
+        whole_number(batch_size, "--batch-size", 1, MAX_BATCH_SIZE)
+        if limit is not None:
+            whole_number(limit, "--limit")
+        name = default_name(labels) if name is None else name  # --name '' is a bad name, not the default
         folder_name(name, measure)  # a bad --name, before any work
         lines = CorpusLines(corpus)
+        lines.check_has_sentence()  # before the models load
         models = [load(model, revision=revision, device=device, offline=offline) for model, revision in paired]
         result = compare(models, lines, names=labels, measure=measure, units=units, batch_size=batch_size,
                          limit=limit, progress=None if quiet else progress_bar)
@@ -571,30 +574,24 @@ def importance_command(corpus, lang, model_name, revision, offline, device, obje
 
     from .engine.errors import InputError
     from .engine.models import choose_model, load_model
-    from .engine.naming import name_from_file
-    from .head_importance.objectives import HEAD_OF, LABEL, choose_objective, label_ids
-    from .head_importance.run import (check_options, describe, folder_name, importance, importance_work,
-                                      model_config, read_corpus, split_sentences, write_importance)
+    from .head_importance.objectives import HEAD_OF
+    from .head_importance.run import (check_options, describe, importance, importance_work, objective_for,
+                                      output_name, read_corpus, split_sentences, write_importance)
 
     with friendly_errors():
         if model_name is None and lang is None:
             raise InputError("importance needs a model: pass --model ID_OR_PATH (e.g. --model minilm) or --lang es|en")
         check_options(batch_size, prune_step, seed, max_tokens)  # before the model loads
-        name = folder_name(name) if name else name_from_file(corpus.stem, corpus.name)
+        name = output_name(name, corpus)
         texts, labels = split_sentences(read_corpus(corpus, limit))
         choice = choose_model(lang, model_name, revision)
-        config = model_config(choice, offline)
-        chosen = choose_objective(config, objective, labels is not None, choice.name)
-        if chosen == LABEL:
-            label_ids(config, labels or [])  # a label the model lacks, before the model loads
+        chosen = objective_for(choice, objective, labels, offline)  # a label the model lacks: before it loads
         loaded = load_model(choice, device=device, offline=offline, head=HEAD_OF[chosen])
         total = importance_work(loaded.layers, loaded.heads, len(texts), prune_step, chosen != "embedding")
         with tqdm(total=total, unit="sent", desc=name, disable=quiet, file=sys.stderr, dynamic_ncols=True) as bar:
-            result = importance(loaded, [{"text": t, "label": lab} for t, lab in zip(texts, labels)]
-                                if labels is not None else texts, chosen, batch_size=batch_size,
-                                prune_step=prune_step, seed=seed, max_tokens=max_tokens, corpus=name,
-                                corpus_file=corpus,
-                                progress=bar.update)
+            sentences = texts if labels is None else [{"text": t, "label": lab} for t, lab in zip(texts, labels)]
+            result = importance(loaded, sentences, chosen, batch_size=batch_size, prune_step=prune_step, seed=seed,
+                                max_tokens=max_tokens, corpus=name, corpus_file=corpus, progress=bar.update)
         results_folder, figures_folder = write_importance(result, out_dir, name, formats, wait=not no_wait)
     if not quiet:
         click.echo(describe(result))

@@ -54,6 +54,8 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
     factory `progress(total=, desc=)` of a tqdm-like bar (None: no bar). figures=False: the tables alone, and
     no figures folder (an earlier run's is removed: it would not show these sums). Returns a CorpusOutput.
     """
+    from ..engine.batches import MAX_BATCH_SIZE
+    from ..engine.checks import whole_number
     from ..engine.naming import name_from_file
     from ..engine.pipeline import versions
     from ..engine.units import check_rule
@@ -62,7 +64,7 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
     from ..statistics.cluster import Engine, run_corpus
     from ..statistics.inputs import CorpusText, expand
     from ..outputs.corpus_files import write_corpus
-    from ..statistics.sums import CorpusRun, Shard, Thresholds, folder_name
+    from ..statistics.sums import CorpusError, CorpusRun, Shard, Thresholds, folder_name
     from ..outputs.drawing import DrawingPool
     from ..outputs.formats import check_formats
 
@@ -80,6 +82,7 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
     chosen_thresholds = Thresholds.parse(tuple(settings))
     engine = Engine(workers=workers, scheduler=scheduler, threads=threads, partition_size=partition_size)
     engine.check()
+    whole_number(batch_size, "--batch-size", 1, MAX_BATCH_SIZE, error=CorpusError)  # before the model loads
     specs = (inputs,) if isinstance(inputs, (str, Path)) else tuple(inputs)
     found = expand(tuple(str(spec) for spec in specs), input_format)
     name = name or name_from_file(found[0].stem, found[0].name)

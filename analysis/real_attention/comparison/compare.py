@@ -16,6 +16,7 @@ whatever the number of sentences.
 from __future__ import annotations
 
 import itertools
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from ..engine.batches import MAX_BATCH_SIZE
 from ..engine.checks import whole_number
 from ..engine.errors import InputError
 from ..engine.measures import NORM, WEIGHTS, check_measure
@@ -111,6 +113,11 @@ class CorpusLines:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
         return digest.hexdigest()
+
+    def check_has_sentence(self) -> None:
+        """InputError unless the file has a line that is not blank (read up to the first one)."""
+        if next(_clean(self), None) is None:
+            raise InputError(f"--corpus {self.path} has no sentence (it is empty or every line is blank)")
 
     def __iter__(self) -> Iterator[str]:
         from ..statistics.sums import CorpusReader
@@ -203,7 +210,7 @@ def _scan(models, names, sentences: Iterable[str], units: str, limit: int | None
     differently (words that one model's piece joins are joined in all: common_words)."""
     rule = AS_IS
     counts = {"lines": 0, "sentences": 0, "skipped": 0, "words": 0, "common": 0, "joined": 0}
-    stream = itertools.islice(_clean(sentences), limit)
+    stream = itertools.islice(_clean(sentences), None if limit is None else min(limit, sys.maxsize))
     number = 0
     while texts := list(itertools.islice(stream, bucket)):
         rows, skipped = _encode_bucket(models, texts, units)
@@ -318,7 +325,7 @@ def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: S
     if check_measure(measure) not in MEASURES:
         raise InputError(f"compare takes --measure weights or norm, not {measure}")
     check_rule(units)
-    whole_number(batch_size, "batch_size")
+    whole_number(batch_size, "batch_size", 1, MAX_BATCH_SIZE)
     if limit is not None:
         whole_number(limit, "limit")
     if measure == NORM:
@@ -336,6 +343,8 @@ def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: S
     scan = _scan(models, labels, sentences, units, limit, bucket)
     counts, rule = scan["counts"], scan["rule"]
     rows_total = counts["words"] if rule == AS_IS else counts["common"]
+    if counts["lines"] == 0:
+        raise InputError("no sentences to compare: the corpus is empty or every line is blank")
     if counts["sentences"] == 0 or rows_total == 0:
         raise InputError(f"no words in common: of {counts['lines']} sentence(s), {counts['skipped']} too long for "
                          "some model, none left to compare")
@@ -373,17 +382,26 @@ def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: S
 
 
 def _check_texts(sentences) -> None:
+    """A list's items, each numbered by its place in the list (blank ones counted): a string, blank (skipped, as a
+    corpus file's blank lines are) or a sentence (engine.text.check_text)."""
+    from ..engine.text import check_text, is_blank
+
     if isinstance(sentences, list):
         for number, text in enumerate(sentences, start=1):
             if not isinstance(text, str):
                 raise InputError(f"sentences: sentence {number} is {type(text).__name__}, not a string")
+            if not is_blank(text):
+                check_text(text, f"sentences: sentence {number}")
 
 
 def _clean(texts: Iterable[str]) -> Iterator[str]:
-    """The texts stripped, blank ones left out: what both passes read."""
+    """The texts stripped, blank ones (nothing visible: whitespace, zero-width or control characters only, as a
+    corpus file's blank lines) left out: what both passes read."""
+    from ..engine.text import is_blank
+
     for text in texts:
         text = text.strip()
-        if text:
+        if not is_blank(text):
             yield text
 
 
@@ -399,7 +417,7 @@ def _stream(models, sentences, rule: str, measure: str, units: str, limit: int |
     any_causal = any(m.causal for m in models)
     device = float64_device(models[0].device)  # the JS sums are float64: on MPS, the CPU
     sums: dict[tuple[int, int], Any] = {}
-    stream = itertools.islice(_clean(sentences), limit)
+    stream = itertools.islice(_clean(sentences), None if limit is None else min(limit, sys.maxsize))
     while texts := list(itertools.islice(stream, bucket)):
         rows, skipped = _encode_bucket(models, texts, units)
         if progress is not None and skipped:

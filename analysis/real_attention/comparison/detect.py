@@ -52,6 +52,9 @@ class DetectResult:
                 f"L{top['previous']['layer']}H{top['previous']['head']} ({top['previous']['score']:.2f})>")
 
 
+MAX_SAMPLES = 1_000_000
+
+
 def check_options(length, repeats, samples, seed, batch_size=32) -> None:
     """InputError naming the first bad option (before any model loads)."""
     for name, value, low in (("--length", length, 2), ("--repeats", repeats, 2), ("--samples", samples, 1),
@@ -62,6 +65,8 @@ def check_options(length, repeats, samples, seed, batch_size=32) -> None:
             why = {"--length": " (the test needs a token after each previous occurrence)",
                    "--repeats": " (the scores are read in the repeats after the first)"}.get(name, "")
             raise InputError(f"{name} must be at least {low}, not {value}{why}")
+    if samples > MAX_SAMPLES:  # every sequence is drawn at once: 10**12 of them would ask for terabytes
+        raise InputError(f"--samples must be at most {MAX_SAMPLES:,}, not {samples:,} (a few dozen give stable scores)")
 
 
 def candidate_ids(loaded) -> np.ndarray:

@@ -33,8 +33,12 @@ def mds_figure(result: CompareResult) -> Figure:
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import Normalize
 
-    fig = new_figure(figsize=(7.5, 6.4))
-    ax = fig.add_axes((0.1, 0.1, 0.68, 0.74))
+    # the legend sits below the axes, one line per model: the figure grows with it so that none is cut off
+    legend = 0.15 + 0.2 * len(result.models)  # inches
+    height = 5.6 + legend
+    bottom, top = (0.5 + legend) / height, 1 - 1.0 / height
+    fig = new_figure(figsize=(7.5, height))
+    ax = fig.add_axes((0.1, bottom, 0.68, top - bottom))
     cmap = colormaps[DEPTH_CMAP]
     mds = result.mds
     for index, model in enumerate(result.models):
@@ -42,12 +46,13 @@ def mds_figure(result: CompareResult) -> Figure:
         depth = (rows["layer"].to_numpy() - 1) / max(1, model.layers - 1)
         ax.scatter(rows["x"], rows["y"], c=cmap(depth), marker=MARKERS[index % len(MARKERS)], s=30,
                    edgecolors="black", linewidths=0.3, label=f"{model.name} ({model.layers} x {model.heads})")
-    ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.06), fontsize=8, frameon=False, ncol=1)
+    fig.legend(loc="lower left", bbox_to_anchor=(0.1, 0.08 / height), fontsize=8, frameon=False, ncol=1,
+               borderaxespad=0)
     ax.set_xticks([])
     ax.set_yticks([])
     ax.set_xlabel("MDS 1", fontsize=9)
     ax.set_ylabel("MDS 2", fontsize=9)
-    bar = fig.add_axes((0.82, 0.1, 0.025, 0.74))
+    bar = fig.add_axes((0.82, bottom, 0.025, top - bottom))
     colours = fig.colorbar(ScalarMappable(norm=Normalize(0, 1), cmap=cmap), cax=bar)
     colours.set_ticks([0, 1], labels=["first layer", "last layer"])
     colours.ax.tick_params(labelsize=8)
@@ -146,7 +151,7 @@ def detect_figure(heads: pd.DataFrame, title: str) -> Figure:
         ax.set_xlabel("head", fontsize=9)
         ax.set_ylabel("layer", fontsize=9)
         best = int(np.argmax(grid))
-        ax.set_title(f"{name}: best L{best // per_layer + 1}H{best % per_layer + 1} "
-                     f"({grid.reshape(-1)[best]:.2f})", fontsize=9)
+        ax.set_title(f"{name} (%): best L{best // per_layer + 1}H{best % per_layer + 1}, "
+                     f"{100 * grid.reshape(-1)[best]:.0f}", fontsize=9)  # in percent, as the cells
     fig.suptitle(title, fontsize=10, y=1 - 0.12 / height, va="top")
     return fig

@@ -12,6 +12,9 @@ from typing import Generic, NamedTuple, TypeVar
 
 Item = TypeVar("Item")
 
+# The largest --batch-size of the commands that pad batches to a fixed number of rows or read ahead by it
+# (heads --corpus, syntax, compare): 10**20 would ask for that many rows.
+MAX_BATCH_SIZE = 1 << 16
 PAIR_TOKENS = 40  # batches of sentences longer than this many pieces hold fewer sentences (length_batches)
 
 

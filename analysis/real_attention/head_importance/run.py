@@ -362,6 +362,26 @@ def _within(curve: pd.DataFrame, intact_value: float, tolerance: float) -> float
 # ---------------------------------------------------------------------------------------------------- files
 
 
+def output_name(name: str | None, corpus: Path) -> str:
+    """The folder under results/importance/: --name if given (it must be a plain folder name: '' is not), else
+    the corpus file's name without suffix or leading dots."""
+    from ..engine.naming import name_from_file
+
+    return folder_name(name) if name is not None else name_from_file(corpus.stem, corpus.name)
+
+
+def objective_for(choice, objective: str, labels: list | None, offline: bool = False) -> str:
+    """The objective `importance` runs for the chosen model (choose_objective, from its configuration alone), and
+    for `label` every label checked against the model's: InputError before the model loads."""
+    from .objectives import LABEL, choose_objective, label_ids
+
+    config = model_config(choice, offline)
+    chosen = choose_objective(config, objective, labels is not None, choice.name)
+    if chosen == LABEL:
+        label_ids(config, labels or [])
+    return chosen
+
+
 def folder_name(name: str) -> str:
     from ..outputs.folders import plain_folder_name
 

@@ -5,6 +5,7 @@ Both places a corpus runs use these: this process (cluster.py) and a Dask worker
 from __future__ import annotations
 
 import itertools
+import sys
 from dataclasses import dataclass
 from collections.abc import Callable, Iterable, Iterator
 
@@ -30,7 +31,7 @@ def partitions(sentences: Iterable[str], size: int, lines_read: Callable[[], int
     sentences = iter(sentences)
     before = 0
     for index in itertools.count():
-        texts = tuple(itertools.islice(sentences, size))
+        texts = tuple(itertools.islice(sentences, min(size, sys.maxsize)))  # --partition-size 10**20: one
         if not texts and index > 0:
             return
         now = lines_read()

@@ -10,7 +10,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..engine.batches import FixedBatch, fixed_batches, padded_units
+from ..engine.batches import MAX_BATCH_SIZE, FixedBatch, fixed_batches, padded_units
+from ..engine.checks import whole_number
 from ..engine.extract import Batch, Encoded, to_device
 from ..engine.heads import FixedAccumulator, HeadSums, KernelBatch, kernel, kernel_batch, sentence_counts
 from ..engine.units import DEFAULT_UNITS
@@ -183,8 +184,7 @@ def corpus_sums(
 
     from ..engine.measures import forward_measured
 
-    if batch_size < 1:
-        raise CorpusError(f"--batch-size must be at least 1, not {batch_size}")
+    whole_number(batch_size, "--batch-size", 1, MAX_BATCH_SIZE, error=CorpusError)
     device = torch.device(loaded.device)
     together = layers_at_once(device)
     accumulator = FixedAccumulator(loaded.layers, loaded.heads, device)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from ..engine.batches import MAX_BATCH_SIZE
 from ..engine.checks import whole_number
 from ..engine.errors import InputError
 from ..engine.measures import WEIGHTS, check_measure
@@ -82,7 +83,7 @@ def scan_treebank(path: str | Path, limit: int | None = None) -> Treebank:
 
 
 def check_options(batch_size: int, min_count: int) -> None:
-    whole_number(batch_size, "--batch-size")
+    whole_number(batch_size, "--batch-size", 1, MAX_BATCH_SIZE)
     whole_number(min_count, "--min-count")
 
 
