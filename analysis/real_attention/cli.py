@@ -408,7 +408,7 @@ def syntax_command(treebank, lang, model_name, revision, offline, device, measur
             from .engine.errors import InputError
 
             raise InputError("syntax needs a model: pass --model ID_OR_PATH (e.g. --model minilm) or --lang es|en")
-        name = name or default_name(treebank)
+        name = default_name(treebank) if name is None else name
         folder_name(name, measure)  # a bad --name, before any work
         check_options(batch_size, min_count)
         bank = scan_treebank(treebank, limit)
@@ -525,7 +525,7 @@ def detect_command(lang, model_name, revision, offline, device, length, repeats,
             plain_folder_name(name, "--name")
         loaded = load(model_name, revision=revision, lang=lang, device=device, offline=offline)
         result = detect(loaded, length=length, repeats=repeats, samples=samples, seed=seed, batch_size=batch_size)
-        results_folder, figures_folder = write_detect(result, out_dir, name or default_name(loaded.choice.name),
+        results_folder, figures_folder = write_detect(result, out_dir, default_name(loaded.choice.name) if name is None else name,
                                                       formats, wait=not no_wait)
     if not quiet:
         click.echo(f"{result.summary['model']}: {samples} samples of {length} random tokens x {repeats}")

@@ -567,7 +567,7 @@ def write_compare(result: CompareResult, out: str | Path = ".", name: str | None
     if not isinstance(result, CompareResult):
         raise InputError(f"write_compare takes the result of ra.compare(...), not {type(result).__name__}")
     formats = check_formats(formats) if formats else ()  # one name or several; none: no figures
-    folder = folder_name(name or default_name(result.models), result.summary["measure"])
+    folder = folder_name(default_name(result.models) if name is None else name, result.summary["measure"])
     out = Path(out)
     with staged_outputs(wait=wait) as staging:
         results = staging.folder(out / "results" / "compare" / folder)

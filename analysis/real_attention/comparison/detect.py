@@ -206,7 +206,7 @@ def write_detect(result: DetectResult, out: str | Path = ".", name: str | None =
     if not isinstance(result, DetectResult):
         raise InputError(f"write_detect takes the result of ra.detect(...), not {type(result).__name__}")
     formats = check_formats(formats) if formats else ()  # one name or several, as every writer takes them
-    folder = plain_folder_name(name or default_name(result.summary["model"]), "--name")
+    folder = plain_folder_name(default_name(result.summary["model"]) if name is None else name, "--name")
     out = Path(out)
     s = result.summary
     title = (f"{Path(s['model']).name}: repeated random tokens ({s['samples']} x {s['length']} tokens, "

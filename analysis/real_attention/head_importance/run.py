@@ -405,7 +405,7 @@ def write_importance(result: ImportanceResult, out: str | Path = ".", name: str 
     from .figures import pruning_figure, score_heatmap
 
     formats = check_formats(formats) if formats else ()  # one name or several; none: no figures
-    folder = folder_name(name or default_name(result))
+    folder = folder_name(default_name(result) if name is None else name)
     out = Path(out)
     summary = result.summary
     title = f"{Path(str(summary['model'])).name}, objective {summary['objective']}"

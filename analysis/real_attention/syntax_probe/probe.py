@@ -334,7 +334,8 @@ def write_syntax(result: SyntaxResult, out: str | Path = ".", name: str | None =
     from .figures import best_figure, example_figure, relations_figure
 
     formats = check_formats(formats)
-    folder = folder_name(name or Path(result.summary["treebank"]["name"]).stem, result.summary["measure"])
+    folder = folder_name(Path(result.summary["treebank"]["name"]).stem if name is None else name,
+                         result.summary["measure"])
     out = Path(out)
     title = f"{Path(result.summary['model']).name} on {result.summary['treebank']['name']}"
     with staged_outputs() as staging:
