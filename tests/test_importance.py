@@ -604,3 +604,14 @@ def test_skipped_sentences_still_fill_the_progress_total(gpt2_dir, tmp_path):
     assert result.summary["skipped_sentences"] == 1
     layers, heads = int(result.heads["layer"].max()), int(result.heads["head"].max())
     assert sum(seen) == importance_work(layers, heads, len(texts), 0.5)
+
+
+def test_a_bad_label_names_its_line_of_the_corpus_file(tmp_path, label_dir, no_loading):
+    corpus = tmp_path / "labelled.jsonl"
+    corpus.write_text('{"text": "I sat on the bank.", "label": "pos"}\n\n{"text": "My garden.", "label": "maybe"}\n',
+                      encoding="utf-8")
+    result = CliRunner().invoke(cli, ["importance", "--model", str(label_dir), "--corpus", str(corpus), "--quiet",
+                                      "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert result.output.startswith("Error: line 3: the model has no label 'maybe'"), result.output
+    assert not (tmp_path / "out").exists()

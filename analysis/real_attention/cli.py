@@ -576,16 +576,17 @@ def importance_command(corpus, lang, model_name, revision, offline, device, obje
     from .engine.models import choose_model, load_model
     from .head_importance.objectives import HEAD_OF
     from .head_importance.run import (check_options, describe, importance, importance_work, objective_for,
-                                      output_name, read_corpus, split_sentences, write_importance)
+                                      output_name, read_corpus_lines, split_sentences, write_importance)
 
     with friendly_errors():
         if model_name is None and lang is None:
             raise InputError("importance needs a model: pass --model ID_OR_PATH (e.g. --model minilm) or --lang es|en")
         check_options(batch_size, prune_step, seed, max_tokens)  # before the model loads
         name = output_name(name, corpus)
-        texts, labels = split_sentences(read_corpus(corpus, limit))
+        items, lines = read_corpus_lines(corpus, limit)
+        texts, labels = split_sentences(items)
         choice = choose_model(lang, model_name, revision)
-        chosen = objective_for(choice, objective, labels, offline)  # a label the model lacks: before it loads
+        chosen = objective_for(choice, objective, labels, offline, lines)  # a bad label: before the model loads
         loaded = load_model(choice, device=device, offline=offline, head=HEAD_OF[chosen])
         total = importance_work(loaded.layers, loaded.heads, len(texts), prune_step, chosen != "embedding")
         with tqdm(total=total, unit="sent", desc=name, disable=quiet, file=sys.stderr, dynamic_ncols=True) as bar:

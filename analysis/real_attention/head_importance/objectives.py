@@ -88,8 +88,9 @@ def choose_objective(config, requested: str, has_labels: bool, model_name: str) 
     return requested
 
 
-def label_ids(config, labels: Sequence) -> np.ndarray:
-    """The class index of each label: a name of the model's id2label, or an index. InputError for one it lacks."""
+def label_ids(config, labels: Sequence, lines: Sequence[int] | None = None) -> np.ndarray:
+    """The class index of each label: a name of the model's id2label, or an index. InputError for one it lacks,
+    naming its sentence (from 1), or its line of the corpus file when `lines` gives each sentence's."""
     names = {str(name): int(index) for index, name in (getattr(config, "id2label", None) or {}).items()}
     count = int(getattr(config, "num_labels", len(names)))
     found = []
@@ -101,7 +102,8 @@ def label_ids(config, labels: Sequence) -> np.ndarray:
         else:
             index = names.get(str(label))
         if index is None:
-            raise InputError(f"sentence {number}: the model has no label {label!r} (its labels: "
+            where = f"line {lines[number - 1]}" if lines is not None else f"sentence {number}"
+            raise InputError(f"{where}: the model has no label {label!r} (its labels: "
                              f"{', '.join(repr(n) for n in names) or 'none'}; or an index from 0 to {count - 1})")
         found.append(index)
     return np.array(found, dtype=np.int64)

@@ -84,6 +84,11 @@ def read_corpus(path: str | Path, limit: int | None = None) -> list:
     """A corpus file: one sentence a line (blank lines skipped), or JSON lines {"text": ..., "label": ...};
     the first `limit` only. InputError naming the line for a bad one. Lines end at "\n" alone (a "\r" before it
     is dropped), as `heads --corpus` reads them: a form feed or U+2028 inside a line is text, not a line break."""
+    return read_corpus_lines(path, limit)[0]
+
+
+def read_corpus_lines(path: str | Path, limit: int | None = None) -> tuple[list, list[int]]:
+    """read_corpus, and the file's line number (from 1) of each sentence, for messages about them."""
     import json
 
     path = Path(path)
@@ -100,6 +105,7 @@ def read_corpus(path: str | Path, limit: int | None = None) -> list:
     except OSError as error:  # a path through a file, a link loop, no permission, a device error
         raise InputError(f"--corpus {path} cannot be read: {error.strerror or error}") from None
     found: list = []
+    numbers: list[int] = []
     for number, line in enumerate(text.split("\n"), start=1):
         line = line.removesuffix("\r")
         if not line.strip():
@@ -116,11 +122,12 @@ def read_corpus(path: str | Path, limit: int | None = None) -> list:
             found.append(item)
         else:
             found.append(line)
+        numbers.append(number)
         if limit is not None and len(found) >= limit:
             break
     if not found:
         raise InputError(f"--corpus {path} has no sentence")
-    return found
+    return found, numbers
 
 
 def check_options(batch_size: int, prune_step: float, seed: int, max_tokens: int | None = None) -> None:
@@ -370,15 +377,17 @@ def output_name(name: str | None, corpus: Path) -> str:
     return folder_name(name) if name is not None else name_from_file(corpus.stem, corpus.name)
 
 
-def objective_for(choice, objective: str, labels: list | None, offline: bool = False) -> str:
+def objective_for(choice, objective: str, labels: list | None, offline: bool = False,
+                  lines: list[int] | None = None) -> str:
     """The objective `importance` runs for the chosen model (choose_objective, from its configuration alone), and
-    for `label` every label checked against the model's: InputError before the model loads."""
+    for `label` every label checked against the model's: InputError before the model loads, naming the corpus
+    file's line of a bad label when `lines` (read_corpus_lines) are given."""
     from .objectives import LABEL, choose_objective, label_ids
 
     config = model_config(choice, offline)
     chosen = choose_objective(config, objective, labels is not None, choice.name)
     if chosen == LABEL:
-        label_ids(config, labels or [])
+        label_ids(config, labels or [], lines)
     return chosen
 
 
