@@ -157,3 +157,39 @@ def test_a_summary_without_tables_is_an_older_run_and_still_shows(fmt, written, 
 def test_null_word_positions_are_allowed(written, tmp_path):
     out = edited_copy(written, "csv", tmp_path, set_position("sense_index", None))
     assert show(out).exit_code == 0
+
+
+def test_a_word_position_at_another_word_is_refused(written, tmp_path):
+    """An index inside the sentence but at another word drew that word as the focus, with exit 0."""
+    focus = json.loads((written["csv"] / "results" / "es" / "summary.json").read_text())["word_positions"][0]
+    other = 1 if focus["focus_index"] != 1 else 2
+    line = assert_refused(edited_copy(written, "csv", tmp_path, set_position("focus_index", other)), "word_positions")
+    assert f"sentence 1 focus_index {other}, the word " in line and "not 'banco'" in line
+
+
+def test_a_sentence_text_without_its_words_is_refused(written, tmp_path):
+    def edit(data):
+        data["sentences"][0]["text"] = "Otra frase distinta."
+
+    result = show(edited_copy(written, "csv", tmp_path, edit))
+    assert result.exit_code == 2
+    assert "sentence 1's text 'Otra frase distinta.' does not hold its focus word 'banco'" in result.output
+
+
+@pytest.mark.parametrize("field, value", [("layers", 5), ("heads_per_layer", 5)])
+def test_a_shape_that_does_not_fit_a_verified_table_names_summary_json(field, value, written, tmp_path):
+    out = edited_copy(written, "csv", tmp_path, set_field(field, value))
+    summary = out / "results" / "es" / "summary.json"
+    for reader in (lambda: show(out), lambda: ra.read_attention(out / "results" / "es")):
+        try:
+            result = reader()
+            text = result.output
+        except ra.InputError as error:
+            text = f"Error: {error}"
+        assert f"{summary} is damaged" in text and "whose bytes match the sha256 it records" in text, text
+
+
+@pytest.mark.parametrize("name", ["heads.csv", "focus.csv", "summary.json"])
+def test_read_attention_says_which_tables_it_reads(name, written):
+    with pytest.raises(ra.InputError, match="is not an attention or rollout table"):
+        ra.read_attention(written["csv"] / "results" / "es" / name)

@@ -69,7 +69,7 @@ def load_run(out_dir: Path, lang: str, measure: str = "weights") -> StoredRun:
         )
     summary = check_run_summary(summary_path, read_summary(summary_path))
     attention = read_checked(table, summary)
-    check_word_positions(summary_path, summary, sentence_units(attention))
+    check_word_positions(summary_path, summary, sentence_words(attention))
     return StoredRun(summary=summary, attention=attention)
 
 
@@ -131,20 +131,41 @@ def _check_optional(path: Path, summary: dict, name: str, valid: Callable[[Any],
         raise damaged(path, f"its field {name!r} is {shown}, not {expected}")
 
 
-def sentence_units(attention: pd.DataFrame) -> list[int]:
-    """(S,) the units of each sentence of a checked attention table: its query indices count from 0."""
-    return [int(n) + 1 for n in attention.groupby("sentence", sort=True)["query_index"].max()]
+def sentence_words(attention: pd.DataFrame) -> list[tuple[str, ...]]:
+    """(S,) the units of each sentence of a checked attention table, as written: the keys of its first row
+    (check_structure has checked that every row of a sentence names the same units)."""
+    first = attention[(attention["layer"] == 1) & (attention["head"] == 1) & (attention["query_index"] == 0)]
+    return [tuple(str(word) for word in rows.sort_values("key_index")["key"])
+            for _, rows in first.groupby("sentence", sort=True)]
 
 
-def check_word_positions(path: Path, summary: dict, units: list[int]) -> None:
-    """DamagedTable (naming summary.json) unless each sentence's focus_index and sense_index in 'word_positions'
-    is a unit of that sentence (below its unit count) or null; `units` as sentence_units gives them."""
-    for number, (position, count) in enumerate(zip(summary.get("word_positions") or [], units), start=1):
-        for key in ("focus_index", "sense_index"):
+def check_word_positions(path: Path, summary: dict, words: list[tuple[str, ...]]) -> None:
+    """DamagedTable (naming summary.json) unless, for each sentence, the focus and sense words are in its text
+    and its focus_index and sense_index in 'word_positions' are null or units of the sentence (below its unit
+    count) that are the summary's focus and sense words (as `run` compares words); `words`: sentence_words."""
+    import unicodedata
+
+    from ..engine.sentences import same_word
+
+    def folded(text: str) -> str:  # as same_word compares words
+        return unicodedata.normalize("NFC", text).casefold()
+
+    for number, info in enumerate(summary["sentences"][:len(words)], start=1):
+        for role, word in (("focus", summary["focus"]), ("sense", info["sense"])):
+            if folded(word) not in folded(info["text"]):
+                raise damaged(path, f"sentence {number}'s text {info['text'][:60]!r} does not hold its {role} "
+                                    f"word {word!r}")
+    for number, (position, units) in enumerate(zip(summary.get("word_positions") or [], words), start=1):
+        for key, word in (("focus_index", summary["focus"]), ("sense_index", summary["sentences"][number - 1]["sense"])):
             value = position.get(key)
-            if value is not None and value >= count:
+            if value is None:
+                continue
+            if value >= len(units):
                 raise damaged(path, f"its field 'word_positions' gives sentence {number} {key} {value}, but the "
-                                    f"sentence has {count} units (0 to {count - 1})")
+                                    f"sentence has {len(units)} units (0 to {len(units) - 1})")
+            if not same_word(units[value], word):
+                raise damaged(path, f"its field 'word_positions' gives sentence {number} {key} {value}, the word "
+                                    f"{units[value]!r}, not {word!r}")
 
 
 TABLE_SUFFIXES = (".parquet", ".csv")  # run --table-format: a run writes one of them
@@ -175,6 +196,9 @@ def read_attention(path: str | Path) -> pd.DataFrame:
         path = found
     if not path.is_file():
         raise ResultsError(f"no attention table at {path}")
+    if path.stem not in ("attention", "rollout") or path.suffix not in TABLE_SUFFIXES:
+        raise ResultsError(f"{path} is not an attention or rollout table; read_attention takes attention.csv, "
+                           "attention.parquet, rollout.csv or rollout.parquet, or the results folder that holds them")
     summary_path = path.with_name("summary.json")
     summary = read_summary(summary_path) if summary_path.is_file() else None
     return read_checked(path, summary)

@@ -191,7 +191,7 @@ def read_checked(path: Path, summary: dict | None = None) -> pd.DataFrame:
     frame = _read_parquet(path, columns) if path.suffix == ".parquet" else _read_csv(path, columns)
     if record is not None and len(frame) != record["rows"]:
         raise damaged(path, f"it has {len(frame)} rows, but summary.json records {record['rows']}")
-    check_structure(path, frame, summary)
+    check_structure(path, frame, summary, verified=record is not None)
     return frame
 
 
@@ -208,9 +208,11 @@ def _shape(summary: dict | None) -> tuple[int | None, int | None, int | None]:
             count(summary.get("heads_per_layer")))
 
 
-def check_structure(path: Path, frame: pd.DataFrame, summary: dict | None = None) -> None:
+def check_structure(path: Path, frame: pd.DataFrame, summary: dict | None = None, verified: bool = False) -> None:
     """DamagedTable unless `frame` has the structure every attention or rollout table of `run` has (the module's
-    docstring); vectorised, a few passes over the columns."""
+    docstring); vectorised, a few passes over the columns. verified: the table's bytes matched the sha256 that
+    summary.json records, so a table whose blocks do not fit summary.json's sentences, layers and heads names
+    summary.json."""
     if len(frame) == 0:
         raise damaged(path, "it has no rows")
     rollout = "head" not in frame.columns
@@ -260,6 +262,13 @@ def check_structure(path: Path, frame: pd.DataFrame, summary: dict | None = None
     heads = 1 if rollout else heads or int(block_head.max())
     expected = np.indices((sentences, layers, heads)).reshape(3, -1) + 1  # (3, S * L * H) in run's order
     found = np.stack([block_sentence, block_layer, block_head])
+    if verified and (found.shape != expected.shape or not (found == expected).all()):
+        said = f"{sentences} sentences x {layers} layers" + ("" if rollout else f" x {heads} heads")
+        held = f"{int(block_sentence.max())} sentences x {int(block_layer.max())} layers" + (
+            "" if rollout else f" x {int(block_head.max())} heads")
+        raise damaged(path.with_name("summary.json"), f"its sentences, layers and heads_per_layer ({said}) do not "
+                                                      f"fit {path.name}, whose bytes match the sha256 it records "
+                                                      f"({held})")
     if found.shape != expected.shape or not (found == expected).all():
         if found.shape == expected.shape:
             block = int(np.flatnonzero((found != expected).any(axis=0))[0])
