@@ -193,3 +193,23 @@ def test_a_shape_that_does_not_fit_a_verified_table_names_summary_json(field, va
 def test_read_attention_says_which_tables_it_reads(name, written):
     with pytest.raises(ra.InputError, match="is not an attention or rollout table"):
         ra.read_attention(written["csv"] / "results" / "es" / name)
+
+
+def test_show_with_a_folder_in_place_of_a_figure_is_one_error_and_leaves_the_others(written, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(written["csv"], out)
+    assert CliRunner().invoke(cli, ["show", "--lang", "es", "--out", str(out), "--layer", "1", "--head", "4",
+                                    "--format", "svg", "--quiet"]).exit_code == 0
+    folder = out / "figures" / "show" / "es"
+    first = (folder / "head_L1H4_s1.svg").read_bytes()
+    (folder / "head_L1H4_s1.svg").write_bytes(b"kept")  # a later show must not rewrite it if it fails
+    (folder / "head_L1H4_s2.svg").unlink()
+    (folder / "head_L1H4_s2.svg").mkdir()
+    result = CliRunner().invoke(cli, ["show", "--lang", "es", "--out", str(out), "--layer", "1", "--head", "4",
+                                      "--format", "svg"])
+    assert result.exit_code != 0 and "Traceback" not in result.output and "hit a bug" not in result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith(f"Error: cannot write {folder / 'head_L1H4_s2.svg'}: a folder"), line
+    assert (folder / "head_L1H4_s1.svg").read_bytes() == b"kept" and first != b"kept"
+    assert sorted(p.name for p in folder.iterdir()) == sorted(p.name for p in folder.iterdir()
+                                                              if not p.name.startswith("."))

@@ -263,8 +263,11 @@ def test_a_summary_field_of_the_wrong_kind_is_refused(three, tmp_path, field, va
 
 @pytest.mark.parametrize("count, more", [(10**7, 10**7 - 8), (10**30, 10**30 - 8)])
 def test_a_huge_shard_count_lists_the_first_missing_shards(three, tmp_path, count, more):
-    for folder in three:
-        edit(folder / "summary.json", lambda data: data["shard"].update(count=count))
+    for folder in three:  # shards of a run with `count` shards: summary.json and sums.json both say so
+        edit(folder / "sums.json", lambda data: data["shard"].update(count=count))
+        digest = hashlib.sha256((folder / "sums.json").read_bytes()).hexdigest()
+        edit(folder / "summary.json",
+             lambda data, digest=digest: data.update(sums_sha256=digest) or data["shard"].update(count=count))
     assert refused(tmp_path, *three) == (f"Error: shard(s) {', '.join(f'{i}/{count}' for i in range(4, 9))} and "
                                          f"{more} more missing; merge needs all {count}")
 
@@ -283,3 +286,22 @@ def test_a_decoders_shards_still_merge(tiny_decoders, tmp_path):
     assert json.loads((folders[0] / "summary.json").read_text())["causal"] is True
     result = merge(tmp_path, *folders)
     assert result.exit_code == 0, result.output
+
+
+def test_a_copied_shard_given_another_index_is_refused(three, tmp_path):
+    """A shard's sums.json says which shard it is: a copy of shard 1 whose summary.json was made shard 2 added shard
+    1 twice (358 words instead of 317, other labels)."""
+    assert json.loads((three[0] / "sums.json").read_text())["shard"] == {"index": 1, "count": 3}
+    copy = tmp_path / "copy"
+    shutil.copytree(three[0], copy)
+    edit(copy / "summary.json", lambda data: data["shard"].__setitem__("index", 2))
+    line = refused(tmp_path, three[0], copy, three[2])
+    assert line.startswith(f"Error: {copy}: sums.json holds the sums of shard 1/3, but summary.json says 2/3"), line
+
+
+@pytest.mark.parametrize("name", ["sums.json", "summary.json"])
+@pytest.mark.parametrize("damage", [b"", b'{"lines": 3', "{\"a\": \"\u00e9\"}".encode("latin-1")])
+def test_an_unreadable_file_of_a_shard_is_named(name, damage, three, tmp_path):
+    (three[1] / name).write_bytes(damage)
+    line = refused(tmp_path, *three)
+    assert line.startswith(f"Error: {three[1] / name} cannot be read as JSON ("), line

@@ -38,7 +38,10 @@ def write_corpus(results_folder: Path, figures_folder: Path, run: CorpusRun, sum
     labels = label_heads(sums.means(), sums.uniform_entropy, run.thresholds)
     write_csv(corpus_heads_frame(sums, labels), results_folder / "heads.csv")
     data = corpus_summary(run, sums, labels)
-    write_json(sums.to_json(), results_folder / "sums.json")
+    # a shard's sums say which shard they are (merge compares it with summary.json's): a copied folder whose
+    # summary.json was given another index is refused, not added twice
+    shard = {} if run.shard is None else {"shard": {"index": run.shard.index, "count": run.shard.count}}
+    write_json({**sums.to_json(), **shard}, results_folder / "sums.json")
     # merge refuses a shard whose sums.json is not the one written beside this summary.json
     data["sums_sha256"] = hashlib.sha256((results_folder / "sums.json").read_bytes()).hexdigest()
     write_json(data, results_folder / "summary.json")

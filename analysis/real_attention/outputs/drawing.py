@@ -560,15 +560,31 @@ def show_head(out_dir: Path, lang: str, layer: int, head: int, sentence: int | N
     from ..engine.measures import folder_suffix
     from .folders import run_folder_name
     from .readback import load_run
-    from .staging import WRITE_ERRNOS, write_failure
+    from .staging import WRITE_ERRNOS, OutputError, write_failure
+
+    import shutil
+    import tempfile
 
     folder = run_folder_name(lang) + folder_suffix(measure)
     run = load_run(Path(out_dir), run_folder_name(lang), measure)
     target = Path(out_dir) / "figures" / "show" / folder
+    staging: Path | None = None
     try:
-        paths = write_head_figures(target, run, layer, head, sentence, formats, quiet=quiet)
+        target.mkdir(parents=True, exist_ok=True)
+        # drawn beside the target, then moved in once every figure is there: a failure leaves the earlier files
+        staging = Path(tempfile.mkdtemp(prefix=".show-", dir=target))
+        drawn = write_head_figures(staging, run, layer, head, sentence, formats, quiet=quiet)
+        paths = [target / path.name for path in drawn]
+        blocking = [path for path in paths if path.exists() and not path.is_file()]
+        if blocking:
+            raise OutputError(f"cannot write {blocking[0]}: a folder or other non-file is in its place; move it away")
+        for path in drawn:
+            os.replace(path, target / path.name)
     except OSError as error:  # the figures folder exists but cannot be written
         if error.errno in WRITE_ERRNOS:
             raise write_failure(error, target) from None
         raise
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
     return paths, font_note([str(word) for word in run.attention["query"].unique()])

@@ -33,7 +33,9 @@ __all__ = ["OutputError", "Staging", "Terminated", "plain_folder_name", "sigterm
 LOCK_POLL_SECONDS = 0.1  # how often a run that waits for another run's lock tries again
 
 # Errors of the disk, not of the input or the code: a full disk, a file too large, a read-only or forbidden folder.
-WRITE_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.ENAMETOOLONG}
+# A folder where a file goes (or a file where a folder goes) is one too: the path cannot be written.
+WRITE_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.ENAMETOOLONG,
+                errno.EISDIR, errno.ENOTDIR}
 
 
 def write_failure(error: OSError, where: Path | str | None = None) -> OutputError:

@@ -27,11 +27,15 @@ def read_shard(folder: Path) -> tuple[dict, HeadSums]:
             f"{folder} is not a corpus result folder (no summary.json and sums.json); "
             "pass results/corpus/NAME/ folders written by `heads --shard`"
         )
-    try:
-        data_bytes, sums_bytes = (path.read_bytes() for path in paths)
-        data, sums = (json.loads(raw.decode("utf-8")) for raw in (data_bytes, sums_bytes))
-    except (OSError, ValueError) as error:
-        raise CorpusError(f"{folder} holds an unreadable summary.json or sums.json ({error})") from None
+    parsed = []
+    for path in paths:
+        try:
+            raw = path.read_bytes()
+            parsed.append((raw, json.loads(raw.decode("utf-8"))))
+        except (OSError, ValueError) as error:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+            raise CorpusError(f"{path} cannot be read as JSON ({error}); merge takes the shards as "
+                              "`heads --shard` wrote them: run that shard again") from None
+    (_, data), (sums_bytes, sums) = parsed
     check_summary(folder, data)
     try:
         validate_sums_json(sums)
@@ -43,12 +47,23 @@ def read_shard(folder: Path) -> tuple[dict, HeadSums]:
         raise CorpusError(f"{folder}: sums.json has {head_sums.shape} heads but summary.json says "
                           f"({data['layers']}, {data['heads_per_layer']})")
     check_same_sums(folder, data, head_sums)
+    said = sums.get("shard")  # sums written since they record their shard
+    if said is not None and (not isinstance(data["shard"], dict) or said != {key: data["shard"].get(key)
+                                                                          for key in ("index", "count")}):
+        where = data["shard"] and f"{data['shard'].get('index')}/{data['shard'].get('count')}"
+        raise CorpusError(f"{folder}: sums.json holds the sums of shard {_shard_text(said)}, but summary.json says "
+                          f"{where or 'no shard'}; merge takes the shards as `heads --shard` wrote them: a copied "
+                          "shard folder with another index in summary.json would be added twice")
     recorded = data.get("sums_sha256")  # shards written before it was recorded: the cross-check above alone
     if recorded is not None and hashlib.sha256(sums_bytes).hexdigest() != recorded:
         raise CorpusError(f"{folder / 'sums.json'} is not the sums.json written with its summary.json (its sha256 "
                           f"is not the {recorded[:12]}... that summary.json records); merge takes the shards as "
                           "`heads --shard` wrote them: run that shard again")
     return data, head_sums
+
+
+def _shard_text(said) -> str:
+    return f"{said.get('index')}/{said.get('count')}" if isinstance(said, dict) else shown(said)
 
 
 # summary.json's counts -> the HeadSums field that holds the same number
