@@ -75,3 +75,64 @@ def test_a_connection_that_sends_no_request_head_is_closed(tiny_loaded):
         server.should_exit = True
         thread.join(30)
         sock.close()
+
+
+def test_a_typed_special_token_counts_as_the_pieces_it_runs_as(tiny_loaded):
+    """The limit counted a typed "[MASK]" as 1 piece while the run splits it into the pieces of its characters: 150 of
+    them passed a 256-piece limit and ran as about 450."""
+    with TestClient(ra.app(tiny_loaded, max_pieces=10)) as small:
+        answer = small.post("/api/attend", json={"texts": ["[MASK] [MASK] [MASK] [MASK] [MASK]"]})
+    assert answer.status_code == 422, answer.text
+    assert "word pieces together; this server takes at most 10" in answer.json()["error"]
+
+
+def test_value_zeroing_takes_a_sixteenth_of_the_pieces(tiny_loaded):
+    with TestClient(ra.app(tiny_loaded, max_pieces=64)) as small:
+        answer = small.post("/api/attend", json={"texts": [TEXT], "measure": "value-zeroing"})
+        assert answer.status_code == 422, answer.text
+        assert "value-zeroing runs every layer again for each piece" in answer.json()["error"]
+        assert "at most 4 per request for it" in answer.json()["error"]
+        assert small.post("/api/attend", json={"texts": [TEXT]}).status_code == 200
+
+
+def test_the_answer_carries_the_notes_ra_attend_warns_about(client):
+    plain = client.post("/api/attend", json={"texts": [TEXT]}).json()
+    assert plain["notes"] == []
+    with pytest.warns(UserWarning, match="lacks characters"):  # ra.attend's warning, in the server's log
+        unknown = client.post("/api/attend", json={"texts": ["Fui al banco \u0e01\u0e02 a sacar dinero."]}).json()
+    (note,) = unknown["notes"]
+    assert "lacks characters of 1 word(s)" in note and "sentence 1: '\u0e01\u0e02'" in note
+
+
+def test_requests_the_model_thread_holds_count_toward_the_queue_limit(tiny_loaded, monkeypatch):
+    """The thread moves every queued request into its own list each round: the limit of MAX_QUEUED waiting
+    requests looked at the queue alone, and 138 were accepted at once."""
+    import asyncio
+
+    from real_attention.live import engine
+
+    gate = threading.Event()
+
+    def held_up(self, batch):
+        gate.wait(10)
+        for job in batch:
+            engine._settle(job, engine.Answered(None, ()))
+
+    monkeypatch.setattr(engine.Worker, "_answer", held_up)
+    worker = engine.Worker(tiny_loaded)
+
+    async def main():
+        waiting = [asyncio.ensure_future(worker.submit(engine.Query(texts=(f"sentence {i}",))))
+                   for i in range(engine.MAX_QUEUED)]
+        await asyncio.sleep(0.5)  # the thread takes them all and waits at the gate
+        assert worker.jobs.qsize() == 0
+        with pytest.raises(engine.Busy):
+            await worker.submit(engine.Query(texts=("one more",)))
+        gate.set()
+        return await asyncio.gather(*waiting)
+
+    try:
+        assert len(asyncio.run(main())) == engine.MAX_QUEUED
+    finally:
+        gate.set()
+        worker.stop()

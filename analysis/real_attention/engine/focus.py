@@ -38,7 +38,8 @@ def locate(attention: WordAttention, word: str, occurrence: int | None, role: st
         if len(matches) > 1:
             raise SentenceError(
                 f"the {role} word {word!r} occurs {len(matches)} times in {where}; "
-                f"say which one with {role}_occurrence = 1..{len(matches)} in the config"
+                f"say which one with {role}_occurrence = 1..{len(matches)} in a config (`run --config`); ra.attend "
+                "and serve take a sentence where it occurs once"
             )
         occurrence = 1
     if occurrence > len(matches):

@@ -13,6 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from .checks import shown
 from .hashing import file_sha256
 from .errors import InputError, ModelUnavailable  # noqa: F401  (re-exported)
 
@@ -221,12 +222,12 @@ def check_encodes(loaded: LoadedModel, texts: list[str]) -> str | None:
         return None
     by_sentence: dict[int, list[str]] = {}
     for number, word in words[:UNKNOWN_SHOWN]:
-        by_sentence.setdefault(number, []).append(repr(word))
-    shown = "; ".join(f"sentence {number}: {', '.join(named)}" for number, named in by_sentence.items())
+        by_sentence.setdefault(number, []).append(shown(word, 40))  # a 100,000-character "word" is cut
+    listed = "; ".join(f"sentence {number}: {', '.join(named)}" for number, named in by_sentence.items())
     more = f"; and {len(words) - UNKNOWN_SHOWN} more" if len(words) > UNKNOWN_SHOWN else ""
     return (f"the vocabulary of {loaded.choice.name} lacks characters of {len(words)} word(s), which became "
             f"{loaded.tokenizer.unk_token} (their maps show how the model reads {loaded.tokenizer.unk_token}): "
-            f"{shown}{more}. A model for the language (e.g. a multilingual one) reads them")
+            f"{listed}{more}. A model for the language (e.g. a multilingual one) reads them")
 
 
 def weights_sha256(directory: Path, names: tuple[str, ...] = WEIGHT_FILES) -> str:

@@ -139,13 +139,14 @@ def heads_rows(frame) -> list[dict]:
     return [dict(zip(names, row)) for row in zip(*columns)]
 
 
-def answer_json(att, *, page: bool) -> bytes:
-    """The API's answer for an Attention: model, revision, measure, sentences (words and weights), heads, summary;
-    with `page`, also the report data the live page draws (real_attention.outputs.report.report_data)."""
+def answer_json(att, *, page: bool, notes: tuple[str, ...] = ()) -> bytes:
+    """The API's answer for an Attention: model, revision, measure, sentences (words and weights), heads, summary,
+    and `notes` (live.engine.notes_of: what `ra.attend` would warn about); with `page`, also the report data the
+    live page draws (real_attention.outputs.report.report_data)."""
     from ..api.api import classify
 
     head = {"model": att.model, "revision": att.revision, "measure": att.measure, "units": att.units,
-            "causal": att.causal, "heads": [], "summary": None}
+            "causal": att.causal, "heads": [], "summary": None, "notes": list(notes)}
     if att.result is not None:
         head["heads"] = heads_rows(classify(att))
         head["summary"] = att.summary()
@@ -249,22 +250,22 @@ class LiveModel:
         }
 
     async def attention(self, query: Query):
-        """The Attention of a query: from the cache, or from the model thread (then cached)."""
-        att = self.answers.get(query)
-        if att is None:
-            att = await self.worker.submit(query)
-            self.answers[query] = att
+        """The Answered (Attention and notes) of a query: from the cache, or from the model thread (then cached)."""
+        answered = self.answers.get(query)
+        if answered is None:
+            answered = await self.worker.submit(query)
+            self.answers[query] = answered
             while len(self.answers) > CACHED_ANSWERS:
                 self.answers.popitem(last=False)
         else:
             self.answers.move_to_end(query)
-        return att
+        return answered
 
     async def handled(self, request, respond):
-        """respond(Attention, page wanted) for a POST's body, each failure turned into its status code."""
+        """respond(Answered, page wanted) for a POST's body, each failure turned into its status code."""
         try:
             query, page = parse_query(await read_body(request), self.measure)
-            return await respond(await self.attention(query), page)
+            return await respond(await self.attention(query), page)  # respond(Answered, page wanted)
         except BadRequest as bad:
             return error(400, str(bad))
         except TooLarge:
@@ -282,8 +283,9 @@ class LiveModel:
         from starlette.concurrency import run_in_threadpool
         from starlette.responses import Response
 
-        async def respond(att, page):
-            return Response(await run_in_threadpool(answer_json, att, page=page), media_type="application/json")
+        async def respond(answered, page):
+            return Response(await run_in_threadpool(answer_json, answered.attention, page=page, notes=answered.notes),
+                            media_type="application/json")
 
         return await self.handled(request, respond)
 
@@ -292,7 +294,8 @@ class LiveModel:
         from starlette.concurrency import run_in_threadpool
         from starlette.responses import Response
 
-        async def respond(att, _page):
+        async def respond(answered, _page):
+            att = answered.attention
             if att.result is None:  # no focus word: the maps alone, which /api/attend gives; a report needs more
                 return error(422, '/api/report needs "focus" and "sense" (one sense word per sentence): the report '
                                   'is built around the focus word; /api/attend answers without them')

@@ -13,11 +13,16 @@ import collections
 import queue
 import threading
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from ..engine.errors import InputError, RealAttentionError
+from ..engine.measure_names import VALUE_ZEROING
 
 BATCH_SENTENCES = 64  # the most sentences one forward pass takes from the queue
 MAX_QUEUED = 64  # requests waiting beyond this are refused (503) instead of piling up
+# value-zeroing re-runs each layer once per piece (its cost grows as pieces^2): a request of --max-pieces pieces took
+# 80 s on 2 cores, and the server answers one forward pass at a time; it takes this share of --max-pieces
+VALUE_ZEROING_SHARE = 16
 _FORWARD = threading.Lock()  # one forward pass at a time in this process, whatever number of apps share a model
 
 
@@ -43,10 +48,40 @@ def check_limits(model, query: Query, max_sentences: int, max_pieces: int) -> No
                          "(--max-sentences)")
     if not query.texts:  # ra.attend says what is wrong
         return
-    pieces = sum(len(ids) for ids in model.tokenizer(list(query.texts), verbose=False)["input_ids"])
+    # as the run encodes them (engine.extract.encode): a typed "[MASK]" is the pieces of its characters, not one
+    pieces = sum(len(ids) for ids in model.tokenizer(list(query.texts), verbose=False,
+                                                     split_special_tokens=True)["input_ids"])
     if pieces > max_pieces:
         raise InputError(f"the sentences have {pieces} word pieces together; this server takes at most {max_pieces} "
                          "per request (--max-pieces)")
+    if query.measure == VALUE_ZEROING and pieces > max_pieces // VALUE_ZEROING_SHARE:
+        raise InputError(f"the sentences have {pieces} word pieces together; value-zeroing runs every layer again "
+                         f"for each piece, so this server takes at most {max_pieces // VALUE_ZEROING_SHARE} per "
+                         f"request for it (--max-pieces / {VALUE_ZEROING_SHARE}); weights and norm take {max_pieces}")
+
+
+class Answered(NamedTuple):
+    """A query's answer: its Attention and the notes a reader must see beside it (notes_of)."""
+
+    attention: Any
+    notes: tuple[str, ...]
+
+
+def notes_of(model, attention) -> tuple[str, ...]:
+    """What `ra.attend` would warn about an answer, for the page and the JSON: words the vocabulary lacks (they
+    became the unknown token), and units of the text rule that one piece straddles, joined into one. Called in the
+    model's thread: the tokenizer is not to be shared between threads."""
+    from ..engine.models import check_encodes
+
+    notes = []
+    unknown = check_encodes(model, [sentence.text for sentence in attention.sentences])
+    if unknown:
+        notes.append(unknown)
+    for number, sentence in enumerate(attention.sentences, start=1):
+        for join in sentence.joined:
+            notes.append(f"sentence {number}: {' and '.join(repr(unit) for unit in join.units)} are one word here: "
+                         f"the piece {join.piece!r} spans them")
+    return tuple(notes)
 
 
 def attend_one(model, query: Query, lang: str = ""):
@@ -113,7 +148,8 @@ def _alone(model, query: Query, lang: str):
 
 
 class Worker:
-    """The thread that owns the model. `await worker.submit(query)` -> the query's Attention, or its error raised.
+    """The thread that owns the model. `await worker.submit(query)` -> the query's Answered (its Attention and
+    notes), or its error raised.
 
     Queued queries of one measure and unit rule are taken together, up to BATCH_SENTENCES sentences, and answered
     from one forward pass; the event loop only waits, so the server answers /api/health meanwhile.
@@ -125,6 +161,7 @@ class Worker:
         self.jobs: queue.Queue = queue.Queue()
         self.thread: threading.Thread | None = None
         self.started = threading.Lock()
+        self.held = 0  # jobs the thread has taken from the queue and not yet answered
 
     def start(self) -> None:
         with self.started:
@@ -139,7 +176,7 @@ class Worker:
             self.thread.join(timeout)
 
     async def submit(self, query: Query):
-        if self.jobs.qsize() >= MAX_QUEUED:
+        if self.jobs.qsize() + self.held >= MAX_QUEUED:  # queued, and taken by the thread but not yet answered
             raise Busy(f"{MAX_QUEUED} requests are waiting already; try again in a moment")
         self.start()
         loop = asyncio.get_running_loop()
@@ -165,12 +202,14 @@ class Worker:
                     stopping = True
                 else:
                     pending.append(job)
+            self.held = len(pending)
             batch = self._take(pending)
             try:
                 self._answer(batch)
             except Exception as error:  # noqa: BLE001 - a bug: those requests get a 500, the thread keeps serving
                 for job in batch:
                     _settle(job, error)
+            self.held = len(pending)
 
     @staticmethod
     def _take(pending: collections.deque) -> list:
@@ -206,6 +245,11 @@ class Worker:
         except Exception as error:  # noqa: BLE001 - a bug: the request gets a 500, the thread keeps serving
             answers = [error] * len(ready)
         for job, answer in zip(ready, answers):
+            if not isinstance(answer, BaseException):
+                try:
+                    answer = Answered(answer, notes_of(self.model, answer))
+                except Exception as error:  # noqa: BLE001 - a bug: a 500 for this request alone
+                    answer = error
             _settle(job, answer)
 
 

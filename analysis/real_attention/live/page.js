@@ -47,7 +47,9 @@
         return window.realAttention.show(answer.report).then(function () {
           shown = q;
           download.hidden = false;
-          say(answer.model + " answered in " + Math.round(performance.now() - started) + " ms.", false);
+          // what ra.attend would warn about (words the vocabulary lacks, words one piece joins) is said here too
+          const notes = (answer.notes || []).join(" ");
+          say(answer.model + " answered in " + Math.round(performance.now() - started) + " ms." + (notes ? " Note: " + notes : ""), false);
         });
       })
       .catch(function (error) {
