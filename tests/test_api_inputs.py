@@ -175,6 +175,31 @@ def test_layer_and_head_from_the_tables_own_numbers(tiny_att):
     (lambda m, a: ra.corpus_stats(m, b"el banco."), "lines"),
     (lambda m, a: ra.corpus_stats(m, 3), "lines"),
     (lambda m, a: ra.corpus_stats(m, ["el banco."], batch_size=-1), "batch_size"),
+    # a review found these ending in TypeError or AttributeError, or a string taken as true
+    (lambda m, a: ra.run(out=None), "out must be a path"),
+    (lambda m, a: ra.run(config=3), "config must be a path"),
+    (lambda m, a: ra.run(model=3), "model must be a non-empty string"),
+    (lambda m, a: ra.run(figures="no"), "figures must be True or False"),
+    (lambda m, a: ra.run(report="no"), "report must be True or False"),
+    (lambda m, a: ra.run(offline="x"), "offline must be True or False"),
+    (lambda m, a: ra.corpus(None, model="minilm"), "inputs must be a path or a list of paths"),
+    (lambda m, a: ra.corpus([3], model="minilm"), "inputs must be a path"),
+    (lambda m, a: ra.corpus("c.txt", model="minilm", truncate="x"), "truncate must be True or False"),
+    (lambda m, a: ra.corpus("c.txt", model="minilm", out=None), "out must be a path"),
+    (lambda m, a: ra.merge(None), "merge takes the shard folders"),
+    (lambda m, a: ra.merge([None]), "shard_dirs must be a path"),
+    (lambda m, a: ra.read_attention(None), "path must be a path"),
+    (lambda m, a: ra.read_attention(b"/tmp"), "path must be a path"),
+    (lambda m, a: ra.syntax("minilm", "t.conllu"), "syntax: model must be a loaded model"),
+    (lambda m, a: ra.syntax(m, None), "treebank must be a path"),
+    (lambda m, a: ra.write_syntax(None), "write_syntax takes what ra.syntax returns"),
+    (lambda m, a: ra.write_importance(None), "write_importance takes what ra.importance returns"),
+    (lambda m, a: ra.mixing(m, ["Fui al banco a sacar dinero."], focus="ban", sense=["dinero"]),
+     "only part of the word 'banco'"),
+    (lambda m, a: ra.mixing(m, ["Fui al banco a sacar dinero."], focus="xyz", sense=["dinero"]),
+     "the focus word 'xyz' is not in sentence 1"),
+    (lambda m, a: ra.importance(m, ["Fui al banco."], corpus_file="/nonexistent/c.txt"),
+     "corpus_file '/nonexistent/c.txt' cannot be read"),
 ])
 def test_wrong_types_are_one_input_error_naming_the_argument(tiny, tiny_att, call, argument):
     with pytest.raises(ra.InputError, match=argument):
@@ -219,3 +244,9 @@ def test_bad_inputs_are_input_errors_under_python_O(tiny_model_dir):
     )
     done = subprocess.run([sys.executable, "-O", "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.stdout.strip() == "ok False", done.stderr[-3000:]
+
+
+def test_words_the_vocabulary_lacks_are_warned_about_with_words_too(tiny):
+    """attend's docstring promises the warning; the words= path skipped it."""
+    with pytest.warns(UserWarning, match="lacks characters of 1 word"):
+        ra.attend(tiny, words=[["Fui", "al", "banco", "\u0e01\u0e02"]])

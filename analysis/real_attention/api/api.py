@@ -67,8 +67,8 @@ def attend(model: LoadedModel, texts: str | Iterable[str] | None = None, *,
     head is classified, as `real-attention run` does.
     units: "text" (words as the reader sees them, the same for every tokenizer; the focus and sense words are
     always units) or "tokenizer" (the tokenizer's own words, as Clark et al.'s code has them).
-    measure: "weights" (post-softmax attention) or "norm" (||alpha f(x)||, Kobayashi et al. 2020, rows
-    rescaled to sum to 1); see real_attention.engine.measures.
+    measure: "weights" (post-softmax attention), "norm" (||alpha f(x)||, Kobayashi et al. 2020, rows
+    rescaled to sum to 1) or "value-zeroing" (Mohebbi et al. 2023); see real_attention.engine.measures.
     batch_size: at most this many sentences per forward pass; with more sentences they are sorted by length
     into batches (little padding), and the results come back in the order given, the same numbers as one batch.
     pieces: also keep each sentence's piece-level maps: `att[i].pieces` (the tokenizer's pieces, specials
@@ -89,6 +89,12 @@ def attend(model: LoadedModel, texts: str | Iterable[str] | None = None, *,
         if focus is not None or sense is not None or units != "text":
             raise InputError("words= sets the units and takes no focus=, sense= or units=")
         given = given_words(words)
+        check_measure(measure)
+        note = check_encodes(model, [" ".join(sentence) for sentence in given])  # the text the words rule runs
+        if note:  # the words still run, as [UNK]
+            import warnings
+
+            warnings.warn(note, UserWarning, stacklevel=2)
         attentions, _, rollouts = attend_with_sums(model, None, words=given, measure=measure,
                                                    batch_size=whole_number(batch_size, "batch_size"),
                                                    pieces=flag(pieces, "pieces"))
@@ -188,7 +194,7 @@ def corpus_stats(model: LoadedModel, lines: Iterable[str], *, batch_size: int = 
     model takes are skipped (or cut, with truncate=True). Memory does not grow with the number of lines.
     lines: an iterable of strings (a list, a generator, an open text file); a single string is one sentence,
     never its characters. Anything that is no string (None, 3, bytes) is an InputError.
-    units: the unit rule, and measure: "weights" or "norm", as in `attend`."""
+    units: the unit rule, and measure: "weights", "norm" or "value-zeroing", as in `attend`."""
     from ..statistics.sums import CorpusReader, Thresholds, check_analysable, corpus_heads_frame, corpus_sums, label_heads
     from ..engine.measures import check_measure
 
@@ -226,10 +232,21 @@ def mixing(model: LoadedModel, texts: str | Iterable[str], *, focus: str | None 
     from ..engine.mixing import compute_mixing
 
     model = loaded_model(model, "mixing")
-    items = sentence_texts(texts)
+    items = sentence_texts(texts, "mixing")
     check_rule(units)
     required: list[tuple[str, ...]] | None = None
     if focus is not None or sense is not None:
         chosen = sentence_set(items, focus, sense)
         required = [(chosen.focus, s.sense) for s in chosen.sentences]
+    if required is not None:  # each word must be a unit of its sentence, as `attend` finds them: before the work
+        from ..engine.extract import encode
+        from ..engine.focus import locate
+        from ..engine.words import Kind, WordAttention
+
+        encoded, too_long = encode(model.tokenizer, items, model.max_tokens, units=units, required=required)
+        if not too_long:  # compute_mixing names a sentence too long
+            for number, (sentence, (focus_word, sense_word)) in enumerate(zip(encoded, required), start=1):
+                words = WordAttention(sentence.text, sentence.words, tuple(Kind(k) for k in sentence.kinds), None)
+                locate(words, focus_word, None, "focus", number)
+                locate(words, sense_word, None, "sense", number)
     return compute_mixing(model, items, units=units, required=required)

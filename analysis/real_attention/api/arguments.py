@@ -17,11 +17,11 @@ if TYPE_CHECKING:
     from ..engine.sentences import SentenceSet
 
 
-def sentence_texts(texts: object) -> list[str]:
+def sentence_texts(texts: object, function: str = "attend") -> list[str]:
     """attend's texts= (or mixing's): one sentence or several, each stripped; InputError for none."""
     items = [item.strip() for item in strings(texts, "texts")]
     if not items:
-        raise InputError("attend needs at least one sentence (texts is empty)")
+        raise InputError(f"{function} needs at least one sentence (texts is empty)")
     return items
 
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class Attention(Sequence):
+class Attention(Sequence["WordAttention"]):  # the name only: numpy loads on first use
     """Word-level attention of S sentences from one model: `att[i]` is sentence i's WordAttention.
 
     Each `att[i].weights` is float32 numpy `(layers, heads, n_i, n_i)`, query rows by key columns, every row

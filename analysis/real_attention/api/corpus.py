@@ -55,7 +55,7 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
     no figures folder (an earlier run's is removed: it would not show these sums). Returns a CorpusOutput.
     """
     from ..engine.batches import MAX_BATCH_SIZE
-    from ..engine.checks import whole_number
+    from ..engine.checks import flag, path_arg, whole_number
     from ..engine.naming import name_from_file
     from ..engine.pipeline import versions
     from ..engine.units import check_rule
@@ -82,8 +82,15 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
     chosen_thresholds = Thresholds.parse(tuple(settings))
     engine = Engine(workers=workers, scheduler=scheduler, threads=threads, partition_size=partition_size)
     engine.check()
-    whole_number(batch_size, "--batch-size", 1, MAX_BATCH_SIZE, error=CorpusError)  # before the model loads
+    for value, label in ((truncate, "truncate"), (figures, "figures"), (offline, "offline"), (wait, "wait")):
+        flag(value, label)
+    path_arg(out, "out")
+    if not isinstance(inputs, (str, Path, list, tuple)):
+        raise InputError(f"inputs must be a path or a list of paths, not {type(inputs).__name__}")
     specs = (inputs,) if isinstance(inputs, (str, Path)) else tuple(inputs)
+    for spec in specs:
+        path_arg(spec, "inputs")
+    whole_number(batch_size, "--batch-size", 1, MAX_BATCH_SIZE, error=CorpusError)  # before the model loads
     found = expand(tuple(str(spec) for spec in specs), input_format)
     name = name_from_file(found[0].stem, found[0].name) if name is None else name  # '': a bad name
     folder = folder_name(name, shard_range, measure)
@@ -132,8 +139,14 @@ def merge(shard_dirs: Sequence[str | Path], *, out: str | Path = ".", formats: s
     from ..statistics.sums import merge_shards
     from ..outputs.formats import check_formats
 
+    from ..engine.checks import path_arg
+
     formats = check_formats(formats)
-    folders = [Path(d) for d in ([shard_dirs] if isinstance(shard_dirs, (str, Path)) else shard_dirs)]
+    if not isinstance(shard_dirs, (str, Path, list, tuple)):
+        raise InputError(f"merge takes the shard folders as a path or a list of paths, not {type(shard_dirs).__name__}")
+    folders = [Path(path_arg(d, "shard_dirs")) for d in ([shard_dirs] if isinstance(shard_dirs, (str, Path))
+                                                          else shard_dirs)]
+    path_arg(out, "out")
     if not folders:
         raise InputError("merge needs the shard folders (results/corpus/NAME-shard-i-of-N/)")
     run, sums = merge_shards(folders)

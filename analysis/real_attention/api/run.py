@@ -109,8 +109,16 @@ def run(lang: str = DEFAULT_LANG, config: str | Path | None = None, model: str |
     from ..outputs.drawing import DrawingPool, font_note, run_texts
     from ..outputs.staging import check_targets, staged_outputs
 
+    from ..engine.checks import flag, optional_text, path_arg
+
     settings, measures = _checked(lang, out, units, measure, compare_measures, figures, report, formats,
                                   all_figures, quiet, table_format, report_sentences, batch_size)
+    for value, name in ((offline, "offline"), (mixing, "mixing"), (wait, "wait")):
+        flag(value, name)
+    optional_text(model, "model", "a packaged name, a folder or a Hub id")
+    optional_text(device, "device", "cpu, cuda, mps or auto")
+    if config is not None:
+        path_arg(config, "config")
     check_targets(folder(m) for folder in (settings.results_dir, settings.figures_dir) for m in measures)
     sentence_set = load_sentences(config, settings.lang)
     choice = choose_model(settings.lang, model, revision)
@@ -193,13 +201,17 @@ def _checked(lang: str, out: str | Path, units: str, measure: str, compare_measu
              report: bool, formats: str | Sequence[str], all_figures: bool, quiet: bool, table_format: str,
              report_sentences: int, batch_size: int = 32) -> tuple[_Settings, tuple[str, ...]]:
     """run's arguments, checked before any work -> (settings, the measures to run)."""
-    from ..engine.checks import whole_number
+    from ..engine.checks import flag, path_arg, whole_number
     from ..engine.measures import COMPARED, check_measure
     from ..engine.units import check_rule
     from ..outputs.folders import run_folder_name
     from ..outputs.formats import check_formats
     from ..outputs.tables import check_table_format
 
+    path_arg(out, "out")
+    for value, name in ((compare_measures, "compare_measures"), (figures, "figures"), (report, "report"),
+                        (all_figures, "all_figures"), (quiet, "quiet")):
+        flag(value, name)  # "no" is not False: a string would be taken as true
     check_measure(measure)
     check_rule(units)
     checked_formats = check_formats(formats)

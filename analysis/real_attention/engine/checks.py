@@ -3,6 +3,7 @@ argument and says what it must be (a subclass such as ConfigError where the call
 from __future__ import annotations
 
 import numbers
+import os
 from collections.abc import Iterable
 from typing import TypeGuard
 
@@ -32,6 +33,15 @@ def shown(value: object, limit: int = 80) -> str:
         return f"a number of {len(str(abs(value)))} digits"
     text = repr(value)
     return text if len(text) <= limit else f"{text[:limit - 20]}... ({len(text)} characters)"
+
+
+def path_arg(value: object, name: str) -> str | os.PathLike:
+    """A file or folder path as the API takes them (a str or a pathlib.Path, any os.PathLike of text); InputError
+    naming the argument otherwise (None, a number, bytes: a bytes path is decoded first)."""
+    if isinstance(value, str) or (isinstance(value, os.PathLike) and isinstance(os.fspath(value), str)):
+        return value
+    given = "None" if value is None else f"{kind(value)} {value!r:.60}"
+    raise InputError(f"{name} must be a path (a str or a pathlib.Path), not {given}")
 
 
 def whole_number(value: object, name: str, low: int = 1, high: int | None = None,

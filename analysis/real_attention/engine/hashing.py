@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
+import os
 
 
-def file_sha256(path: str | Path) -> str:
+def file_sha256(path: str | os.PathLike) -> str:
     """The hex sha256 of every byte of the file at `path`, read a MiB at a time (memory stays flat)."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:

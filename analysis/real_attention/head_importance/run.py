@@ -261,11 +261,11 @@ def _importance(model: LoadedModel | str, sentences: Sequence[str | dict[str, An
     """importance, the device running out of memory left to the caller."""
     import pandas as pd
 
-    from ..engine.hashing import file_sha256
     from ..engine.pipeline import versions
 
     texts, labels = split_sentences(sentences)
     check_options(batch_size, prune_step, seed, max_tokens)
+    source = None if corpus_file is None else _corpus_record(corpus_file)  # before any work
     scorer = scorer_for(model, objective, labels is not None)
     prepared = _prepared(scorer, texts, labels, batch_size, seed, max_tokens)
     layers, heads = scorer.layers, scorer.heads
@@ -313,8 +313,7 @@ def _importance(model: LoadedModel | str, sentences: Sequence[str | dict[str, An
         "revision": loaded.revision,
         **({"weights": loaded.choice.weights_note} if loaded.choice.weights_note else {}),
         "corpus": corpus,
-        **({"corpus_file": {"name": Path(corpus_file).name, "sha256": file_sha256(corpus_file)}}
-           if corpus_file is not None else {}),
+        **({"corpus_file": source} if source is not None else {}),
         "objective": scorer.objective,
         "definition": DEFINITIONS[scorer.objective],
         "intact_objective": intact_value,
@@ -340,6 +339,18 @@ def _importance(model: LoadedModel | str, sentences: Sequence[str | dict[str, An
         "versions": versions(),
     }
     return ImportanceResult(table, pruning, summary)
+
+
+def _corpus_record(corpus_file) -> dict:
+    """summary.json's record of the corpus file: its name and sha256; InputError if it cannot be read."""
+    from ..engine.hashing import file_sha256
+
+    if not isinstance(corpus_file, (str, os.PathLike)):
+        raise InputError(f"corpus_file must be a path, not {type(corpus_file).__name__}")
+    try:
+        return {"name": Path(corpus_file).name, "sha256": file_sha256(corpus_file)}
+    except OSError as error:
+        raise InputError(f"corpus_file {os.fspath(corpus_file)!r} cannot be read: {error.strerror or error}") from None
 
 
 def importance_work(layers: int, heads: int, sentences: int, prune_step: float, taylor_scores: bool = True) -> int:
@@ -407,10 +418,15 @@ def write_importance(result: ImportanceResult, out: str | Path = ".", name: str 
     """Write OUT/results/importance/NAME/ (heads.csv, pruning.csv, summary.json) and OUT/figures/importance/NAME/
     (ablation, taylor (when defined) and pruning figures in each format), all at once (staged). NAME: the corpus
     name, else the model's. wait=False: stop with an error if another run is writing them. -> the two folders."""
+    from ..engine.checks import path_arg
     from ..outputs.figio import save_figure
     from ..outputs.files import write_csv, write_json
     from ..outputs.formats import check_formats
     from ..outputs.staging import staged_outputs
+
+    if not isinstance(result, ImportanceResult):
+        raise InputError(f"write_importance takes what ra.importance returns, not {type(result).__name__}")
+    path_arg(out, "out")
     from .figures import pruning_figure, score_heatmap
 
     formats = check_formats(formats) if formats else ()  # one name or several; none: no figures

@@ -188,7 +188,9 @@ def read_attention(path: str | Path) -> pd.DataFrame:
     records, and for the structure every such table has (whole numbers, weights in [0, 1], complete n x n
     blocks, rows summing to 1); DamagedTable (an InputError) names the file if it is not what `run` wrote.
     """
-    path = Path(path)
+    from ..engine.checks import path_arg
+
+    path = Path(path_arg(path, "path"))
     if path.is_dir():
         found = table_path(path, "attention")
         if found is None:

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..engine.batches import MAX_BATCH_SIZE
-from ..engine.checks import whole_number
+from ..engine.checks import path_arg, whole_number
 from ..engine.errors import InputError
 from ..engine.measures import WEIGHTS, check_measure
 from .scoring import (
@@ -267,6 +267,14 @@ def syntax(model: LoadedModel, treebank: str | Path | Treebank, *, measure: str 
     """
     from ..engine.pipeline import versions
 
+    from ..engine.checks import kind
+    from ..engine.models import LoadedModel
+
+    if not isinstance(model, LoadedModel):
+        raise InputError(f"syntax: model must be a loaded model (model = ra.load(\"minilm\")), not {kind(model)} "
+                         f"{model!r:.60}")
+    if not isinstance(treebank, Treebank):
+        path_arg(treebank, "treebank")
     check_measure(measure)
     check_options(batch_size, min_count)
     if not isinstance(treebank, Treebank):
@@ -333,6 +341,9 @@ def write_syntax(result: SyntaxResult, out: str | Path = ".", name: str | None =
     from ..outputs.files import write_csv, write_json
     from .figures import best_figure, example_figure, relations_figure
 
+    if not isinstance(result, SyntaxResult):
+        raise InputError(f"write_syntax takes what ra.syntax returns, not {type(result).__name__}")
+    path_arg(out, "out")
     formats = check_formats(formats)
     folder = folder_name(Path(result.summary["treebank"]["name"]).stem if name is None else name,
                          result.summary["measure"])
