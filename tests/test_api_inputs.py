@@ -200,6 +200,19 @@ def test_layer_and_head_from_the_tables_own_numbers(tiny_att):
      "the focus word 'xyz' is not in sentence 1"),
     (lambda m, a: ra.importance(m, ["Fui al banco."], corpus_file="/nonexistent/c.txt"),
      "corpus_file '/nonexistent/c.txt' cannot be read"),
+    (lambda m, a: ra.heatmap(a, 1, 1, revision=3), "revision must be a non-empty string"),
+    (lambda m, a: ra.heatmap(a, 1, 1, model=3), "model must be a non-empty string"),
+    (lambda m, a: ra.corpus_stats(m, ["el banco."], progress=3), "progress must be a tqdm-like bar"),
+    (lambda m, a: ra.compare(None, ["el banco."]), "compare takes the models as a list"),
+    (lambda m, a: ra.compare([m, m], None), "compare takes the sentences as"),
+    (lambda m, a: ra.compare([m, m], b"el banco."), "compare takes the sentences as"),
+    (lambda m, a: ra.compare([m, m], ["el banco."], names=3), "names must be a list of strings"),
+    (lambda m, a: ra.compare([m, m], ["el banco."], progress=3), "progress must be a factory"),
+    (lambda m, a: ra.app(None), "model must be a loaded model .* or a model's name, not None"),
+    (lambda m, a: ra.Thresholds(position="x"), "threshold position must be a number between 0 and 1"),
+    (lambda m, a: ra.corpus("c.txt", model="minilm", shard=3), "shard must be a string"),
+    (lambda m, a: ra.corpus("c.txt", model="minilm", thresholds=3), "thresholds must be a dict"),
+    (lambda m, a: ra.corpus("c.txt", model="minilm", progress=3), "progress must be a factory"),
 ])
 def test_wrong_types_are_one_input_error_naming_the_argument(tiny, tiny_att, call, argument):
     with pytest.raises(ra.InputError, match=argument):

@@ -158,6 +158,8 @@ def heatmap(sentence: Attention | WordAttention, layer: int, head: int, *, index
     from ..engine.words import WordAttention
     from ..outputs.plots import draw_heatmap
 
+    optional_text(model, "model", "the model's name for the title")
+    optional_text(revision, "revision", "the revision for the title")
     focus_index = sense_index = None
     if isinstance(sentence, Attention):
         att = sentence
@@ -209,6 +211,9 @@ def corpus_stats(model: LoadedModel, lines: Iterable[str], *, batch_size: int = 
     # The reader takes the bytes of a file: one line each, so a text with a newline stays one sentence.
     stream = ((" ".join(line.splitlines()) + "\n").encode("utf-8") for line in lines)
     reader = CorpusReader(stream, "text", source="lines")
+    if progress is not None and not callable(getattr(progress, "update", None)):
+        raise InputError(f"progress must be a tqdm-like bar (with update(n)) or None, not {kind(progress)} "
+                         f"{progress!r:.60}")
     sums = corpus_sums(model, reader, batch_size=batch_size, truncate=truncate, progress=progress,
                        units=units, measure=measure)
     check_analysable(sums, "the lines")

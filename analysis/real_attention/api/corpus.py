@@ -55,7 +55,7 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
     no figures folder (an earlier run's is removed: it would not show these sums). Returns a CorpusOutput.
     """
     from ..engine.batches import MAX_BATCH_SIZE
-    from ..engine.checks import flag, path_arg, whole_number
+    from ..engine.checks import callable_or_none, flag, path_arg, whole_number
     from ..engine.naming import name_from_file
     from ..engine.pipeline import versions
     from ..engine.units import check_rule
@@ -74,6 +74,12 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
     if model is None and lang is None:
         raise InputError("heads needs a model: pass --model ID_OR_PATH (e.g. --model minilm) or --lang es|en "
                          "for that language's pinned model")
+    if shard is not None and not isinstance(shard, str):
+        raise InputError(f"shard must be a string \"i/N\" or None, not {type(shard).__name__}")
+    if thresholds is not None and not isinstance(thresholds, (dict, str, list, tuple)):
+        raise InputError(f"thresholds must be a dict, a \"name=value\" string or a list of them, not "
+                         f"{type(thresholds).__name__}")
+    callable_or_none(progress, "progress", "a factory progress(total=, desc=) of a tqdm-like bar")
     shard_range = Shard.parse(shard) if shard is not None else None
     if isinstance(thresholds, dict):
         settings = [f"{k}={v}" for k, v in thresholds.items()]

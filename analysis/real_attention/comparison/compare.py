@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..engine.batches import MAX_BATCH_SIZE
-from ..engine.checks import whole_number
+from ..engine.checks import callable_or_none, whole_number
 from ..engine.errors import InputError
 from ..engine.measures import NORM, WEIGHTS, check_measure
 from ..engine.units import DEFAULT_UNITS, check_rule
@@ -314,6 +314,14 @@ def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: S
     from ..engine.models import LoadedModel
     from ..engine.pipeline import versions
 
+    if not isinstance(models, (list, tuple)):
+        raise InputError(f"compare takes the models as a list, not {type(models).__name__}")
+    if sentences is None or isinstance(sentences, (bytes, bytearray, int, float)):
+        raise InputError(f"compare takes the sentences as a string, a list of strings or CorpusLines, not "
+                         f"{type(sentences).__name__}")
+    if names is not None and not isinstance(names, (list, tuple)):
+        raise InputError(f"names must be a list of strings, one per model, not {type(names).__name__}")
+    callable_or_none(progress, "progress", "a factory progress(total=, desc=) of a tqdm-like bar")
     models = list(models)
     if len(models) < 2:
         raise InputError(f"compare needs at least two models (got {len(models)}); give --model twice or more "

@@ -16,6 +16,11 @@ def kind(value: object) -> str:
     return "None" if value is None else type(value).__name__
 
 
+def described(value: object) -> str:
+    """A value of the wrong kind for a message: "None", or its type and its repr cut to 60 characters."""
+    return "None" if value is None else f"{kind(value)} {value!r:.60}"
+
+
 def is_whole(value: object) -> TypeGuard[int]:
     """A Python int that is not a bool (JSON's whole numbers, unbounded)."""
     return isinstance(value, int) and not isinstance(value, bool)
@@ -40,8 +45,13 @@ def path_arg(value: object, name: str) -> str | os.PathLike:
     naming the argument otherwise (None, a number, bytes: a bytes path is decoded first)."""
     if isinstance(value, str) or (isinstance(value, os.PathLike) and isinstance(os.fspath(value), str)):
         return value
-    given = "None" if value is None else f"{kind(value)} {value!r:.60}"
-    raise InputError(f"{name} must be a path (a str or a pathlib.Path), not {given}")
+    raise InputError(f"{name} must be a path (a str or a pathlib.Path), not {described(value)}")
+
+
+def callable_or_none(value: object, name: str, what: str) -> None:
+    """InputError unless `value` is None or callable (a progress-bar factory, a callback); `what` says what it is."""
+    if value is not None and not callable(value):
+        raise InputError(f"{name} must be {what} or None, not {described(value)}")
 
 
 def whole_number(value: object, name: str, low: int = 1, high: int | None = None,

@@ -68,6 +68,13 @@ def server_config(application, *, header_timeout: float = HEADER_TIMEOUT):
 
 def _loaded(model: LoadedModel | str) -> LoadedModel:
     """A LoadedModel as given, or one loaded from a name ("minilm", a Hub id, a folder)."""
+    from ..engine.checks import described
+    from ..engine.errors import InputError
+    from ..engine.models import LoadedModel
+
+    if not isinstance(model, (str, LoadedModel)):
+        raise InputError(f"model must be a loaded model (ra.load(\"minilm\")) or a model's name, not "
+                         f"{described(model)}")
     if isinstance(model, str):
         from ..api.api import load
 

@@ -38,6 +38,9 @@ class Thresholds:
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise CorpusError(f"threshold {name} must be a number between 0 and 1, not {type(value).__name__} "
+                                  f"{value!r:.40}")
             if not 0.0 <= value <= 1.0:
                 raise CorpusError(f"threshold {name} = {value} is not between 0 and 1")
 
