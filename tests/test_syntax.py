@@ -75,12 +75,12 @@ def accuracy(frame, relation, direction, head=1, layer=1) -> float:
 
 def test_known_argmaxes_give_known_accuracies_in_both_directions():
     previous = [np.eye(4, k=-1) + np.diag([1, 0, 0, 0]), np.eye(2, k=-1) + np.diag([1, 0])]  # row i -> i-1
-    # dep->head: The->The (row 0 is all 0 once the diagonal is), dog->The, saw->dog, cats->saw: only obj right.
-    # head<-dep (the transpose): The<-dog, dog<-saw, saw<-cats, cats<-nothing (0): det and one nsubj right;
-    # in "Dogs bark": Dogs<-bark right, bark (the root) never.
+    # dep->head: The->nothing (row 0 is all 0 once the diagonal is: 4, no word), dog->The, saw->dog, cats->saw:
+    # only obj right. head<-dep (the transpose): The<-dog, dog<-saw, saw<-cats, cats<-nothing: det and one nsubj
+    # right; in "Dogs bark": Dogs<-bark right, bark (the root) never.
     predictions = predict(maps_of(previous), torch.tensor([4, 2])).numpy()
-    assert predictions[0, 0, 0].tolist() == [0, 0, 1, 2] and predictions[1, 0, 0].tolist() == [1, 2, 3, 0]
-    assert predictions[:, 1, 0, :2].tolist() == [[0, 0], [1, 0]]  # pads are never predicted
+    assert predictions[0, 0, 0].tolist() == [4, 0, 1, 2] and predictions[1, 0, 0].tolist() == [1, 2, 3, 4]
+    assert predictions[:, 1, 0, :2].tolist() == [[4, 0], [1, 4]]  # pads are never predicted
     frame = heads_frame(counted(SENTENCES, maps_of(previous)))
     assert accuracy(frame, "obj", "dep->head") == 1 and accuracy(frame, "det", "dep->head") == 0
     assert accuracy(frame, "nsubj", "dep->head") == 0 and accuracy(frame, "nsubj", "head<-dep") == 1
@@ -208,6 +208,9 @@ BAD = {
                   "tree has exactly one"),
     "bad HEAD": (SNIPPET.replace("6\t.\t.\tPUNCT\t_\t_\t4", "6\t.\t.\tPUNCT\t_\t_\tx"),
                  "line 10: not CoNLL-U: Failed parsing field 'head'"),
+    # the sentence went on after it: that line is named, not a HEAD of the cut sentence
+    "spaces inside a sentence": (SNIPPET.replace("4\tsee\tsee", "   \n4\tsee\tsee", 1),
+                                 "line 7: holds only spaces or tabs inside a sentence (line 8 goes on with word 4)"),
 }
 
 
@@ -224,6 +227,41 @@ def test_every_bad_treebank_is_one_error_line_naming_file_and_line(case, tmp_pat
     assert not (tmp_path / "out").exists()
     with pytest.raises(TreebankError):
         list(read_treebank(path))
+
+
+def test_a_line_of_spaces_between_sentences_still_ends_one(tmp_path):
+    path = tmp_path / "spaced.conllu"
+    path.write_text(SNIPPET.replace("\n\n# text = Kim", "\n \t \n# text = Kim"), encoding="utf-8")
+    assert [len(sentence.words) for sentence in read_treebank(path)] == [6, 5]
+
+
+def test_a_default_name_that_cannot_be_a_folder_says_where_it_came_from(tmp_path):
+    path = tmp_path / "ewt-norm.conllu"
+    path.write_text(SNIPPET, encoding="utf-8")
+    result = CliRunner().invoke(cli, ["syntax", "--treebank", str(path), "--model", str(tmp_path / "no-model")])
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith("Error: the name taken from 'ewt-norm.conllu' cannot be a folder name (") and \
+        line.endswith("; pass --name NAME"), line
+
+
+def test_a_word_with_no_weight_but_its_own_predicts_nothing():
+    """A decoder's last word is attended by no later word: its column is all 0 off the diagonal, and the first
+    word's tie gave every decoder head credit for each last word whose head is word 1."""
+    causal = np.tril(np.full((4, 4), 0.25))  # row i: keys 0..i
+    predictions = predict(maps_of([causal]), torch.tensor([4])).numpy()
+    assert predictions[1, 0, 0].tolist() == [1, 2, 3, 4]  # head<-dep: word 3's column is empty: 4, no word
+    assert predictions[0, 0, 0].tolist()[1:] == [0, 0, 0]  # dep->head: rows still predict (ties: the first word)
+    sentence = [tree(["Read", "the", "book", "."], [0, 3, 1, 1], ["root", "det", "obj", "punct"])]
+    frame = heads_frame(counted(sentence, maps_of([causal])))
+    assert accuracy(frame, "punct", "head<-dep") == 0.0
+
+
+def test_a_treebank_word_like_a_special_token_is_text(minilm):
+    sep = minilm.tokenizer.sep_token_id
+    encoded, _, _ = encode_words(minilm.tokenizer, [("From", "[SEP]", "AP")], minilm.max_tokens)
+    assert encoded[0].ids.tolist().count(sep) == 1 and encoded[0].ids[-1] == sep
+    assert encoded[0].words[1:4] == ("From", "[SEP]", "AP")
 
 
 @pytest.mark.parametrize("options, expected", [

@@ -403,13 +403,19 @@ def syntax_command(treebank, lang, model_name, revision, offline, device, measur
     from .syntax_probe.probe import check_options, default_name, describe, folder_name, scan_treebank
     from .syntax_probe.probe import syntax, write_syntax
 
+    from .engine.errors import InputError
+
     with friendly_errors():
         if model_name is None and lang is None:
-            from .engine.errors import InputError
-
             raise InputError("syntax needs a model: pass --model ID_OR_PATH (e.g. --model minilm) or --lang es|en")
-        name = default_name(treebank) if name is None else name
-        folder_name(name, measure)  # a bad --name, before any work
+        given, name = name is not None, default_name(treebank) if name is None else name
+        try:
+            folder_name(name, measure)  # a bad --name, before any work
+        except InputError as error:
+            if given:
+                raise
+            raise InputError(f"the name taken from {Path(treebank).name!r} cannot be a folder name ({error}); pass "
+                             "--name NAME") from None
         check_options(batch_size, min_count)
         bank = scan_treebank(treebank, limit)
         with loading_notice(quiet):

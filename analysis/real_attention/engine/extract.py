@@ -121,7 +121,9 @@ def encode_words(tokenizer, sentences: list[tuple[str, ...]], max_tokens: int
     the caller decides (ra.attend names it, the syntax probe counts it).
     """
     joined = [join_words(words) for words in sentences]
-    options = dict(return_offsets_mapping=True, return_special_tokens_mask=True, verbose=False)
+    specials_as_text(tokenizer)  # a treebank word "[SEP]" is text, as encode takes it
+    options = dict(return_offsets_mapping=True, return_special_tokens_mask=True, verbose=False,
+                   split_special_tokens=True)
     encodings = tokenizer([text for text, _ in joined], **options).encodings
     too_long = [TooLong(i, len(e.ids)) for i, e in enumerate(encodings) if len(e.ids) > max_tokens]
     long_ones = {i for i, _ in too_long}

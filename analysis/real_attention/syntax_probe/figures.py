@@ -125,7 +125,8 @@ def example_figure(examples: Sequence, title: str):
         ours = [i for i, r in enumerate(example.relations) if r == example.relation]
         for i, (gold, predicted) in enumerate(zip(example.gold, example.predicted)):
             bold = i in ours
-            _arc(ax, i, predicted, True, PREDICTED_COLOUR, 2.2 if bold else 0.7, 1.0)
+            if predicted < len(example.words):  # else no prediction: nothing but the word itself got weight
+                _arc(ax, i, predicted, True, PREDICTED_COLOUR, 2.2 if bold else 0.7, 1.0)
             if gold >= 0:
                 _arc(ax, i, gold, False, GOLD_COLOUR, 2.2 if bold else 0.7, 1.0)
             else:  # the root has no gold head among the words

@@ -40,7 +40,8 @@ def predict(maps, lengths, scratch: bool = False):
     maps: (B, H, W, W) word maps (query rows x key columns) without the special tokens, zero-padded after each
     sentence's words; lengths: (B,) words per sentence; scratch: the maps are the caller's temporary, overwritten
     here instead of copied. Returns (2, B, H, W) int64: in DIRECTIONS order, the predicted head of each word (pads:
-    anything). The diagonal counts as 0 and pads are never predicted; ties go to the first word.
+    anything; W: no prediction, when no word but itself gets weight). The diagonal counts as 0 and pads are never
+    predicted; ties go to the first word.
     """
     import torch
 
@@ -52,8 +53,13 @@ def predict(maps, lengths, scratch: bool = False):
     scores.diagonal(dim1=2, dim2=3).zero_()
     # pad keys: never a prediction of dep->head; pad queries: never a prediction of head<-dep (one pass for both)
     scores.masked_fill_(~(valid[:, None, :, None] & valid[:, None, None, :]), -1.0)
-    # max(...).indices is argmax with the same first-index ties, and several times faster across dim 2 on the CPU
-    return torch.stack([scores.max(dim=3).indices, scores.max(dim=2).indices])  # (2, B, H, W)
+    # max(...).indices is argmax with the same first-index ties, and several times faster across dim 2 on the CPU.
+    # A row or column with no weight off the diagonal predicts nothing (W, never a gold head): a decoder's last word
+    # is attended by no later word, and its all-zero column would otherwise predict the first word, with credit.
+    predictions = []
+    for found in (scores.max(dim=3), scores.max(dim=2)):
+        predictions.append(torch.where(found.values > 0, found.indices, words))
+    return torch.stack(predictions)  # (2, B, H, W)
 
 
 def scored_index(words: Sequence[str], relations: Sequence[str]) -> np.ndarray:

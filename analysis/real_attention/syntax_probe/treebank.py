@@ -63,6 +63,7 @@ def check_treebank(path: str | Path) -> Path:
 def _blocks(path: Path) -> Iterator[list[tuple[int, str]]]:
     """The file's sentence blocks (lines between blank lines), each as (line number, text) pairs."""
     block: list[tuple[int, str]] = []
+    spaces: int | None = None  # the line of spaces or tabs alone that may end `block`
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
             try:
@@ -72,11 +73,21 @@ def _blocks(path: Path) -> Iterator[list[tuple[int, str]]]:
                                     "CoNLL-U files are UTF-8 text") from None
             line = line.removeprefix("\ufeff") if number == 1 else line
             line = line.rstrip("\r\n")
+            if spaces is not None and line.strip():  # after a line of spaces or tabs alone: a new sentence?
+                first = line.split("\t", 1)[0]
+                if not (line.startswith("#") or first == "1" or first.startswith(("1-", "0."))):
+                    raise TreebankError(f"{path}, line {spaces}: holds only spaces or tabs inside a sentence (line "
+                                        f"{number} goes on with word {first}); an empty line ends a sentence in "
+                                        "CoNLL-U: remove that line")
+                yield block
+                block, spaces = [], None
             if line.strip():
                 block.append((number, line))
+            elif line and block and spaces is None:  # spaces or tabs alone: a sentence break only if one follows
+                spaces = number
             elif block:
                 yield block
-                block = []
+                block, spaces = [], None
     if block:
         yield block
 
