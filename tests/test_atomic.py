@@ -36,3 +36,22 @@ def test_an_unwritable_parent_is_an_output_error(tmp_path):
     with pytest.raises(OutputError, match=f"cannot write to {blocker / 'out'}"):
         with staged_outputs() as staging:
             staging.folder(blocker / "out" / "es")
+
+
+def test_a_failed_run_leaves_no_empty_folders_it_made(tiny_model_dir, tmp_path):
+    """The staging made OUT/results/ and OUT/figures/ for its folders; a run that then failed left them empty."""
+    from conftest import invoke
+
+    config = tmp_path / "long.toml"
+    long = "fui al jardín " * 20 + "y al banco"  # more pieces than the tiny model's positions
+    config.write_text(f'[es]\nfocus = "banco"\nsentences = [{{ text = "{long}", sense = "jardín", '
+                      'focus_occurrence = 1, sense_occurrence = 1 }]\n', encoding="utf-8")
+    out = tmp_path / "new" / "out"
+    result = invoke("run", "--config", config, "--model", tiny_model_dir, "--out", out, "--quiet", "--mixing")
+    assert result.exit_code != 0
+    assert not (tmp_path / "new").exists(), sorted(str(p) for p in (tmp_path / "new").rglob("*"))
+    kept = tmp_path / "kept"
+    (kept / "results" / "mine").mkdir(parents=True)
+    result = invoke("run", "--config", config, "--model", tiny_model_dir, "--out", kept, "--quiet", "--mixing")
+    assert result.exit_code != 0
+    assert sorted(p.name for p in kept.iterdir()) == ["results"] and (kept / "results" / "mine").is_dir()

@@ -57,6 +57,7 @@ class Staging:
     def __init__(self, *, wait: bool = True, on_wait: Callable[[str], None] | None = None) -> None:
         self._staged: list[tuple[Path | None, Path]] = []  # (staging folder or None to remove, target)
         self._locks: dict[Path, FolderLock] = {}  # target -> its held FileLock
+        self._made: list[Path] = []  # the folders above the targets this run created (results/, ...), deepest last
         self._wait = wait
         self._on_wait = on_wait
         self.leftovers: list[str] = []
@@ -91,7 +92,9 @@ class Staging:
         """A fresh, empty staging folder that will become `target` on commit."""
         target = Path(target)
         try:
+            missing = [folder for folder in [target.parent, *target.parent.parents] if not folder.exists()]
             target.parent.mkdir(parents=True, exist_ok=True)
+            self._made += [folder for folder in reversed(missing) if folder not in self._made]
             check_replaceable(target)
             self._lock(target)
             with _signals_held():  # made and recorded at once: a Ctrl-C or SIGTERM between would leave it behind
@@ -157,6 +160,12 @@ class Staging:
                 remove_tree(staging, ignore_errors=True)
         self._staged.clear()
         self._release()
+        for folder in reversed(self._made):  # a failed run leaves no empty results/ or figures/ it made
+            try:
+                folder.rmdir()
+            except OSError:  # not empty (another run's files), or gone
+                pass
+        self._made.clear()
 
     def _release(self) -> None:
         for lock in self._locks.values():
