@@ -400,7 +400,7 @@ def syntax_command(treebank, lang, model_name, revision, offline, device, measur
     from tqdm.auto import tqdm
 
     from .api.api import load
-    from .syntax_probe.probe import check_options, default_name, describe, folder_name, scan_treebank
+    from .syntax_probe.probe import check_options, describe, output_name, scan_treebank
     from .syntax_probe.probe import syntax, write_syntax
 
     from .engine.errors import InputError
@@ -408,14 +408,7 @@ def syntax_command(treebank, lang, model_name, revision, offline, device, measur
     with friendly_errors():
         if model_name is None and lang is None:
             raise InputError("syntax needs a model: pass --model ID_OR_PATH (e.g. --model minilm) or --lang es|en")
-        given, name = name is not None, default_name(treebank) if name is None else name
-        try:
-            folder_name(name, measure)  # a bad --name, before any work
-        except InputError as error:
-            if given:
-                raise
-            raise InputError(f"the name taken from {Path(treebank).name!r} cannot be a folder name ({error}); pass "
-                             "--name NAME") from None
+        name = output_name(name, treebank, measure)  # a bad --name, before any work
         check_options(batch_size, min_count)
         bank = scan_treebank(treebank, limit)
         with loading_notice(quiet):

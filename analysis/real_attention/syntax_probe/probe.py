@@ -325,6 +325,21 @@ def folder_name(name: str, measure: str = WEIGHTS) -> str:
     return check_own_folder(plain_folder_name(name, "--name"), "--name") + folder_suffix(measure)
 
 
+def output_name(name: str | None, treebank: str | Path, measure: str) -> str:
+    """The folder name of `syntax`: --name if given, else the treebank's stem; InputError if it cannot be one,
+    saying where a default came from (the user named a file, not --name)."""
+    if name is not None:
+        folder_name(name, measure)
+        return name
+    name = default_name(treebank)
+    try:
+        folder_name(name, measure)
+    except InputError as error:
+        raise InputError(f"the name taken from {Path(treebank).name!r} cannot be a folder name ({error}); pass "
+                         "--name NAME") from None
+    return name
+
+
 def default_name(treebank: str | Path | Treebank) -> str:
     """The treebank file's stem: en_ewt-ud-dev for en_ewt-ud-dev.conllu."""
     return (treebank.path if isinstance(treebank, Treebank) else Path(treebank)).stem
