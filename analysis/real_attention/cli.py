@@ -400,10 +400,9 @@ def syntax_command(treebank, lang, model_name, revision, offline, device, measur
     from tqdm.auto import tqdm
 
     from .api.api import load
+    from .engine.errors import InputError
     from .syntax_probe.probe import check_options, describe, output_name, scan_treebank
     from .syntax_probe.probe import syntax, write_syntax
-
-    from .engine.errors import InputError
 
     with friendly_errors():
         if model_name is None and lang is None:
