@@ -126,3 +126,13 @@ def test_a_partition_size_past_any_corpus_is_one_partition(tmp_path, tiny_model_
         assert result.exit_code == 0, result.output
     folders = [tmp_path / "out" / "results" / "corpus" / name for name in ("huge", "usual")]
     assert (folders[0] / "sums.json").read_bytes() == (folders[1] / "sums.json").read_bytes()
+
+
+@pytest.mark.parametrize("command", ["lesson", "run"])
+def test_an_empty_out_is_one_error_line_not_the_current_folder(command, tmp_path, monkeypatch):
+    """Path('') is '.': an unset $OUT wrote results/ and figures/ into the working folder."""
+    monkeypatch.chdir(tmp_path)
+    result = invoke(command, "--out", "")
+    assert result.exit_code == 2
+    assert result.output.strip() == "Error: --out is empty; give a folder (--out . for this one)"
+    assert list(tmp_path.iterdir()) == []

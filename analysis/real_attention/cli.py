@@ -89,9 +89,17 @@ def warn(message: str) -> None:
     click.echo(f"Warning: {message}", err=True)
 
 
+def _out_folder(_ctx, _param, value: str) -> Path:
+    """--out as a Path; an empty one (an unset $OUT) is one error line, not the current folder (Path('') is '.')."""
+    if value == "":
+        click.echo("Error: --out is empty; give a folder (--out . for this one)", err=True)
+        raise click.exceptions.Exit(2)
+    return Path(value)
+
+
 def out_option(function):
     return click.option(
-        "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
+        "--out", "out_dir", type=click.Path(file_okay=False), default=".", callback=_out_folder,
         show_default=True, help="Folder that receives results/ and figures/.",
     )(function)
 

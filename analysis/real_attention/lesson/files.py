@@ -47,7 +47,7 @@ def write_tables(r: LessonResults, folder: Path) -> None:
     sat = r.saturation
     _write_csv(folder / "saturation_draws.csv",
                ["draw", "max_weight_unscaled", "max_weight_scaled", "max_jacobian_unscaled", "max_jacobian_scaled"],
-               [[i + 1, _f(a), _f(b), _f(c), _f(d)] for i, (a, b, c, d) in enumerate(
+               [[i + 1, _f(a), _f(b), f"{c:e}", f"{d:e}"] for i, (a, b, c, d) in enumerate(  # slopes reach 1e-10
                    zip(sat.max_unscaled, sat.max_scaled, sat.jacobian_unscaled, sat.jacobian_scaled))])
 
     sw = r.sweep
@@ -189,25 +189,27 @@ def format_report(r: LessonResults) -> str:
     checks = lesson_checks(r)
     width = max(len(c.name) for c in checks)
     ours_w = max(len(c.ours) for c in checks)
+    sat = r.saturation
+    lo_u, hi_u = np.percentile(sat.batch_unscaled, [2.5, 97.5])
+    lo_s, hi_s = np.percentile(sat.batch_scaled, [2.5, 97.5])
+    saturation_lines = [
+        f"  a {sat.n_draws}-draw mean strays: q·k {lo_u:.2f}–{hi_u:.2f}, q·k/√d_k {lo_s:.2f}–{hi_s:.2f} "
+        f"(95 % of {sat.batch_unscaled.size} batches; std {sat.batch_unscaled.std():.3f} and "
+        f"{sat.batch_scaled.std():.3f})",
+        f"  mean largest softmax slope over the {sat.n_draws} draws: q·k {sat.jacobian_unscaled.mean():.3f}, "
+        f"q·k/√d_k {sat.jacobian_scaled.mean():.3f}",
+    ]
     lines = []
     item = None
     for c in checks:
         if c.item != item:
+            if item == "saturation":  # its spread and slope, under its heading
+                lines += saturation_lines
             item = c.item
             lines.append(f"{item}")
         lines.append(f"  {'✓' if c.agrees else '✗'} {c.name:<{width}}  {c.ours:<{ours_w}}  lesson: {c.lesson}")
-    sat = r.saturation
-    lo_u, hi_u = np.percentile(sat.batch_unscaled, [2.5, 97.5])
-    lo_s, hi_s = np.percentile(sat.batch_scaled, [2.5, 97.5])
-    lines.append(
-        f"  a {sat.n_draws}-draw mean strays: q·k {lo_u:.2f}–{hi_u:.2f}, q·k/√d_k {lo_s:.2f}–{hi_s:.2f} "
-        f"(95 % of {sat.batch_unscaled.size} batches; std {sat.batch_unscaled.std():.3f} and "
-        f"{sat.batch_scaled.std():.3f})"
-    )
-    lines.append(
-        f"  mean largest softmax slope over the {sat.n_draws} draws: q·k {sat.jacobian_unscaled.mean():.3f}, "
-        f"q·k/√d_k {sat.jacobian_scaled.mean():.3f}"
-    )
+    if item == "saturation":
+        lines += saturation_lines
     lines.append(f"cost (leading terms, d = {r.cost[0].d})")
     lines.append(f"  {'n':>5}  {'attention n²·d':>15}  {'recurrent n·d²':>15}  {'ratio':>6}  steps  path")
     for row in r.cost:

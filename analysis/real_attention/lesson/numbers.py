@@ -22,6 +22,8 @@ class LessonNumbers(TypedDict):
     saturation_unscaled: float
     saturation_scaled: float
     saturation_tolerance: float
+    head_size: dict[str, int]
+    bert_heads: int
 
 
 # What the lesson prints, to the digits it prints. The report and the tests compare against these.
@@ -36,6 +38,8 @@ LESSON: LessonNumbers = {
     "saturation_scaled": 0.36,
     # The lesson's seed is unknown, so its 100-draw averages agree only to about this much.
     "saturation_tolerance": 0.03,
+    "head_size": {"transformer": 64, "BERT base": 64},  # d_k = d_v = d_model / h
+    "bert_heads": 144,  # 12 layers x 12 heads
 }
 
 # The scene of the seed's code block: "Me senté en el banco de mi jardín", d = 2.
@@ -49,8 +53,12 @@ SCENE_VALUES = np.array(
 SCENE_VALUE_AXES: tuple[str, str] = ("seat", "money")
 SCENE_QUERY = np.array([1.0, 1.0])  # (2,): the query of "banco"
 
-# The causal-mask example of seed 003 ("orange is my favorite" -> predicts "fruit").
-MASK_TOKENS: tuple[str, ...] = ("orange", "is", "my", "favorite", "fruit")
+# The causal-mask example of seed 003: "favorite" attends to "orange, is, my, favorite" and the model predicts
+# "fruit", the next word, which is not an input.
+MASK_TOKENS: tuple[str, ...] = ("orange", "is", "my", "favorite")
+# Multi-head attention of the lesson: the original transformer's d_model 512 in h = 8 heads, BERT base's 768 in 12
+# heads in each of its 12 layers -> (d_model, heads per layer, layers).
+MULTI_HEAD: dict[str, tuple[int, int, int]] = {"transformer": (512, 8, 6), "BERT base": (768, 12, 12)}
 
 
 # ---------------------------------------------------------------- the formula
@@ -571,6 +579,13 @@ def lesson_checks(r: LessonResults) -> tuple[Check, ...]:
         "positions", "f(t+Δt) = diag(f(Δt)) f(t)", f"max error {r.positions.rotation_error:.1e}", "a rotation",
         r.positions.rotation_error < 1e-9,
     ))
+    for model, (d_model, heads, _) in MULTI_HEAD.items():
+        size = d_model // heads
+        checks.append(Check("multi-head", f"d_k = d_v = {d_model} / {heads}, {model}", f"{size}",
+                            f"{LESSON['head_size'][model]}", d_model % heads == 0 and size == LESSON["head_size"][model]))
+    _, heads, layers = MULTI_HEAD["BERT base"]
+    checks.append(Check("multi-head", f"heads of BERT base, {layers} x {heads}", f"{layers * heads}",
+                        f"{LESSON['bert_heads']}", layers * heads == LESSON["bert_heads"]))
     c = r.causal
     future = float(np.abs(c.weights_masked[~c.mask]).max())
     checks.append(Check(
