@@ -1,6 +1,7 @@
 """Bad input a reviewer found still ending in a traceback: a mistyped Hub id, a scheduler address without a port, a
 closed stdin, a device that holds no data, a request with a 5,000-digit integer, a device file as the corpus, one
 figure format given as a plain string. Each is one error of the package (one `Error:` line on the command line)."""
+import io
 import sys
 
 import pytest
@@ -136,3 +137,49 @@ def test_an_empty_out_is_one_error_line_not_the_current_folder(command, tmp_path
     assert result.exit_code == 2
     assert result.output.strip() == "Error: --out is empty; give a folder (--out . for this one)"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_corrupt_gzip_stream_is_one_error_line(tmp_path, tiny_model_dir):
+    """zlib.error is no OSError: a damaged deflate stream ended in a traceback."""
+    import gzip
+
+    packed = bytearray(gzip.compress(("Fui al banco a sacar dinero.\n" * 200).encode()))
+    packed[20] ^= 0xFF
+    corpus = tmp_path / "c.txt.gz"
+    corpus.write_bytes(bytes(packed))
+    result = invoke("heads", "--corpus", corpus, "--model", tiny_model_dir, "--out", tmp_path / "out", "--quiet")
+    assert result.exit_code == 2
+    assert error_line(result).startswith(f"Error: cannot read --corpus {corpus}: ")
+
+
+@pytest.mark.parametrize("shard", ["\u00b2/3", "1/\u0663"])
+def test_a_shard_with_a_digit_that_is_not_ascii_is_one_error_line(shard):
+    from real_attention.statistics.reading import Shard
+
+    with pytest.raises(CorpusError, match="is not of the form i/N"):
+        Shard.parse(shard)
+
+
+def test_a_jsonl_error_names_its_own_line_and_column(tmp_path):
+    from real_attention.statistics.sums import CorpusReader
+
+    for raw, said in ((b'{"text": "hello"\n', "line 1 of c.jsonl is not JSON: Expecting ',' delimiter (column 17)"),
+                      (b'{"text": "a\\u0000b"}\n', "remove it from the text")):
+        with pytest.raises(CorpusError, match=said.replace("(", r"\(").replace(")", r"\)")):
+            list(CorpusReader(io.BytesIO(raw), "jsonl", source="c.jsonl"))
+
+
+def test_inputs_given_both_ways_are_refused_and_mixed_formats_are_recorded(tmp_path, tiny_model_dir):
+    import json
+
+    text, lines = tmp_path / "a.txt", tmp_path / "b.jsonl"
+    text.write_text("Fui al banco.\n", encoding="utf-8")
+    lines.write_text('{"text": "Me senté en el banco."}\n', encoding="utf-8")
+    result = invoke("heads", "--corpus", text, lines, "--corpus", text, "--model", tiny_model_dir,
+                    "--out", tmp_path / "out")
+    assert result.exit_code == 2 and "cannot be kept" in error_line(result)
+    result = invoke("heads", "--corpus", text, "--corpus", lines, "--model", tiny_model_dir, "--name", "m",
+                    "--no-figures", "--quiet", "--out", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "out" / "results" / "corpus" / "m" / "summary.json").read_text())
+    assert summary["corpus"]["format"] == "mixed"

@@ -332,9 +332,13 @@ def heads_command(corpus_specs, more_specs, model_name, out_dir, no_wait, quiet,
     value-zeroing the statistics pool those maps, into NAME-norm/ or NAME-value-zeroing/ folders.
     """
     from .api.corpus import corpus
+    from .engine.errors import InputError
     from .outputs.console import corpus_lines
 
     with friendly_errors(), loading_notice(quiet):
+        if len(corpus_specs) > 1 and more_specs:  # Click keeps no order between an option and the arguments
+            raise InputError("give the inputs as --corpus A B C or as --corpus A --corpus B, not both: the order "
+                             "they were typed in cannot be kept, and a corpus is read in order")
         output = corpus(corpus_specs + more_specs, model=model_name, out=out_dir, wait=not no_wait,
                         figures=not no_figures, progress=None if quiet else progress_bar, **options)
     for line in output.leftovers:

@@ -117,8 +117,10 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
         finally:
             if bar is not None:
                 bar.close()
+        formats_read = {found_input.format for found_input in found}  # text and jsonl inputs together: "mixed"
         run = CorpusRun(model=result.model, revision=result.revision, name=name, sha256=text.sha256,
-                        format=found[0].format, truncate=truncate, versions=versions(), shard=shard_range,
+                        format=found[0].format if len(formats_read) == 1 else "mixed", truncate=truncate,
+                        versions=versions(), shard=shard_range,
                         thresholds=chosen_thresholds, engine=result.engine, units=units, measure=measure,
                         inputs=None if shard_range is None else text.layout)
         summary = write_corpus(results_folder, figures_folder, run, result.sums, formats if figures else (), pool)

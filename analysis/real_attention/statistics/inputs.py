@@ -17,6 +17,7 @@ import glob
 import gzip
 import hashlib
 import lzma
+import zlib
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -174,7 +175,7 @@ class CorpusText:
             for raw in handle:
                 self._digest.update(raw)
                 yield raw
-        except (OSError, EOFError, lzma.LZMAError) as error:  # a damaged or cut compressed file shows only now
+        except (OSError, EOFError, lzma.LZMAError, zlib.error) as error:  # a damaged or cut compressed file shows now
             raise CorpusError(f"cannot read --corpus {name}: {error or type(error).__name__}") from None
         if not last and not raw.endswith(b"\n"):  # the next input starts on a line of its own
             self._digest.update(b"\n")

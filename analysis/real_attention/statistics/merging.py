@@ -118,7 +118,7 @@ SUMMARY_FIELDS = {
     "model": (lambda v: isinstance(v, str) and v, "a model name"),
     "revision": (lambda v: isinstance(v, str) and v, "a revision string"),
     "corpus": (lambda v: isinstance(v, dict) and all(isinstance(v.get(k), str) for k in ("name", "sha256"))
-               and v.get("format") in ("text", "jsonl"), 'an object with string "name", "sha256" and "format"'),
+               and v.get("format") in ("text", "jsonl", "mixed"), 'an object with string "name", "sha256" and "format"'),
     "shard": (_shard_record, 'null or an object with whole numbers "index" and "count", 1 <= index <= count '
                              '(and "inputs": an object with a whole number "count" and a "sha256")'),
     "truncate": (lambda v: isinstance(v, bool), "true or false"),

@@ -31,7 +31,8 @@ class Shard:
     def parse(cls, text: str) -> Shard:
         """'2/4' -> Shard(2, 4)."""
         parts = text.split("/")
-        if len(parts) != 2 or not all(part.strip().isdigit() for part in parts):
+        # ASCII digits only: str.isdigit takes "²", which int() refuses
+        if len(parts) != 2 or not all(part.strip().isascii() and part.strip().isdigit() for part in parts):
             raise CorpusError(f"--shard {text!r} is not of the form i/N, e.g. 1/4")
         return cls(int(parts[0]), int(parts[1]))
 
@@ -101,7 +102,7 @@ class CorpusReader:
         if self.fmt == "text" or not line.strip():
             return self._checked(line.strip(), number)
         try:
-            record = json.loads(line)
+            record = json.loads(line.rstrip("\r\n"))  # an error at the line's end is in this line, not the next
         except json.JSONDecodeError as error:
             raise CorpusError(f"line {number} of {self.source} is not JSON: {error.msg} (column {error.colno})") from None
         if not isinstance(record, dict) or not isinstance(record.get("text"), str):
@@ -112,8 +113,10 @@ class CorpusReader:
         """The text, or CorpusError if it holds a NUL character: no sentence does, a binary or corrupt file does
         (skipping such lines would pool statistics over what is left of a damaged file without a word)."""
         if "\x00" in text:
-            raise CorpusError(f"line {number} of {self.source} holds a NUL byte (\\x00): the file is binary or "
-                              "damaged; remove the NUL bytes (e.g. tr -d '\\000' < FILE > CLEAN) and run again")
+            how = ("its JSON text holds a NUL character (\\u0000); no sentence does: remove it from the text"
+                   if self.fmt != "text" else "the file is binary or damaged; remove the NUL bytes (e.g. "
+                   "tr -d '\\000' < FILE > CLEAN) and run again")
+            raise CorpusError(f"line {number} of {self.source} holds a NUL byte (\\x00): {how}")
         problem = text_problem(text)
         if problem is not None and not is_blank(text):  # an unpaired surrogate (a JSONL "\\ud83d" escape)
             raise CorpusError(f"line {number} of {self.source} {problem}")

@@ -25,7 +25,7 @@ class CorpusRun:
     revision: str  # resolved commit, or sha256 of local weights
     name: str  # the corpus name: the output folder under results/corpus/ (shards add a suffix)
     sha256: str  # of the whole corpus file, every byte
-    format: str  # "text" or "jsonl"
+    format: str  # "text" or "jsonl", "mixed" for inputs of both
     truncate: bool
     versions: dict[str, str]  # python, torch, transformers
     shard: Shard | None = None  # None for a whole corpus
