@@ -779,3 +779,23 @@ def test_rollout_view_draws_the_focus_row_after_each_layer(tiny_page):
         assert abs(float(weight) - rolled[layer - 1, sentence.focus, key]) <= 0.5e-4 + 1e-7
     assert "reaches «banco» in sentence 2" in driver.find_element(By.ID, "rollout-caption").text
     driver.find_element(By.CSS_SELECTOR, '#sentence-buttons button[data-sentence="1"]').click()
+
+
+def test_a_page_of_the_first_sentences_says_so_in_the_tooltip_and_bars_fit(browser, tiny_run, tmp_path):
+    """With --report-sentences 1 of 2, the tooltip listed sentence 1 under "hover for all sentences"; and the
+    bars' "100.0 %" label ran 2.7 px past its picture."""
+    from selenium.webdriver.common.by import By
+
+    folder, result, summary = tiny_run
+    assert len(result.sentences) > 1
+    page = tmp_path / REPORT_NAME
+    write_report(page, result, summary, max_sentences=1)
+    open_report(browser, page)
+    hover(browser, browser.find_element(By.CSS_SELECTOR, '#overview .cell[data-layer="1"][data-head="1"]'))
+    tip = browser.find_element(By.ID, "tooltip")
+    assert f"the first 1 of the run's {len(result.sentences)} sentences" in tip.text
+    overflow = browser.execute_script(
+        "const svg = document.getElementById('bars-svg'); const width = +svg.getAttribute('width');"
+        "return Math.max(...[...svg.querySelectorAll('text.bar-text')].map(t => t.getBBox().x + t.getBBox().width))"
+        " - width")
+    assert overflow <= 0, overflow

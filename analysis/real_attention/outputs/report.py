@@ -170,6 +170,7 @@ def report_data(result: RunResult, summary: dict, max_sentences: int | None = RE
         "versions": result.versions,
         "layers": layers,
         "heads": heads,
+        "sentences_total": len(result.sentences),  # the page may hold fewer (shown_sentences)
         "weight_scale": WEIGHT_SCALE,
         "weights_packing": "uint16 ten-thousandths, low bytes then high bytes, zlib, base64",
         "focus_colour": FOCUS_COLOUR,

@@ -152,6 +152,10 @@
       html += "<tr><td>" + (s + 1) + ".</td><td>«" + wordSlot(s, S.focus) + "» → «" + wordSlot(s, top) +
         "»</td><td class=\"num\">" + percent(w, 1) + "</td></tr>";
     });
+    if (data.sentences.length < data.sentences_total) {  // run --report-sentences: the page holds the first ones
+      html += "<tr><td colspan=\"3\">the first " + data.sentences.length + " of the run's " + data.sentences_total +
+        " sentences; the page holds no more</td></tr>";
+    }
     return html + "</table>";
   }
   function updateOverview() {
@@ -318,7 +322,7 @@
     const s = state.sentence, S = data.sentences[s], n = S.words.length, l = state.layer, h = state.head;
     const values = row(s, l, h, S.focus);
     const step = clamp(Math.floor(440 / n), 14, 24), font = clamp(step - 5, 9, 13);
-    const labelW = widest(S.words, font) + 8, barMax = 200, textW = 56;
+    const labelW = widest(S.words, font) + 8, barMax = 200, textW = textWidth("100.0 %", font) + 8;
     const width = labelW + barMax + textW, height = n * step + 26;
     let top = 0;
     values.forEach(function (w, k) { if (w > values[top]) top = k; });
