@@ -203,6 +203,7 @@ BAD = {
     "cycle": (SNIPPET.replace("3\tdog\tdog\tNOUN\t_\t_\t4", "3\tdog\tdog\tNOUN\t_\t_\t1"),
               "line 13: the HEADs of words 1, 3 form a cycle; a dependency tree reaches the root (0) from every word"),
     "empty": ("", "line 1: no sentence: the file is empty"),
+    "blank lines only": ("\n \n\t\n", "line 1: no sentence: the file holds only blank lines"),
     "two roots": (SNIPPET.replace("5\tyesterday\tyesterday\tNOUN\t_\t_\t4\tobl:tmod", "5\tyesterday\tyesterday\tNOUN\t_\t_\t0\troot"),
                   "line 17: the sentence that starts on line 12 has 2 roots (words 4, 5 have HEAD 0); a dependency "
                   "tree has exactly one"),

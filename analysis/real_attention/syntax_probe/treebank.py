@@ -248,6 +248,7 @@ def read_treebank(path: str | Path, limit: int | None = None) -> Iterator[TreeSe
             count += 1
             yield sentence
     if count == 0:
-        what = "the file is empty" if last == 0 else "it has comments but no word line"
+        what = ("it has comments but no word line" if last else
+                "the file is empty" if path.stat().st_size == 0 else "the file holds only blank lines")
         raise TreebankError(f"{path}, line {max(last, 1)}: no sentence: {what}; a CoNLL-U treebank has one word "
                             "per line (ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC)")
