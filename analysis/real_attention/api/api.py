@@ -11,11 +11,11 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from ..engine.checks import flag, kind, optional_text, text, whole_number
+from ..engine.checks import flag, kind, loaded_model, optional_text, text, whole_number
 from ..engine.errors import InputError
 from ..engine.sentences import DEFAULT_LANG
 from ..engine.units import check_rule
-from .arguments import checked_lines, given_words, loaded_model, sentence_set, sentence_texts
+from .arguments import checked_lines, given_words, sentence_set, sentence_texts
 from .attention import Attention
 
 if TYPE_CHECKING:

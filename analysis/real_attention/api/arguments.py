@@ -13,7 +13,6 @@ from ..engine.errors import InputError
 from ..engine.text import is_blank, text_problem
 
 if TYPE_CHECKING:
-    from ..engine.models import LoadedModel
     from ..engine.sentences import SentenceSet
 
 
@@ -23,16 +22,6 @@ def sentence_texts(texts: object, function: str = "attend") -> list[str]:
     if not items:
         raise InputError(f"{function} needs at least one sentence (texts is empty)")
     return items
-
-
-def loaded_model(model: object, function: str) -> LoadedModel:
-    """The model, if it is one that ra.load returned; InputError naming `function` otherwise."""
-    from ..engine.models import LoadedModel
-
-    if not isinstance(model, LoadedModel):
-        raise InputError(f"{function}: model must be a loaded model (model = ra.load(\"minilm\")), "
-                         f"not {kind(model)} {model!r:.60}")
-    return model
 
 
 def given_words(words) -> list[tuple[str, ...]]:

@@ -106,13 +106,9 @@ class CorpusLines:
 
     @property
     def sha256(self) -> str:
-        import hashlib
+        from ..engine.hashing import file_sha256
 
-        digest = hashlib.sha256()
-        with self.path.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-        return digest.hexdigest()
+        return file_sha256(self.path)
 
     def check_has_sentence(self) -> None:
         """InputError unless the file has a line that is not blank (read up to the first one)."""

@@ -5,10 +5,13 @@ from __future__ import annotations
 import numbers
 import os
 from collections.abc import Iterable
-from typing import TypeGuard
+from typing import TYPE_CHECKING, TypeGuard
 
 from .errors import InputError
 from .text import check_text
+
+if TYPE_CHECKING:
+    from .models import LoadedModel
 
 
 def kind(value: object) -> str:
@@ -46,6 +49,16 @@ def path_arg(value: object, name: str) -> str | os.PathLike:
     if isinstance(value, str) or (isinstance(value, os.PathLike) and isinstance(os.fspath(value), str)):
         return value
     raise InputError(f"{name} must be a path (a str or a pathlib.Path), not {described(value)}")
+
+
+def loaded_model(model: object, function: str) -> LoadedModel:
+    """The model, if it is one that ra.load returned; InputError naming `function` otherwise."""
+    from .models import LoadedModel  # here, not at the top: models imports this module
+
+    if not isinstance(model, LoadedModel):
+        raise InputError(f"{function}: model must be a loaded model (model = ra.load(\"minilm\")), "
+                         f"not {kind(model)} {model!r:.60}")
+    return model
 
 
 def callable_or_none(value: object, name: str, what: str) -> None:

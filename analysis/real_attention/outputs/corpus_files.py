@@ -1,12 +1,12 @@
 """The files of a corpus run: heads.csv, summary.json, sums.json and the two figures."""
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..statistics.labels import LABELS, label_heads
 from ..statistics.results import CorpusRun, check_analysable, corpus_heads_frame, corpus_summary
+from ..engine.hashing import file_sha256
 from ..engine.heads import HeadSums
 from .files import write_csv, write_json
 
@@ -43,7 +43,7 @@ def write_corpus(results_folder: Path, figures_folder: Path, run: CorpusRun, sum
     shard = {} if run.shard is None else {"shard": {"index": run.shard.index, "count": run.shard.count}}
     write_json({**sums.to_json(), **shard}, results_folder / "sums.json")
     # merge refuses a shard whose sums.json is not the one written beside this summary.json
-    data["sums_sha256"] = hashlib.sha256((results_folder / "sums.json").read_bytes()).hexdigest()
+    data["sums_sha256"] = file_sha256(results_folder / "sums.json")
     write_json(data, results_folder / "summary.json")
     from ..engine.measures import MEASURE_TITLE, WEIGHTS
 

@@ -267,12 +267,9 @@ def syntax(model: LoadedModel, treebank: str | Path | Treebank, *, measure: str 
     """
     from ..engine.pipeline import versions
 
-    from ..engine.checks import kind
-    from ..engine.models import LoadedModel
+    from ..engine.checks import loaded_model
 
-    if not isinstance(model, LoadedModel):
-        raise InputError(f"syntax: model must be a loaded model (model = ra.load(\"minilm\")), not {kind(model)} "
-                         f"{model!r:.60}")
+    loaded_model(model, "syntax")
     if not isinstance(treebank, Treebank):
         path_arg(treebank, "treebank")
     check_measure(measure)
