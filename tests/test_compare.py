@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from click.testing import CliRunner
@@ -315,7 +316,9 @@ def test_the_cli_writes_what_the_api_computes_byte_for_byte(tiny_model_dir, tiny
     (["compare", "--corpus", "{long}", "--model", "{model}", "--model", "{model}"], "no words in common"),
     (["compare", "--corpus", "/dev/null", "--model", "{model}", "--model", "{model}"], "not a regular file"),
     (["compare", "--corpus", "{tmp}/missing.txt", "--model", "{model}", "--model", "{model}"], "no such file"),
-    (["detect", "--model", "{model}", "--length", "1"], "--length must be at least 2"),
+    (["detect", "--model", "{model}", "--length", "1"], "--length must be at least 3"),
+    (["detect", "--model", "{model}", "--length", "2"], "induction and previous would be one score"),
+    (["detect", "--model", "{model}", "--batch-size", "99999999999999999999"], "--batch-size must be at most 65,536"),
     (["detect", "--model", "{model}", "--length", "10", "--repeats", "3"], "takes at most 24"),
     (["detect", "--model", "{model}", "--samples", "1000000000000"], "--samples must be at most 1,000,000"),
     (["compare", "--corpus", "{blank}", "--model", "{model}", "--model", "{model}"], "has no sentence"),
@@ -411,6 +414,38 @@ def test_detect_files(tiny_model_dir, tmp_path):
     assert (tmp_path / "figures/detect/tiny/scores.png").is_file()
     with pytest.raises(ra.InputError, match="--repeats must be at least 2"):
         ra.detect(ra.load(str(tiny_model_dir)), repeats=1)
+    summary = json.loads((tmp_path / "results/detect/tiny/summary.json").read_text())
+    # an encoder's query sees all 1 + 15 + 1 tokens: uniform attention puts 1/17 on each, entropy ln 17
+    assert summary["chance"] == {"induction": round(1 / 17, 6), "duplicate": round(1 / 17, 6),
+                                 "previous": round(1 / 17, 6), "first": round(1 / 17, 6),
+                                 "entropy": round(math.log(17), 6)}
+    assert "(uniform attention: 0.06)" in result.output and "entropy (lowest)" in result.output
+    heads = pd.read_csv(tmp_path / "results/detect/tiny/heads.csv")
+    lowest = heads.sort_values(["entropy", "layer", "head"]).iloc[0]
+    assert summary["top"]["entropy"][0] == {"layer": int(lowest["layer"]), "head": int(lowest["head"]),
+                                            "score": round(float(lowest["entropy"]), 6)}
+    with pytest.raises(ra.InputError, match="out must be a path"):
+        ra.write_detect(ra.detect(ra.load(str(tiny_model_dir)), length=5, repeats=2, samples=1), None)
+
+
+def test_detect_chance_for_a_decoder():
+    """A decoder's query at position i sees i + 1 keys: uniform attention gives the mean of 1/(i + 1)."""
+    from real_attention.comparison.detect import chance
+
+    queries = np.array([3, 4, 5])
+    assert chance(queries, 6, causal=True) == {
+        **dict.fromkeys(("induction", "duplicate", "previous", "first"), round((1 / 4 + 1 / 5 + 1 / 6) / 3, 6)),
+        "entropy": round((math.log(4) + math.log(5) + math.log(6)) / 3, 6)}
+
+
+def test_detect_leaves_out_bert_unused_tokens(minilm):
+    """BERT's [unusedN] rows were never trained: they are not drawn (nor [CLS], [SEP], ...)."""
+    from real_attention.comparison.detect import candidate_ids
+
+    ids = candidate_ids(minilm)
+    pieces = minilm.tokenizer.convert_ids_to_tokens(ids.tolist())
+    assert not [p for p in pieces if p.startswith("[unused") or p in ("[CLS]", "[SEP]", "[PAD]", "[MASK]")]
+    assert len(ids) == 30522 - 5 - 994
 
 
 # --- real models ---------------------------------------------------------------------------------------------------

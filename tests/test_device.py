@@ -168,3 +168,16 @@ def test_run_batch_size_is_checked_and_passed_on(tmp_path, tiny_model_dir):
         ra.run(model=str(tiny_model_dir), out=tmp_path, batch_size=0, figures=False, report=False)
     small = ra.run(model=str(tiny_model_dir), out=tmp_path / "a", batch_size=1, figures=False, report=False)
     assert small.runs[0].result.report is not None
+
+
+def test_the_cpu_allocator_running_out_is_out_of_memory():
+    """The CPU's allocator says "can't allocate memory" (a RuntimeError, not torch.OutOfMemoryError): the same one
+    Error line that suggests --batch-size, not the 'hit a bug' traceback."""
+    from real_attention.engine.extract import OutOfDeviceMemory, is_out_of_memory, out_of_memory_as_error
+
+    cpu = RuntimeError("[enforce fail at alloc_cpu.cpp:118] data. DefaultCPUAllocator: can't allocate memory: you "
+                       "tried to allocate 41943040000 bytes. Error code 12 (Cannot allocate memory)")
+    assert is_out_of_memory(cpu) and not is_out_of_memory(RuntimeError("shape mismatch"))
+    with pytest.raises(OutOfDeviceMemory, match="the device cpu ran out of memory; pass a smaller --batch-size"):
+        with out_of_memory_as_error("cpu", 4000):
+            raise cpu

@@ -501,8 +501,9 @@ def compare_command(corpus, model_names, revisions, offline, device, measure, un
 @cli.command("detect")
 @click.option("--lang", help="Use the pinned model of this language (es, en); or pass --model.")
 @model_options
-@click.option("--length", type=int, default=25, show_default=True, help="Random tokens per sequence (at least 2).")
-@click.option("--repeats", type=int, default=4, show_default=True, help="Times each sequence is repeated.")
+@click.option("--length", type=int, default=25, show_default=True, help="Random tokens per sequence (at least 3).")
+@click.option("--repeats", type=int, default=4, show_default=True,
+              help="Times each sequence is repeated (at least 2).")
 @click.option("--samples", type=int, default=32, show_default=True, help="Random sequences.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the draw.")
 @click.option("--batch-size", type=int, default=32, show_default=True, help="Sequences per forward pass.")

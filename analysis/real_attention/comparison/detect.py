@@ -11,8 +11,10 @@ i - L (L = length), and per head:
     first:     mean weight from i to position 0 (the first token, whatever it is: the attention sink);
     entropy:   mean entropy of the rows, in nats (0 ln 0 = 0).
 
-Means over every such query of every sample. One forward pass per batch of samples; each layer's maps are reduced
-to these five sums as the layer ends.
+Means over every such query of every sample. The test looks back, as Olsson et al.'s does: an encoder's query also
+sees the later repeats, which these scores leave out. `chance` is each score under uniform attention over the keys a
+query sees (1/T each for an encoder, the mean of 1/(i + 1) for a decoder; entropy ln T, the mean of ln(i + 1)).
+One forward pass per batch of samples; each layer's maps are reduced to these five sums as the layer ends.
 """
 from __future__ import annotations
 
@@ -33,7 +35,9 @@ DEFAULTS = {"length": 25, "repeats": 4, "samples": 32, "seed": 0}
 SCORES = ("induction", "duplicate", "previous", "first", "entropy")
 HEADS_COLUMNS = ["layer", "head", *SCORES]
 BYTE_FALLBACK = re.compile(r"^<0x[0-9A-Fa-f]{2}>$")  # SentencePiece's byte tokens, e.g. <0x0A>
-TOP = 5  # the strongest heads of each score that summary.json lists
+UNUSED = re.compile(r"^\[unused\d+\]$")  # BERT's reserved [unused0] ... [unused993]: never trained
+TOP = 5  # the strongest heads of each score that summary.json lists (for entropy: the lowest, most focused)
+MIN_LENGTH = 3  # at 2, i - L + 1 is i - 1: induction would be the previous-token score
 DETECT_FIGURE = "scores"
 
 
@@ -57,27 +61,33 @@ MAX_SAMPLES = 1_000_000
 
 def check_options(length, repeats, samples, seed, batch_size=32) -> None:
     """InputError naming the first bad option (before any model loads)."""
-    for name, value, low in (("--length", length, 2), ("--repeats", repeats, 2), ("--samples", samples, 1),
+    from ..engine.batches import MAX_BATCH_SIZE
+
+    for name, value, low in (("--length", length, MIN_LENGTH), ("--repeats", repeats, 2), ("--samples", samples, 1),
                              ("--seed", seed, 0), ("--batch-size", batch_size, 1)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
             raise InputError(f"{name} must be a whole number, not {value!r}")
         if value < low:
-            why = {"--length": " (the test needs a token after each previous occurrence)",
+            why = {"--length": " (at 2 the token after a previous occurrence is the previous token: induction "
+                               "and previous would be one score)",
                    "--repeats": " (the scores are read in the repeats after the first)"}.get(name, "")
             raise InputError(f"{name} must be at least {low}, not {value}{why}")
+    if batch_size > MAX_BATCH_SIZE:
+        raise InputError(f"--batch-size must be at most {MAX_BATCH_SIZE:,}, not {batch_size:,}")
     if samples > MAX_SAMPLES:  # every sequence is drawn at once: 10**12 of them would ask for terabytes
         raise InputError(f"--samples must be at most {MAX_SAMPLES:,}, not {samples:,} (a few dozen give stable scores)")
 
 
 def candidate_ids(loaded) -> np.ndarray:
     """(V,) int64 token ids to draw from: every id the embeddings have, without the tokenizer's special and added
-    tokens and SentencePiece's byte-fallback tokens (<0x00> ... <0xFF>)."""
+    tokens, SentencePiece's byte-fallback tokens (<0x00> ... <0xFF>) and BERT's never-trained [unusedN]."""
     tokenizer = loaded.tokenizer
     size = min(len(tokenizer), int(loaded.model.get_input_embeddings().num_embeddings))
     left_out = set(tokenizer.all_special_ids) | set(getattr(tokenizer, "added_tokens_decoder", {}) or {})
     ids = np.array([i for i in range(size) if i not in left_out], dtype=np.int64)
     pieces = tokenizer.convert_ids_to_tokens(ids.tolist())
-    keep = np.array([not (isinstance(p, str) and BYTE_FALLBACK.match(p)) for p in pieces], dtype=bool)
+    keep = np.array([not (isinstance(p, str) and (BYTE_FALLBACK.match(p) or UNUSED.match(p))) for p in pieces],
+                    dtype=bool)
     return ids[keep]
 
 
@@ -109,6 +119,15 @@ def sequences(loaded, length: int, repeats: int, samples: int, seed: int) -> tup
     return ids.astype(np.int64), len(before), len(candidates)
 
 
+def chance(queries: np.ndarray, tokens: int, causal: bool) -> dict[str, float]:
+    """Each score under uniform attention over the keys a query sees: an encoder's query sees all `tokens`, a
+    decoder's query at position i the i + 1 up to it. queries: their positions."""
+    seen = (queries + 1 if causal else np.full(len(queries), tokens)).astype(np.float64)
+    weight = round(float(np.mean(1.0 / seen)), 6)
+    return {"induction": weight, "duplicate": weight, "previous": weight, "first": weight,
+            "entropy": round(float(np.mean(np.log(seen))), 6)}
+
+
 def layer_scores(weights, queries, length: int):
     """(B, H, T, T) one layer's maps -> (len(SCORES), H) float64 sums over the samples and the queries."""
     import torch
@@ -130,7 +149,7 @@ def detect(model: LoadedModel, *, length: int = 25, repeats: int = 4, samples: i
            batch_size: int = 32) -> DetectResult:
     """Olsson's repeated-random-token test: every head's induction, duplicate, previous, first and entropy scores.
 
-    model: a LoadedModel (ra.load). length: tokens per random sequence (at least 2); repeats: times it is repeated
+    model: a LoadedModel (ra.load). length: tokens per random sequence (at least 3); repeats: times it is repeated
     (at least 2); samples: sequences; seed: of the draw (the same seed, the same tokens and numbers);
     batch_size: sequences per forward pass. Returns a DetectResult (.heads: layer, head from 1, the scores;
     .summary). Token level: this test has no words.
@@ -174,15 +193,17 @@ def detect(model: LoadedModel, *, length: int = 25, repeats: int = 4, samples: i
         "queries_per_sample": len(queries),
         "scores": {"induction": "weight on i - L + 1", "duplicate": "weight on i - L", "previous": "weight on i - 1",
                    "first": "weight on position 0", "entropy": "row entropy in nats"},
-        "top": {name: top_heads(heads, name) for name in SCORES if name != "entropy"},
+        "chance": chance(queries, int(ids.shape[1]), model.causal),
+        "top": {name: top_heads(heads, name) for name in SCORES},
         "versions": versions(),
     }
     return DetectResult(heads=heads, summary=summary)
 
 
 def top_heads(heads: pd.DataFrame, name: str, count: int = TOP) -> list[dict]:
-    """The `count` heads of the highest score (ties: lower layer, then head, first)."""
-    order = np.argsort(-heads[name].to_numpy(), kind="stable")[:count]
+    """The `count` heads of the highest score, of the lowest for entropy (ties: lower layer, then head, first)."""
+    values = heads[name].to_numpy()
+    order = np.argsort(values if name == "entropy" else -values, kind="stable")[:count]
     return [{"layer": int(heads["layer"].iloc[i]), "head": int(heads["head"].iloc[i]),
              "score": round(float(heads[name].iloc[i]), 6)} for i in order]
 
@@ -203,8 +224,11 @@ def write_detect(result: DetectResult, out: str | Path = ".", name: str | None =
     from ..outputs.staging import staged_outputs
     from .figures import detect_figure
 
+    from ..engine.checks import path_arg
+
     if not isinstance(result, DetectResult):
         raise InputError(f"write_detect takes the result of ra.detect(...), not {type(result).__name__}")
+    path_arg(out, "out")
     formats = check_formats(formats) if formats else ()  # one name or several, as every writer takes them
     folder = plain_folder_name(default_name(result.summary["model"]) if name is None else name, "--name")
     out = Path(out)
@@ -222,8 +246,10 @@ def write_detect(result: DetectResult, out: str | Path = ".", name: str | None =
 
 
 def describe(result: DetectResult) -> str:
+    """The three strongest heads of each score (the lowest entropy), and what uniform attention would score."""
     lines = []
-    for name in ("induction", "previous", "duplicate", "first"):
+    for name in ("induction", "previous", "duplicate", "first", "entropy"):
         tops = ", ".join(f"L{t['layer']}H{t['head']} {t['score']:.2f}" for t in result.summary["top"][name][:3])
-        lines.append(f"{name:<9}: {tops}")
+        label = "entropy (lowest)" if name == "entropy" else name
+        lines.append(f"{label:<16}: {tops}  (uniform attention: {result.summary['chance'][name]:.2f})")
     return "\n".join(lines)

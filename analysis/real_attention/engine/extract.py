@@ -185,11 +185,15 @@ class OutOfDeviceMemory(InputError):
 
 
 def is_out_of_memory(error: BaseException) -> bool:
-    """Whether a torch error says the device's memory is exhausted (CUDA, MPS)."""
+    """Whether a torch error says the device's memory is exhausted (CUDA, MPS; the CPU's allocator says "can't
+    allocate memory")."""
     import torch
 
-    return isinstance(error, torch.OutOfMemoryError) or (
-        isinstance(error, RuntimeError) and "out of memory" in str(error).lower())
+    if isinstance(error, torch.OutOfMemoryError):
+        return True
+    message = str(error).lower()
+    return isinstance(error, RuntimeError) and any(
+        words in message for words in ("out of memory", "can't allocate memory", "cannot allocate memory"))
 
 
 @contextmanager
