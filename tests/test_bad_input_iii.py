@@ -129,11 +129,11 @@ def test_a_partition_size_past_any_corpus_is_one_partition(tmp_path, tiny_model_
     assert (folders[0] / "sums.json").read_bytes() == (folders[1] / "sums.json").read_bytes()
 
 
-@pytest.mark.parametrize("command", ["lesson", "run"])
+@pytest.mark.parametrize("command", ["lesson", "run", "show"])
 def test_an_empty_out_is_one_error_line_not_the_current_folder(command, tmp_path, monkeypatch):
     """Path('') is '.': an unset $OUT wrote results/ and figures/ into the working folder."""
     monkeypatch.chdir(tmp_path)
-    result = invoke(command, "--out", "")
+    result = invoke(command, "--out", "", *(["--layer", "1", "--head", "1"] if command == "show" else []))
     assert result.exit_code == 2
     assert result.output.strip() == "Error: --out is empty; give a folder (--out . for this one)"
     assert list(tmp_path.iterdir()) == []

@@ -154,6 +154,20 @@ def test_a_summary_without_tables_is_an_older_run_and_still_shows(fmt, written, 
     assert (out / "figures" / "show" / "es" / "head_L1H4_s1.png").is_file()
 
 
+def test_an_older_run_whose_csv_was_cut_short_is_refused(written, tmp_path):
+    """Without the sha256 record, a CSV cut inside its last number (0.028221 -> 0.0282) still sums close to 1 in
+    its row: its missing line end is what gives it away."""
+    def older(data: dict) -> None:
+        del data["tables"]
+
+    out = edited_copy(written, "csv", tmp_path, older)
+    table = out / "results" / "es" / "attention.csv"
+    table.write_bytes(table.read_bytes()[:-3])
+    result = show(out)
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert f"{table} is damaged" in result.output and "its last line has no line end" in result.output
+
+
 def test_null_word_positions_are_allowed(written, tmp_path):
     out = edited_copy(written, "csv", tmp_path, set_position("sense_index", None))
     assert show(out).exit_code == 0
@@ -213,3 +227,37 @@ def test_show_with_a_folder_in_place_of_a_figure_is_one_error_and_leaves_the_oth
     assert (folder / "head_L1H4_s1.svg").read_bytes() == b"kept" and first != b"kept"
     assert sorted(p.name for p in folder.iterdir()) == sorted(p.name for p in folder.iterdir()
                                                               if not p.name.startswith("."))
+
+
+@pytest.mark.parametrize("blocker", ["file", "link", "dangling link", "link above"])
+def test_show_refuses_a_file_or_a_link_where_its_folder_goes(blocker, written, tmp_path):
+    """figures/show/es as a plain file or a link (to a folder outside --out, or to nothing), or figures/show as a
+    link: one Error line, and nothing is written through the link."""
+    out, outside = tmp_path / "out", tmp_path / "outside"
+    shutil.copytree(written["csv"], out)
+    outside.mkdir()
+    shows = out / "figures" / "show"
+    shows.mkdir(parents=True)
+    place = {"file": shows / "es", "link": shows / "es", "dangling link": shows / "es", "link above": shows}[blocker]
+    if place == shows:
+        shows.rmdir()
+    if blocker == "file":
+        place.write_text("mine")
+    else:
+        place.symlink_to(tmp_path / "nowhere" if blocker == "dangling link" else outside, target_is_directory=True)
+    result = CliRunner().invoke(cli, ["show", "--lang", "es", "--out", str(out), "--layer", "1", "--head", "4"])
+    assert result.exit_code != 0 and "Traceback" not in result.output and "hit a bug" not in result.output
+    (line,) = result.output.strip().splitlines()
+    what = "a file, not a folder" if blocker == "file" else "a symbolic link"
+    assert line == f"Error: {place} is {what}" + line.split(what, 1)[1], line
+    assert list(outside.iterdir()) == [] and not (tmp_path / "nowhere").exists()
+    if blocker == "file":
+        assert place.read_text() == "mine"
+
+
+def test_show_with_an_index_out_of_range_writes_no_folder(written, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(written["csv"], out)
+    result = CliRunner().invoke(cli, ["show", "--lang", "es", "--out", str(out), "--layer", "99", "--head", "1"])
+    assert result.exit_code == 2 and "--layer 99 is out of range" in result.output
+    assert not (out / "figures" / "show").exists()

@@ -194,6 +194,20 @@ def test_144_heads_stay_under_5_mb(synthetic_144):
     assert len(long_sentence.encode("utf-8")) < 5 * MB
 
 
+def test_the_page_holds_the_summary_of_its_own_sentences_only(synthetic_144):
+    """With max_sentences, summary.json's per-sentence lists are cut too: the page grows with the sentences it
+    shows, not with the run's."""
+    result, summary = synthetic_144
+    assert len(summary["sentences"]) == 2 and len(summary["word_positions"]) == 2
+    data = report_data(report_html(result, summary, max_sentences=1))
+    assert data["summary"]["sentences"] == summary["sentences"][:1]
+    assert data["summary"]["word_positions"] == summary["word_positions"][:1]
+    assert len(data["summary"]["marker_head_count_per_sentence"]) == 1
+    assert data["summary"]["best_sense_head"] == summary["best_sense_head"] and "tables" not in data["summary"]
+    whole = report_data(report_html(result, summary, max_sentences=None))["summary"]
+    assert whole["sentences"] == summary["sentences"]
+
+
 def test_weights_are_the_ones_in_attention_csv(tiny_run):
     folder, result, _ = tiny_run
     data = report_data((folder / REPORT_NAME).read_text(encoding="utf-8"))

@@ -259,7 +259,7 @@ def run_command(no_report: bool, no_figures: bool, model_name: str | None, out_d
 @click.option("--layer", type=int, required=True, help="Layer, counted from 1.")
 @click.option("--head", type=int, required=True, help="Head within the layer, counted from 1.")
 @click.option("--sentence", type=int, help="Sentence number, counted from 1. Default: every sentence.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=".", callback=_out_folder,
               show_default=True, help="The --out folder of `real-attention run`; figures go to OUT/figures/show/LANG/.")
 @measure_option("Which run to draw from: that of `run --measure MEASURE`, read from results/LANG/ (weights), "
                 "results/LANG-norm/ or results/LANG-value-zeroing/; the figures go to figures/show/ under the same "

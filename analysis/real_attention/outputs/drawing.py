@@ -559,7 +559,8 @@ def show_head(out_dir: Path, lang: str, layer: int, head: int, sentence: int | N
     replaces figures/<lang>/ whole). -> (the paths written, a note about missing glyphs or None)."""
     from ..engine.measures import folder_suffix
     from .folders import run_folder_name
-    from .readback import load_run
+    from ..engine.errors import InputError
+    from .readback import load_run, stored_head
     from .staging import WRITE_ERRNOS, OutputError, write_failure
 
     import shutil
@@ -567,7 +568,15 @@ def show_head(out_dir: Path, lang: str, layer: int, head: int, sentence: int | N
 
     folder = run_folder_name(lang) + folder_suffix(measure)
     run = load_run(Path(out_dir), run_folder_name(lang), measure)
+    stored_head(run, layer, head, 1 if sentence is None else sentence)  # the indices, before anything is written
     target = Path(out_dir) / "figures" / "show" / folder
+    for path in (target.parent.parent, target.parent, target):  # figures/, figures/show/, figures/show/<lang>/
+        if path.is_symlink() and path != target.parent.parent:  # show's own folders: a link would lead outside --out
+            raise InputError(f"{path} is a symbolic link; `show` writes its figures inside --out and will not follow "
+                             "a link. Remove the link, or pass the folder it points to as --out")
+        if path.exists() and not path.is_dir():
+            raise InputError(f"{path} is a file, not a folder; `show` writes a folder there. Move the file away, or "
+                             "choose another --out")
     staging: Path | None = None
     try:
         target.mkdir(parents=True, exist_ok=True)

@@ -21,13 +21,13 @@ __all__ = ["MAX_NAME_BYTES", "OWNED", "plain_folder_name", "run_folder_name"]
 
 # folder name under results/ or figures/ -> the command that owns it
 OWNED = {
-    "corpus": "heads --corpus and merge",
-    "lesson": "lesson",
-    "syntax": "syntax",
-    "compare": "compare",
-    "detect": "detect",
-    "importance": "importance",
-    "show": "show",
+    "corpus": "`heads --corpus` and `merge` write (results/corpus/, figures/corpus/)",
+    "lesson": "`lesson` writes (results/lesson/, figures/lesson/)",
+    "syntax": "`syntax` writes (results/syntax/, figures/syntax/)",
+    "compare": "`compare` writes (results/compare/, figures/compare/)",
+    "detect": "`detect` writes (results/detect/, figures/detect/)",
+    "importance": "`importance` writes (results/importance/, figures/importance/)",
+    "show": "`show` writes (figures/show/)",
 }
 
 
@@ -39,6 +39,5 @@ def run_folder_name(lang: str, what: str = "--lang") -> str:
     name = check_own_folder(plain_folder_name(lang, what), what)
     owner = OWNED.get(name.casefold())
     if owner is not None:
-        raise InputError(f"{what} {name!r} names the folder that `{owner}` writes (results/{name.casefold()}/); "
-                         "choose another name")
+        raise InputError(f"{what} {name!r} names the folder that {owner}; choose another name")
     return name

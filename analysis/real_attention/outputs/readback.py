@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,7 +66,8 @@ def load_run(out_dir: Path, lang: str, measure: str = "weights") -> StoredRun:
         option = "" if measure == WEIGHTS else f" --measure {measure}"
         option = _model_option(Path(out_dir), lang) + option
         raise ResultsError(
-            f"no results in {folder}; run `real-attention run --lang {lang}{option} --out {out_dir}` first"
+            f"no results in {folder}; run `real-attention run --lang {shlex.quote(lang)}{option} --out "
+            f"{shlex.quote(str(out_dir))}` first"
         )
     summary = check_run_summary(summary_path, read_summary(summary_path))
     attention = read_checked(table, summary)
@@ -221,7 +223,7 @@ def _model_option(out_dir: Path, lang: str) -> str:
             continue
         pinned = models.PINNED_MODELS.get(lang, ("",))[0]
         if isinstance(model, str) and model and model != pinned:
-            return f" --model {aliases.get(model, model)}"
+            return f" --model {shlex.quote(aliases.get(model, model))}"
     return ""
 
 

@@ -220,9 +220,26 @@ def report_data(result: RunResult, summary: dict, max_sentences: int | None = RE
             for i, sentence in enumerate(sentences)
         ],
         "mixing_labels": _mixing_labels(result),  # [measure, label] in the order drawn; [] without --mixing
-        "summary": {key: value for key, value in summary.items() if key != "tables"},  # no checksums in the page
+        "summary": page_summary(summary, len(sentences)),
         "summary_lines": describe_run(summary).splitlines(),
     }
+
+
+# summary.json's lists with one entry per sentence: the page keeps those of the sentences it holds
+PER_SENTENCE = ("sentences", "word_positions", "marker_head_count_per_sentence")
+
+
+def page_summary(summary: dict, shown: int) -> dict:
+    """summary.json as the page holds it: without the tables' checksums, and its per-sentence lists cut to the
+    `shown` sentences the page holds (the page of a million sentences stays the size of its first 200)."""
+    page = {key: value for key, value in summary.items() if key != "tables"}
+    for key in PER_SENTENCE:
+        if isinstance(page.get(key), list):
+            page[key] = page[key][:shown]
+    if isinstance(page.get("joined_units"), list):  # the words joined across pieces, by sentence number from 1
+        page["joined_units"] = [join for join in page["joined_units"]
+                                if not isinstance(join, dict) or join.get("sentence", 0) <= shown]
+    return page
 
 
 def _mixing_labels(result: RunResult) -> list[list[str]]:

@@ -14,6 +14,7 @@ Any reader failure (a truncated or empty Parquet, a CSV that is not UTF-8, a cut
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -156,8 +157,16 @@ def _read_csv(path: Path, columns: list[str]) -> pd.DataFrame:
     try:
         with open(path, "rb") as handle:
             header = handle.readline().decode("utf-8").rstrip("\r\n")
+            handle.seek(0, os.SEEK_END)
+            if handle.tell():
+                handle.seek(-1, os.SEEK_END)
+                last = handle.read(1)
+            else:
+                last = b"\n"
     except UnicodeDecodeError as error:
         raise damaged(path, f"it is not UTF-8 text ({error.reason} at byte {error.start})") from None
+    if last != b"\n":  # every table is written line by line: a last line without its end was cut short
+        raise damaged(path, "its last line has no line end: the file was cut short")
     if header != ",".join(columns):
         shown = header if len(header) <= 80 else header[:80] + "..."
         raise damaged(path, f"its header is {shown!r}, expected {','.join(columns)!r}")
