@@ -468,3 +468,24 @@ def test_minilm_against_smollm2_end_to_end(minilm, smollm2, tmp_path):
     detected = ra.detect(smollm2, samples=8)
     assert detected.heads.shape == (270, 7)
     assert detected.summary["top"]["induction"][0]["score"] > 0.3  # SmolLM2 has induction heads
+
+
+def test_detect_advances_its_progress_bar_by_samples(tiny):
+    made = []
+
+    class Bar:
+        def __init__(self, total, desc):
+            self.total, self.desc, self.done, self.closed = total, desc, 0, False
+            made.append(self)
+
+        def update(self, n):
+            self.done += n
+
+        def close(self):
+            self.closed = True
+
+    ra.detect(tiny, length=3, repeats=2, samples=5, batch_size=2, progress=Bar)
+    (bar,) = made
+    assert (bar.total, bar.desc, bar.done, bar.closed) == (5, "detect", 5, True)
+    with pytest.raises(ra.InputError, match="progress must be"):
+        ra.detect(tiny, length=3, repeats=2, samples=1, progress=3)

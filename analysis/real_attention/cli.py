@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import click
@@ -375,11 +376,11 @@ def merge_command(shard_dirs, out_dir, formats, no_figures, no_wait, quiet) -> N
         click.echo("\n".join(corpus_lines(output)))
 
 
-def progress_bar(total: int, desc: str):
+def progress_bar(total: int, desc: str, unit: str = "sent"):
     """A tqdm bar on stderr, for the library's `progress=` factories."""
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, unit="sent", desc=desc, file=sys.stderr, dynamic_ncols=True)
+    return tqdm(total=total, unit=unit, desc=desc, file=sys.stderr, dynamic_ncols=True)
 
 
 # --- syntax: heads as dependency parsers ------------------------------------------------------------------
@@ -535,7 +536,8 @@ def detect_command(lang, model_name, revision, offline, device, length, repeats,
         if name is not None:
             plain_folder_name(name, "--name")
         loaded = load(model_name, revision=revision, lang=lang, device=device, offline=offline)
-        result = detect(loaded, length=length, repeats=repeats, samples=samples, seed=seed, batch_size=batch_size)
+        result = detect(loaded, length=length, repeats=repeats, samples=samples, seed=seed, batch_size=batch_size,
+                        progress=None if quiet else partial(progress_bar, unit="sample"))
         results_folder, figures_folder = write_detect(result, out_dir, default_name(loaded.choice.name) if name is None else name,
                                                       formats, wait=not no_wait)
     if not quiet:

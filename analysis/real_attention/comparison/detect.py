@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -30,6 +31,7 @@ from ..engine.errors import InputError
 
 if TYPE_CHECKING:
     from ..engine.models import LoadedModel
+    from ..engine.progress import ProgressBar
 
 DEFAULTS = {"length": 25, "repeats": 4, "samples": 32, "seed": 0}
 SCORES = ("induction", "duplicate", "previous", "first", "entropy")
@@ -146,12 +148,13 @@ def layer_scores(weights, queries, length: int):
 
 
 def detect(model: LoadedModel, *, length: int = 25, repeats: int = 4, samples: int = 32, seed: int = 0,
-           batch_size: int = 32) -> DetectResult:
+           batch_size: int = 32, progress: Callable[..., ProgressBar] | None = None) -> DetectResult:
     """Olsson's repeated-random-token test: every head's induction, duplicate, previous, first and entropy scores.
 
     model: a LoadedModel (ra.load). length: tokens per random sequence (at least 3); repeats: times it is repeated
     (at least 2); samples: sequences; seed: of the draw (the same seed, the same tokens and numbers);
-    batch_size: sequences per forward pass. Returns a DetectResult (.heads: layer, head from 1, the scores;
+    batch_size: sequences per forward pass; progress: a factory `progress(total=, desc=)` of a tqdm-like bar,
+    advanced by one per sample (None: no bar). Returns a DetectResult (.heads: layer, head from 1, the scores;
     .summary). Token level: this test has no words.
     """
     import torch
@@ -160,22 +163,32 @@ def detect(model: LoadedModel, *, length: int = 25, repeats: int = 4, samples: i
     from ..engine.models import LoadedModel
     from ..engine.pipeline import versions
 
+    from ..engine.checks import callable_or_none
+
     if not isinstance(model, LoadedModel):
         raise InputError(f"detect: model must be a loaded model (ra.load(...)), not {type(model).__name__}")
     check_options(length, repeats, samples, seed, batch_size)
+    callable_or_none(progress, "progress", "a factory progress(total=, desc=) of a tqdm-like bar")
     ids, offset, vocabulary = sequences(model, length, repeats, samples, seed)
     queries = offset + length + np.arange(length * (repeats - 1))  # every token of the repeats after the first
     totals = torch.zeros((len(SCORES), model.layers, model.heads), dtype=torch.float64)
-    for start in range(0, samples, batch_size):
-        chunk = ids[start:start + batch_size]
-        empty = np.zeros((0,), dtype=np.int64)
-        batch = Batch(input_ids=chunk, attention_mask=np.ones_like(chunk), units=empty, kinds=empty)
+    bar = None if progress is None else progress(total=samples, desc="detect")
+    try:
+        for start in range(0, samples, batch_size):
+            chunk = ids[start:start + batch_size]
+            empty = np.zeros((0,), dtype=np.int64)
+            batch = Batch(input_ids=chunk, attention_mask=np.ones_like(chunk), units=empty, kinds=empty)
 
-        def on_layer(layer: int, weights) -> None:
-            totals[:, layer] += layer_scores(weights, queries, length).cpu()
+            def on_layer(layer: int, weights) -> None:
+                totals[:, layer] += layer_scores(weights, queries, length).cpu()
 
-        with out_of_memory_as_error(model.device, batch_size):
-            forward_layers(model, batch, on_layer)
+            with out_of_memory_as_error(model.device, batch_size):
+                forward_layers(model, batch, on_layer)
+            if bar is not None:
+                bar.update(len(chunk))
+    finally:
+        if bar is not None:
+            bar.close()
     means = (totals / (samples * len(queries))).numpy()
     layer, head = np.indices((model.layers, model.heads)).reshape(2, -1)
     heads = pd.DataFrame({"layer": layer + 1, "head": head + 1,
