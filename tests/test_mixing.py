@@ -636,3 +636,78 @@ def test_mixing_on_a_second_device_agrees_with_the_cpu(tiny_model_dir):
     batch = pad_batch(encoded, on_cpu.tokenizer.pad_token_id or 0)
     np.testing.assert_allclose(per_head(on_cpu, batch).cpu().numpy(), per_head(there, batch).cpu().numpy(),
                                rtol=0, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_run_mixing_rolls_in_the_runs_batches(needs_minilm, tmp_path):
+    """At --batch-size 1 the run pads each sentence alone: the mixing table's rolled attention is still
+    rollout.csv's to the last digit (padded with every sentence at once, 2 of MiniLM's cells here differed)."""
+    import pandas as pd
+
+    path, out = tmp_path / "two.toml", tmp_path / "out"
+    path.write_text('[en]\nfocus = "bank"\n[[en.sentences]]\ntext = "I sat on the bank of the river and watched '
+                    'the water go by slowly."\nsense = "river"\n[[en.sentences]]\ntext = "The bank lent money."\n'
+                    'sense = "money"\n', encoding="utf-8")
+    args = ["run", "--model", "minilm", "--offline", "--config", str(path), "--lang", "en", "--out", str(out),
+            "--quiet", "--mixing", "--no-figures", "--no-report", "--batch-size", "1"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(out / "results" / "en" / "mixing.csv")
+    rollout = pd.read_csv(out / "results" / "en" / "rollout.csv")
+    attention = table[table.measure == "attention"].reset_index(drop=True)
+    np.testing.assert_array_equal(attention.rolled.to_numpy(), rollout.weight.to_numpy())
+
+
+@pytest.mark.parametrize("case", ["missing", "after"])
+def test_run_mixing_finds_the_words_before_the_work(case, tiny_model_dir, tmp_path, monkeypatch):
+    """A sense word not in its sentence, or after the focus word in a decoder's sentence, is found before
+    the context mixing runs (it was found once all of it was done)."""
+    from real_attention.engine.mixing import compute
+
+    def never(*args, **options):
+        raise AssertionError("the mixing ran")
+
+    monkeypatch.setattr(compute, "piece_mixing", never)
+    monkeypatch.setattr(compute, "rolled_head_means", never)
+    text = SPANISH.replace('sense = "dinero"', 'sense = "casa"') if case == "missing" else SPANISH
+    path = tmp_path / "bad.toml"
+    path.write_text(text, encoding="utf-8")
+    expected = "the sense word 'casa' is not in sentence 2"
+    if case == "after":  # the decoder sees only earlier words: jardín comes after banco
+        from real_attention.engine.focus import SentenceError
+        from real_attention.engine.mixing.compute import run_mixing
+        from real_attention.engine.sentences import load_sentences
+
+        import real_attention as ra
+
+        decoder = ra.load(str(tiny_model_dir))
+        object.__setattr__(decoder, "causal", True)  # the order check alone: no forward pass runs
+        with pytest.raises(SentenceError, match="comes after the focus word 'banco', and this model is a decoder"):
+            run_mixing(decoder, load_sentences(path, "es"))
+        return
+    result = CliRunner().invoke(cli, ["run", "--model", str(tiny_model_dir), "--config", str(path), "--out",
+                                      str(tmp_path / "out"), "--quiet", "--mixing"])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert expected in result.output and "the mixing ran" not in result.output
+
+
+@pytest.mark.parametrize("where, message", [
+    ("head_means", "ran out of memory on a batch of 2 sentence(s)"),
+    ("piece_mixing", "ran out of memory in the context mixing, which re-runs each layer in float64"),
+])
+def test_run_mixing_out_of_memory_is_one_line(where, message, tiny_model_dir, tmp_path, monkeypatch):
+    import torch
+
+    from real_attention.engine.mixing import compute
+
+    def exhausted(*args, **options):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(compute, where, exhausted)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["run", "--model", str(tiny_model_dir), "--config", str(config(tmp_path)),
+                                      "--out", str(out), "--quiet", "--mixing"])
+    assert result.exit_code != 0 and "Traceback" not in result.output and "hit a bug" not in result.output
+    (line,) = [line for line in result.output.splitlines() if line.strip()]
+    assert line.startswith("Error: the device cpu ") and message in line, line
+    assert not [p for p in out.rglob("*") if p.is_file()]

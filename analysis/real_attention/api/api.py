@@ -243,15 +243,14 @@ def mixing(model: LoadedModel, texts: str | Iterable[str], *, focus: str | None 
     if focus is not None or sense is not None:
         chosen = sentence_set(items, focus, sense)
         required = [(chosen.focus, s.sense) for s in chosen.sentences]
-    if required is not None:  # each word must be a unit of its sentence, as `attend` finds them: before the work
-        from ..engine.extract import encode
-        from ..engine.focus import locate
-        from ..engine.words import Kind, WordAttention
+    def check_words(encoded) -> None:
+        """Each word must be a unit of its sentence, as `attend` finds them: before the work."""
+        from ..engine.focus import locate, without_maps
 
-        encoded, too_long = encode(model.tokenizer, items, model.max_tokens, units=units, required=required)
-        if not too_long:  # compute_mixing names a sentence too long
-            for number, (sentence, (focus_word, sense_word)) in enumerate(zip(encoded, required), start=1):
-                words = WordAttention(sentence.text, sentence.words, tuple(Kind(k) for k in sentence.kinds), None)
-                locate(words, focus_word, None, "focus", number)
-                locate(words, sense_word, None, "sense", number)
-    return compute_mixing(model, items, units=units, required=required)
+        assert required is not None
+        for number, (words, (focus_word, sense_word)) in enumerate(zip(without_maps(encoded), required), start=1):
+            locate(words, focus_word, None, "focus", number)
+            locate(words, sense_word, None, "sense", number)
+
+    return compute_mixing(model, items, units=units, required=required,
+                          check_words=None if required is None else check_words)

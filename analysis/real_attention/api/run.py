@@ -135,7 +135,7 @@ def run(lang: str = DEFAULT_LANG, config: str | Path | None = None, model: str |
         unknown_note = check_encodes(loaded, [sentence.text for sentence in sentence_set.sentences])
         for m in measures:  # before any measure is computed or drawn
             check_supported(loaded, m)
-        mixed = _mixing(loaded, sentence_set, units, quiet, progress) if mixing else None  # same for every measure
+        mixed = _mixing(loaded, sentence_set, units, quiet, progress, settings.batch_size) if mixing else None
         for m in measures:
             measure_run, note = _run_measure(settings, m, loaded, sentence_set, staging, pool, results_dirs[m],
                                              mixed, want_note=pending_note is None)
@@ -227,13 +227,15 @@ def _checked(lang: str, out: str | Path, units: str, measure: str, compare_measu
 
 
 def _mixing(loaded, sentence_set: SentenceSet, units: str, quiet: bool,
-            progress: Callable[[str], None] | None) -> Mixing:
-    """The context-mixing maps of the sentences (run --mixing), with a layer bar unless quiet."""
+            progress: Callable[[str], None] | None, batch_size: int) -> Mixing:
+    """The context-mixing maps of the sentences (run --mixing; the same for every measure), with a layer bar unless
+    quiet; the attention and norm maps in the run's batches, so that their rolled rows are rollout.csv's."""
     from ..engine.mixing import check_supported as check_mixing
     from ..engine.mixing import run_mixing
 
     check_mixing(loaded)
-    return run_mixing(loaded, sentence_set, units=units, progress=None if quiet else layer_bar, note=progress)
+    return run_mixing(loaded, sentence_set, units=units, progress=None if quiet else layer_bar, note=progress,
+                      batch_size=batch_size)
 
 
 def _run_measure(settings: _Settings, measure: str, loaded, sentence_set: SentenceSet, staging, pool,

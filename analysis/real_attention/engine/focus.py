@@ -60,6 +60,14 @@ def _absent_hint(attention: WordAttention, word: str) -> str:
     return "; the units cut it (the tokenizer's own words, --units tokenizer); the text rule, --units text, keeps it whole"
 
 
+def without_maps(encoded) -> list[WordAttention]:
+    """Encoded sentences (real_attention.engine.extract.Encoded) as WordAttentions without maps: their units, to
+    locate the focus and sense words before any forward pass."""
+    from .words import Kind
+
+    return [WordAttention(s.text, s.words, tuple(Kind(k) for k in s.kinds), None) for s in encoded]
+
+
 def find_word(attention: WordAttention, word: str, role: str) -> int:
     """The unit index of a word that occurs once in one sentence (locate, for a sentence on its own)."""
     return locate(attention, word, None, role, None)

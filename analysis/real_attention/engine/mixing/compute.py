@@ -14,7 +14,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..extract import SentenceTooLong, encode, forward_layers, pad_batch
+from ..extract import OutOfDeviceMemory, SentenceTooLong, encode, forward_layers, is_out_of_memory, \
+    out_of_memory_as_error, pad_batch
 from ..norm import NORM, NormHooks
 from ..rollout import rollout
 from ..words import merge_maps
@@ -66,13 +67,41 @@ def head_means(loaded, batch, measure: str):
     return layer_means
 
 
+def rolled_head_means(loaded, encoded, batch_size: int | None) -> list[dict[str, tuple]]:
+    """Each sentence's head averages of the weights and of the norm maps, as they are and rolled, in the batches
+    of `run` (batch_size sentences at a time, in order; None: all at once), whose padding gives the same float32
+    bits as rollout.csv's: one {ATTENTION, NORM: ((L, t, t) layer maps, (L, t, t) rolled)} per sentence, on the
+    CPU. OutOfDeviceMemory names the batch and says to lower --batch-size."""
+    import torch
+
+    size = batch_size or max(len(encoded), 1)
+    per_sentence: list[dict[str, tuple]] = []
+    for start in range(0, len(encoded), size):
+        part = encoded[start:start + size]
+        batch = pad_batch(part, loaded.tokenizer.pad_token_id or 0)
+        with out_of_memory_as_error(loaded.device, size, batch):
+            means = {name: head_means(loaded, batch, name) for name in (ATTENTION, NORM)}  # as rollout.csv's
+            # (B, L, t, t) rolled in float64, then float32 as real_attention.engine.rollout.word_rollout merges them,
+            # so these rows are rollout.csv's to the last digit
+            rolled_means = {name: rollout(m).to(torch.float32) for name, m in means.items()}
+        for row, sentence in enumerate(part):
+            length = len(sentence.ids)
+            per_sentence.append({name: (means[name][row, :, :length, :length].cpu(),
+                                        rolled_means[name][row, :, :length, :length].cpu())
+                                 for name in (ATTENTION, NORM)})
+    return per_sentence
+
+
 def compute_mixing(loaded, texts: list[str], *, units: str = "text",
                    required: list[tuple[str, ...]] | None = None, chunk: int | None = None,
-                   progress: Callable | None = None, note: Callable[[str], None] | None = None) -> Mixing:
+                   progress: Callable | None = None, note: Callable[[str], None] | None = None,
+                   batch_size: int | None = None, check_words: Callable[[list], object] | None = None) -> Mixing:
     """Attention, norm, ALTI and value zeroing of each text, layer by layer and rolled, merged into units.
 
     progress: a factory progress(total=, desc=) of a tqdm-like bar, one step per layer and sentence (None: no
-    bar); note: told the long-sentence line (long_note) before the work starts (None: a UserWarning)."""
+    bar); note: told the long-sentence line (long_note) before the work starts (None: a UserWarning);
+    batch_size: sentences per forward pass of the attention and norm maps (None: one pass), as `run` batches
+    them; check_words: called with the encoded sentences before any work (to find the focus and sense words)."""
     import torch
 
     check_supported(loaded)
@@ -81,25 +110,32 @@ def compute_mixing(loaded, texts: list[str], *, units: str = "text",
         index, count = too_long[0]
         raise SentenceTooLong(
             f"sentence {index + 1} has {count} tokens; {loaded.choice.short} takes at most {loaded.max_tokens}")
+    if check_words is not None:
+        check_words(encoded)
     line = long_note([len(s.ids) for s in encoded], loaded.layers)
     if line is not None:
         if note is None:
             warnings.warn(line, stacklevel=2)
         else:
             note(line)
-    batch = pad_batch(encoded, loaded.tokenizer.pad_token_id or 0)
-    means = {name: head_means(loaded, batch, name) for name in (ATTENTION, NORM)}  # as rollout.csv has them
-    # (B, L, t, t) rolled in float64, then float32 as real_attention.engine.rollout.word_rollout merges them, so
-    # these rows are rollout.csv's to the last digit
-    rolled_means = {name: rollout(m).to(torch.float32) for name, m in means.items()}
-    pieces = piece_mixing(loaded, [s.ids for s in encoded], chunk=chunk, progress=progress)
+    head_maps = rolled_head_means(loaded, encoded, batch_size)
+    try:
+        pieces = piece_mixing(loaded, [s.ids for s in encoded], chunk=chunk, progress=progress)
+    except Exception as error:
+        if not is_out_of_memory(error):
+            raise
+        longest = max(len(s.ids) for s in encoded)
+        raise OutOfDeviceMemory(
+            f"the device {loaded.device} ran out of memory in the context mixing, which re-runs each layer in float64 "
+            f"one sentence at a time (the longest has {longest} pieces); use shorter sentences, or --device cpu"
+        ) from None
     sentences, smallest, near = [], None, []
     for row, (sentence, piece) in enumerate(zip(encoded, pieces)):
         assert piece.alti is not None and piece.value_zeroing is not None and piece.raw_sums is not None
-        n, length = len(sentence.words), len(sentence.ids)
+        n = len(sentence.words)
         unit = torch.from_numpy(sentence.units)[None]  # (1, t)
-        layer_maps = {name: means[name][row, :, :length, :length].cpu() for name in (ATTENTION, NORM)}
-        rolled_maps = {name: rolled_means[name][row, :, :length, :length].cpu() for name in (ATTENTION, NORM)}
+        layer_maps = {name: head_maps[row][name][0] for name in (ATTENTION, NORM)}
+        rolled_maps = {name: head_maps[row][name][1] for name in (ATTENTION, NORM)}
         for name, array in ((ALTI, piece.alti), (VALUE_ZEROING_KEY, piece.value_zeroing)):
             layer_maps[name] = torch.from_numpy(array)
             rolled_maps[name] = torch.from_numpy(rolled(array))
@@ -124,8 +160,15 @@ def compute_mixing(loaded, texts: list[str], *, units: str = "text",
 
 
 def run_mixing(loaded, sentence_set, *, units: str = "text", progress: Callable | None = None,
-               note: Callable[[str], None] | None = None) -> Mixing:
-    """compute_mixing on a run's sentences, with their focus and sense words as units (run --mixing)."""
+               note: Callable[[str], None] | None = None, batch_size: int | None = None) -> Mixing:
+    """compute_mixing on a run's sentences, with their focus and sense words as units (run --mixing): a sentence
+    without them (or, for a decoder, with its sense word after its focus word) is a SentenceError before the
+    work, as `run` would find it after."""
+    from ..focus import focus_sentences, without_maps
+
     texts = [sentence.text for sentence in sentence_set.sentences]
     required: list[tuple[str, ...]] = [(sentence_set.focus, sentence.sense) for sentence in sentence_set.sentences]
-    return compute_mixing(loaded, texts, units=units, required=required, progress=progress, note=note)
+    return compute_mixing(loaded, texts, units=units, required=required, progress=progress, note=note,
+                          batch_size=batch_size,
+                          check_words=lambda encoded: focus_sentences(without_maps(encoded), sentence_set,
+                                                                      loaded.causal))
