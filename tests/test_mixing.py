@@ -308,6 +308,12 @@ def test_run_mixing_writes_its_files_and_the_api_gives_the_same_table(tiny_model
     summary = json.loads((results / "summary.json").read_text())
     assert set(summary["mixing"]["measures"]) == set(mx.MIXING_MEASURES)
     assert summary["mixing"]["value_zeroing_smallest_raw_row_sum"]["value"] > 0
+    import hashlib
+
+    for name, frame in (("mixing.csv", table), ("mixing_agreement.csv", pd.read_csv(results / "mixing_agreement.csv"))):
+        assert summary["tables"][name] == {"rows": len(frame),
+                                           "sha256": hashlib.sha256((results / name).read_bytes()).hexdigest()}
+    assert "attention.csv" in summary["tables"] and "rollout.csv" in summary["tables"]
     assert '"mixing_labels":[["attention"' in (figures / "report.html").read_text()
     # the attention measure's rolled map is the rollout of rollout.csv
     rollout = pd.read_csv(results / "rollout.csv")
@@ -402,7 +408,28 @@ def test_an_unsupported_model_is_one_error_before_any_work(mpnet_dir, tmp_path, 
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: --mixing and --measure value-zeroing re-run each layer")
     assert "MPNetModel gives its maps only through output_attentions" in lines[0]
+    assert lines[0].endswith("Use --measure weights without --mixing")  # --measure norm fails on MPNet too
     assert not out.exists() or not any(out.rglob("*.csv"))
+
+
+def test_the_unsupported_model_error_suggests_norm_only_where_norm_works(mpnet_dir, tiny_loaded):
+    """ALBERT shares one attention module across its layers: neither --mixing nor --measure norm takes it, and
+    both say so; the suggestion to use norm comes only for a model norm can take apart."""
+    from dataclasses import replace
+
+    from transformers import AlbertConfig, AlbertModel
+
+    from real_attention.engine.errors import ModelUnavailable
+    from real_attention.engine.mixing.layers import _unsupported
+    from real_attention.engine.norm import projections
+
+    albert = AlbertModel(AlbertConfig(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=2,
+                                      num_attention_heads=4, intermediate_size=32))
+    with pytest.raises(ModelUnavailable, match="AlbertModel shares one attention module across its layers"):
+        projections(albert, 4)
+    assert str(_unsupported(replace(tiny_loaded, model=albert), "why")).endswith(
+        "Use --measure weights without --mixing")
+    assert str(_unsupported(tiny_loaded, "why")).endswith("Use --measure weights or norm without --mixing")
 
 
 def test_a_sentence_too_long_is_one_error(tiny_model_dir, tiny_loaded, tmp_path):
@@ -711,3 +738,14 @@ def test_run_mixing_out_of_memory_is_one_line(where, message, tiny_model_dir, tm
     (line,) = [line for line in result.output.splitlines() if line.strip()]
     assert line.startswith("Error: the device cpu ") and message in line, line
     assert not [p for p in out.rglob("*") if p.is_file()]
+
+
+def test_near_zero_rows_name_the_word_and_its_place():
+    """Two occurrences of one word are two rows: each carries its query_index."""
+    from real_attention.outputs.mixing import mixing_summary
+
+    mixing = mx.Mixing((), "m", "r", False, smallest_raw_row_sum={},
+                       near_zero_rows=((1, 2, 0, "the"), (1, 2, 4, "the")))
+    rows = mixing_summary(mixing)["value_zeroing_near_zero_rows"]["rows"]
+    assert rows == [{"sentence": 1, "layer": 2, "query_index": 0, "query": "the"},
+                    {"sentence": 1, "layer": 2, "query_index": 4, "query": "the"}]

@@ -209,12 +209,12 @@ def measure_option(help_text: str):
 @measure_option(f"What each head's map shows: {MEASURE_TEXT}. Results go to folders named LANG-norm or LANG-value-zeroing "
                 "(weights: LANG).")
 @click.option("--compare-measures", is_flag=True,
-              help="Run both measures (results/LANG/ and results/LANG-norm/) and put them side by side per head: "
+              help="Run the weights and the norm (results/LANG/ and results/LANG-norm/), side by side per head: "
                    "results/LANG/measures.csv and figures/LANG/measures.png.")
 @click.option("--mixing", is_flag=True,
               help="Also compute context mixing layer by layer: attention, norm, ALTI (Ferrando et al. 2022) and "
                    "value zeroing (Mohebbi et al. 2023), each rolled over layers: results/LANG/mixing.csv, "
-                   "mixing_agreement.csv and figures/LANG/mixing_s1.png, ...")
+                   "mixing_agreement.csv and figures/LANG/mixing_s1.png, ... (LANG-norm/ with --measure norm).")
 @click.option("--no-report", is_flag=True, help="Skip the interactive HTML report.")
 @click.option("--no-figures", is_flag=True, help="Skip the figures.")
 @click.option("--all-figures", is_flag=True,

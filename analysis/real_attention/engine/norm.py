@@ -52,9 +52,10 @@ def projections(model, heads: int) -> list[Projections]:
     layers = getattr(getattr(model, "config", None), "num_hidden_layers", None)
     if parts is None or (layers is not None and len(parts) != layers):
         # MPNet and DeBERTa name no attention module; ALBERT shares one across its layers
+        why = ("gives its maps only through output_attentions" if parts is None
+               else "shares one attention module across its layers")
         raise ModelUnavailable(f"--measure norm needs one attention module per layer with a value and an output "
-                               f"projection; {type(model).__name__} gives its maps only through "
-                               "output_attentions. Use --measure weights")
+                               f"projection; {type(model).__name__} {why}. Use --measure weights")
     found = []
     for part in parts:
         module, value, output = part.attention, part.value, part.output

@@ -25,37 +25,40 @@ def mixing_summary(mixing: Mixing) -> dict:
         "value_zeroing_smallest_raw_row_sum": mixing.smallest_raw_row_sum,
         "value_zeroing_near_zero_rows": {
             "below": NEAR_ZERO,
-            "rows": [{"sentence": s, "layer": layer, "query": q} for s, layer, q in mixing.near_zero_rows],
+            "rows": [{"sentence": s, "layer": layer, "query_index": index, "query": q}
+                     for s, layer, index, q in mixing.near_zero_rows],
         },
     }
 
 
 def draw_mixing(sentence, number: int, focus: int, sense: int | None, model: str, revision: str):
-    """One figure: the focus word's rolled row, layer by layer (rows), one panel per measure."""
+    """One figure: the focus word's rolled row, layer by layer (rows), one panel per measure; one colour bar in
+    percent for all (every panel's cells are shares of the focus word, 0 to 100 %)."""
     import textwrap
 
     from ..engine.naming import short_revision
     from .figio import new_figure
-    from .plots import FOCUS_COLOUR, HEATMAP_CMAP, SENSE_COLOUR, annotate_cells
+    from .plots import FOCUS_COLOUR, HEATMAP_CMAP, SENSE_COLOUR, _percent_colour_bar, annotate_cells
 
     measures = list(sentence.rolled)
     layers, n = sentence.rolled[measures[0]].shape[:2]
     cell = min(0.42, 6.0 / n)
     panel_w, panel_h = cell * n, 0.32 * layers
     longest = max(len(w) for w in sentence.words) * 9 * 0.62 / 72
-    left, gap, bottom = 0.9, 0.35, 0.6 + longest * 0.71
+    left, gap, bottom = 0.9, 0.35, 0.85 + longest * 0.71  # room for the rotated words and the axis title
+    bar_gap, bar_w, bar_label = 0.15, 0.18, 0.75
     title = "\n".join(textwrap.fill(line, 110) for line in (
         f"{model} @ {short_revision(revision)} · context mixing, rolled over layers",
         f"sentence {number + 1}: how much of each word is in «{sentence.words[focus]}» after each layer",
         sentence.text))
     top = 0.4 + (title.count("\n") + 1) * 0.22
-    width = left + len(measures) * (panel_w + gap) + 0.2
+    width = left + len(measures) * (panel_w + gap) - gap + bar_gap + bar_w + bar_label
     height = bottom + panel_h + top
     fig = new_figure(figsize=(width, height))
     for p, measure in enumerate(measures):
         ax = fig.add_axes(((left + p * (panel_w + gap)) / width, bottom / height, panel_w / width, panel_h / height))
         rows = sentence.rolled[measure][:, focus]  # (layers, n)
-        ax.imshow(rows, cmap=HEATMAP_CMAP, vmin=0.0, vmax=1.0, interpolation="nearest", aspect="auto")
+        image = ax.imshow(rows, cmap=HEATMAP_CMAP, vmin=0.0, vmax=1.0, interpolation="nearest", aspect="auto")
         annotate_cells(ax, rows, 7 * cell / 0.42)
         ax.set_xticks(np.arange(n), list(sentence.words), rotation=45, ha="right", rotation_mode="anchor", fontsize=9)
         ax.set_yticks(np.arange(layers), [f"{l + 1}" for l in range(layers)] if p == 0 else [], fontsize=8)
@@ -67,8 +70,12 @@ def draw_mixing(sentence, number: int, focus: int, sense: int | None, model: str
         if sense is not None:
             ticks[sense].set_fontweight("bold")
             ticks[sense].set_color(SENSE_COLOUR)
+        ax.set_xlabel("input word (key)", fontsize=8)
         if p == 0:
             ax.set_ylabel("layer", fontsize=9)
+    bar_x = left + len(measures) * (panel_w + gap) - gap + bar_gap
+    cax = fig.add_axes((bar_x / width, bottom / height, bar_w / width, panel_h / height))
+    _percent_colour_bar(fig, image, cax, "share of the word")
     fig.suptitle(title, fontsize=10, y=1 - 0.15 / height, va="top")
     return fig
 
@@ -81,9 +88,17 @@ def write_mixing(results: Path, figures: Path | None, mixing: Mixing, summary: d
     positions[k] = (focus, sense) unit indices. Returns the updated summary and the figure paths."""
     from .figio import save_figure
 
-    write_csv(mixing_frame(mixing), results / f"{MIXING_NAME}.csv")
-    write_csv(agreement_frame(mixing), results / f"{AGREEMENT_NAME}.csv")
-    summary = {**summary, "mixing": mixing_summary(mixing)}
+    from ..engine.hashing import file_sha256
+
+    frames = {MIXING_NAME: mixing_frame(mixing), AGREEMENT_NAME: agreement_frame(mixing)}
+    records = {}
+    for name, frame in frames.items():
+        write_csv(frame, results / f"{name}.csv")
+        records[f"{name}.csv"] = {"rows": len(frame), "sha256": file_sha256(results / f"{name}.csv")}
+    # recorded as attention's and rollout's are (table_checks): a reader can tell a damaged copy
+    recorded = summary.get("tables")
+    tables: dict = recorded if isinstance(recorded, dict) else {}
+    summary = {**summary, "tables": {**tables, **records}, "mixing": mixing_summary(mixing)}
     write_json(summary, results / "summary.json")
     paths = []
     if figures is not None:

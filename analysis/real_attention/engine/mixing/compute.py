@@ -154,7 +154,8 @@ def compute_mixing(loaded, texts: list[str], *, units: str = "text",
                         "query_index": int(sentence.units[piece_index]),
                         "query": sentence.words[sentence.units[piece_index]]}
         for layer, piece_index in np.argwhere(sums < NEAR_ZERO):
-            near.append((row + 1, int(layer) + 1, sentence.words[sentence.units[piece_index]]))
+            unit = int(sentence.units[piece_index])
+            near.append((row + 1, int(layer) + 1, unit, sentence.words[unit]))
     return Mixing(tuple(sentences), loaded.choice.name, loaded.revision, loaded.causal,
                   smallest_raw_row_sum=smallest or {}, near_zero_rows=tuple(dict.fromkeys(near)))
 

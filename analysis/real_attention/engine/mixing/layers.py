@@ -27,10 +27,19 @@ from ..anatomy import attention_parts
 ATTENTION_FUNCTION = "real_attention_mixing"  # its name in transformers' attention-function registry
 
 
-def _unsupported(model, why: str) -> InputError:
+def _unsupported(loaded, why: str) -> InputError:
+    """The error for a model whose layers cannot be re-run; it suggests --measure norm only where that works."""
+    from ..errors import ModelUnavailable
+    from ..norm import projections
+
+    try:
+        projections(loaded.model, loaded.heads)
+        instead = "--measure weights or norm"
+    except ModelUnavailable:
+        instead = "--measure weights"
     return InputError(f"--mixing and --measure value-zeroing re-run each layer, so they need one attention module "
-                      f"per layer inside one layer module; {type(model).__name__} {why}. Use --measure weights "
-                      "or norm without --mixing")
+                      f"per layer inside one layer module; {type(loaded.model).__name__} {why}. Use {instead} "
+                      "without --mixing")
 
 
 @dataclass(frozen=True)
@@ -54,26 +63,26 @@ def blocks(loaded) -> list[Block]:
     layer_class = getattr(spec, "target_class", spec)
     parts = attention_parts(model)
     if parts is None or not isinstance(layer_class, type):
-        raise _unsupported(model, "gives its maps only through output_attentions")
+        raise _unsupported(loaded, "gives its maps only through output_attentions")
     layers: list[Any] = [module for module in model.modules() if isinstance(module, layer_class)]
     if len(layers) != loaded.layers or len(parts) != loaded.layers:
-        raise _unsupported(model, "shares one attention module across its layers")
+        raise _unsupported(loaded, "shares one attention module across its layers")
     found = []
     for layer, part in zip(layers, parts):
         names = {id(m): name for name, m in layer.named_modules()}
         if id(part.attention) not in names or (part.output is not None and id(part.output) not in names):
-            raise _unsupported(model, "has an attention module outside its layer module")
+            raise _unsupported(loaded, "has an attention module outside its layer module")
         attention = names[id(part.attention)]
         output = None if part.output is None else names[id(part.output)]
         after, kind = None, "pre"
         if part.beside is not None:  # BERT: attention.output.dense, then attention.output.LayerNorm
             if not hasattr(part.beside, "LayerNorm"):
-                raise _unsupported(model, "has no LayerNorm after its attention output")
+                raise _unsupported(loaded, "has no LayerNorm after its attention output")
             after, kind = names[id(part.beside.LayerNorm)], "post"
         elif hasattr(layer, "pre_feedforward_layernorm") and hasattr(layer, "post_attention_layernorm"):
             after, kind = "post_attention_layernorm", "sandwich"  # Gemma 2 and 3: a norm on the attention output
         if output is None:
-            raise _unsupported(model, "has no output projection that --mixing knows (o_proj, out_proj, c_proj or "
+            raise _unsupported(loaded, "has no output projection that --mixing knows (o_proj, out_proj, c_proj or "
                                       "BERT's output.dense)")
         found.append(Block(layer=layer, attention=attention, output=output, after=after, kind=kind))
     return found

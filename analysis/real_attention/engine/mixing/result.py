@@ -61,7 +61,7 @@ class Mixing:
     causal: bool
     measures: tuple[str, ...] = MIXING_MEASURES
     smallest_raw_row_sum: dict = field(default_factory=dict)  # value zeroing: value, sentence, layer, query (from 1)
-    near_zero_rows: tuple = ()  # (sentence, layer, query) from 1, query a piece's unit, of raw sums below NEAR_ZERO
+    near_zero_rows: tuple = ()  # (sentence, layer from 1, query_index, query) of raw sums below NEAR_ZERO
 
     def __getitem__(self, index: int) -> SentenceMixing:
         return self.sentences[index]
