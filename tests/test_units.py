@@ -363,6 +363,7 @@ def test_a_slow_tokenizer_is_refused(tiny_model_dir, monkeypatch):
         load_model(choose_model("es", str(tiny_model_dir), None))
 
 
+@pytest.mark.filterwarnings("ignore:the vocabulary of .* lacks characters:UserWarning")  # the tiny one has no '
 def test_the_api_takes_the_rule_and_says_why_a_word_is_missing(tiny_loaded):
     import real_attention as ra
 
