@@ -486,6 +486,15 @@ def test_an_empty_shard_is_written_and_merges(tmp_path, tiny_model_dir):
     assert json.loads((folders[1] / "summary.json").read_text())["counts"]["sentences"] == 0
     run, sums = merge_shards(folders)
     assert (run.name, sums.sentences, sums.blank, sums.lines) == ("gaps", 2, 2, 4)
+    # no word, no statistic: no label either (every head was "mixed"), and no figures
+    heads = pd.read_csv(folders[1] / "heads.csv", keep_default_na=False)
+    assert (heads["label"] == "").all() and (heads["n_words"] == 0).all()
+    args = [arg for arg in heads_args(path, tiny_model_dir, tmp_path / "drawn", "--shard", "2/2") if arg != "--quiet"]
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert "labels: none: no word entered the statistics" in result.output
+    assert "figures" not in result.output.splitlines()[-1]
+    assert not list((tmp_path / "drawn" / "figures").rglob("*.png"))
 
 
 def test_length_batches_sort_by_length_and_cap_long_batches():

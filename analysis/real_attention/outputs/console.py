@@ -108,4 +108,10 @@ def corpus_lines(output: CorpusView) -> list[str]:
     return [f"{run.model} @ {short_revision(run.revision)}, corpus {run.name!r} (sha256 {run.sha256[:12]})"
             f"{shard}{where}",
             describe_corpus(output.summary),
-            f"wrote {output.results_dir}" + ("" if output.figures_dir is None else f" and {output.figures_dir}")]
+            f"wrote {output.results_dir}" + ("" if output.figures_dir is None or not _labelled(output.summary)
+                                             else f" and {output.figures_dir}")]
+
+
+def _labelled(summary: dict) -> bool:
+    """Whether any head got a label (a shard of blank lines has none, and no figures)."""
+    return any(summary.get("labels", {}).values())

@@ -4,6 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from ..statistics.labels import LABELS, label_heads
 from ..statistics.results import CorpusRun, check_analysable, corpus_heads_frame, corpus_summary
 from ..engine.hashing import file_sha256
@@ -35,7 +37,10 @@ def write_corpus(results_folder: Path, figures_folder: Path, run: CorpusRun, sum
     leaving the pool's context waits for them."""
     if run.shard is None:  # an empty shard is fine: the merge may still have sentences
         check_analysable(sums, f"the corpus {run.name!r}")
+    empty = sums.units == 0  # a shard whose lines were all blank or too long: no statistic, so no label either
     labels = label_heads(sums.means(), sums.uniform_entropy, run.thresholds)
+    if empty:
+        labels = np.full(labels.shape, "", dtype=object)
     write_csv(corpus_heads_frame(sums, labels), results_folder / "heads.csv")
     data = corpus_summary(run, sums, labels)
     # a shard's sums say which shard they are (merge compares it with summary.json's): a copied folder whose
@@ -49,7 +54,7 @@ def write_corpus(results_folder: Path, figures_folder: Path, run: CorpusRun, sum
 
     measured = "" if run.measure == WEIGHTS else f", by {MEASURE_TITLE[run.measure]}"
     title = f"{Path(run.model).name or run.model} on {run.folder_name}: {sums.sentences} sentences{measured}"
-    jobs = [job for fmt in formats for job in (
+    jobs = [] if empty else [job for fmt in formats for job in (
         ("label_grid", (labels, LABELS, title), figures_folder / f"{LABELS_FIGURE}.{fmt}"),
         ("statistics_grid", (sums.means(), sums.uniform_entropy, title), figures_folder / f"{STATISTICS_FIGURE}.{fmt}"),
     )]

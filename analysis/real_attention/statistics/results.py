@@ -136,7 +136,8 @@ def describe_corpus(data: dict) -> str:
     lines += [
         f"{counts['sentences']} sentence(s), {counts['words']} words; "
         f"{counts['skipped']} line(s) too long skipped, {counts['truncated']} cut, {counts['blank']} blank",
-        "labels: " + ", ".join(f"{label} {n}" for label, n in data["labels"].items() if n)
+        "labels: " + (", ".join(f"{label} {n}" for label, n in data["labels"].items() if n)
+                      or "none: no word entered the statistics (merge adds this shard's zero sums)")
         + f" (of {data['heads_total']} heads)",
     ]
     # The strongest head of each kind that some head is labelled with: a "strongest sep" head that is no
