@@ -120,7 +120,7 @@ def test_a_sense_word_after_the_focus_word_is_one_clear_error(llama_dir, tmp_pat
     assert result.output.strip().splitlines()[-1] == (
         "Error: in sentence 2 ('I went to the bank to take out some money.') the sense word 'money' comes after the "
         "focus word 'bank', and this model is a decoder: each word attends only to itself and the words before it, "
-        "so 'bank' cannot see 'money'; put the sense word first, e.g. \"The river flooded the bank.\" (the packaged "
+        "so 'bank' cannot see 'money'; put the sense word before it, e.g. \"The river flooded the bank.\" (the packaged "
         "config's [en-causal] table has such sentences)")
     assert [p for p in (tmp_path / "out").rglob("*") if p.is_file()] == []
 
@@ -270,8 +270,22 @@ def test_the_sense_word_must_come_first_only_in_a_decoder():
     words = ("<s>", "the", "bank", "by", "the", "river", ".")
     attention = causal_sentence([np.eye(7)], words)
     assert focus_sentences([attention], sentence_set)[0].sense == 5
-    with pytest.raises(SentenceError, match="put the sense word first"):
+    with pytest.raises(SentenceError, match="put the sense word before it"):
         focus_sentences([attention], sentence_set, causal=True)
+
+
+def test_a_decoders_sense_word_cannot_be_its_first_unit():
+    """Without a token before the text (SmolLM2, GPT-2), the first unit is the attention sink: every head resting
+    there would count as a sense-word head (154 of SmolLM2's 270 did)."""
+    sentence_set = SentenceSet("en", "bank", (Sentence("rivers flood the bank .", "rivers"),))
+    words = ("rivers", "flood", "the", "bank", ".")
+    attention = WordAttention(" ".join(words), words, (WORD, WORD, WORD, WORD, PUNCT),
+                              np.eye(5)[None, None].astype(np.float32))
+    assert focus_sentences([attention], sentence_set)[0].sense == 0  # an encoder: fine
+    with pytest.raises(SentenceError, match="'rivers' is the first unit, and this decoder adds no token before"):
+        focus_sentences([attention], sentence_set, causal=True)
+    with_bos = causal_sentence([np.eye(6)], ("<s>", "rivers", "flood", "the", "bank", "."))
+    assert focus_sentences([with_bos], sentence_set, causal=True)[0].sense == 1
 
 
 def test_every_packaged_causal_sentence_has_its_sense_word_first():

@@ -233,3 +233,15 @@ def test_a_nul_byte_stops_heads_with_one_line(tiny_model_dir, tmp_path):
 
 def test_input_error_is_the_base_of_corpus_errors():
     assert issubclass(CorpusError, InputError)
+
+
+def test_a_word_over_wordpieces_limit_is_named_as_too_long_not_as_unknown_characters(tiny_loaded):
+    """WordPiece makes a word of more than 100 characters [UNK] whole: the warning said its characters were
+    missing from the vocabulary and advised another language's model."""
+    from real_attention.engine.models import check_encodes
+
+    long_word = "banco" * 30  # 150 characters the vocabulary has
+    note = check_encodes(tiny_loaded, [f"el {long_word} de mi jardín", "el banco ฉัน"])
+    assert "1 word(s) are longer than the 100 characters" in note and "so each became [UNK] whole" in note
+    assert "lacks characters of 1 word(s)" in note and "sentence 2: 'ฉัน'" in note
+    assert check_encodes(tiny_loaded, ["el banco de mi jardín"]) is None

@@ -405,3 +405,59 @@ def test_merge_takes_shards_of_one_rule(tiny_model_dir, tmp_path):
     shards = [str(tmp_path / "results" / "corpus" / f"lines-shard-{i}-of-2") for i in (1, 2)]
     result = CliRunner().invoke(cli, ["merge", *shards, "--out", str(tmp_path / "merged"), "-q"])
     assert result.exit_code != 0 and "differ in units" in result.output
+
+
+def test_the_tokenizer_rule_joins_a_word_of_whitespace_to_the_next(tiny_decoders):
+    """Byte-level BPE makes a word of an extra space or tab ('Ġ'): under --units tokenizer it was a unit labelled
+    '' and the previous word of the next one; it joins the word after it (the one before it at the end)."""
+    import real_attention as ra
+
+    gpt2 = ra.load(str(tiny_decoders("gpt2")))
+    for text, words in (("The river  flooded the bank.", ("The", "river", "flooded", "the", "bank", ".")),
+                        ("The river\tflooded the bank.", ("The", "river", "flooded", "the", "bank", ".")),
+                        ("The river flooded the bank.", ("The", "river", "flooded", "the", "bank", "."))):
+        att = ra.attend(gpt2, text, units="tokenizer")
+        assert att[0].words == words, (text, att[0].words)
+        np.testing.assert_allclose(att[0].weights.sum(axis=-1), 1, atol=1e-5)
+
+
+def test_blank_words_join_the_word_after_or_before_within_a_run():
+    from real_attention.engine.words import _blank_words_joined
+
+    text = "a  b "
+    # pieces: [special] 'a' ' ' 'b' ' ' [special]: the word ids of a tokenizer that makes words of spaces
+    offsets = [(0, 0), (0, 1), (1, 2), (3, 4), (4, 5), (0, 0)]
+    assert _blank_words_joined(text, [-1, 0, 1, 2, 3, -1], offsets) == [-1, 0, 2, 2, 2, -1]
+    assert _blank_words_joined("ab", [-1, 0, 1, -1], [(0, 0), (0, 1), (1, 2), (0, 0)]) == [-1, 0, 1, -1]
+
+
+def test_a_zero_width_space_separates_words_as_a_space_does(tiny_loaded):
+    """U+200B (and a stray BOM) is invisible: it was kept inside labels ('banco\\u200b'), and the focus word next to
+    it was 'only part of the word'. The zero-width joiner stays inside words (emoji sequences need it)."""
+    import real_attention as ra
+    from real_attention.engine.units import text_spans
+
+    def words(text):
+        return [text[s:e] for s, e in text_spans(text)]
+
+    assert words("el banco\u200b de mi\ufeffjardín.") == ["el", "banco", "de", "mi", "jardín", "."]
+    assert words("el\u200bbanco") == ["el", "banco"]
+    assert words("👨\u200d👩\u200d👧 banco") == ["👨\u200d👩\u200d👧", "banco"]
+    result = ra.attend(tiny_loaded, "Me senté en el banco\u200b de mi jardín.", focus="banco", sense="jardín")
+    assert "banco" in result[0].words and not any("\u200b" in word for word in result[0].words)
+
+
+@pytest.mark.parametrize("focus, sense, how", [("bank", "The bank", "contains the focus word"),
+                                               ("the bank", "bank", "is part of the focus word")])
+def test_a_sense_word_that_holds_the_focus_word_is_a_config_error(focus, sense, how, tmp_path, tiny_loaded):
+    """It said the focus word was 'only part of the word' the sense phrase had become."""
+    import real_attention as ra
+    from real_attention.engine.sentences import load_sentences
+
+    config = tmp_path / "c.toml"
+    config.write_text(f'[en]\nfocus = "{focus}"\n[[en.sentences]]\ntext = "The bank by the river."\n'
+                      f'sense = "{sense}"\n', encoding="utf-8")
+    with pytest.raises(InputError, match=f"en sentence 1: the sense word '{sense}' {how} '{focus}'"):
+        load_sentences(config, "en")
+    with pytest.raises(InputError, match=f"sentence 1: the sense word '{sense}' {how}"):
+        ra.attend(tiny_loaded, "the bank by the river .", focus=focus, sense=sense)

@@ -115,6 +115,21 @@ def old_assign(text, tokens, special, offsets, required=()):
     return group, unit_spans, tuple(joins.values())
 
 
+def joined_blank_words(text, key, offsets):
+    """A change to the old code (2026-12-06): under the tokenizer rule a word whose pieces are whitespace alone
+    takes the key of the nearest word after it, with no special between, else of the nearest before it."""
+    words = {int(k) for k in key if k >= 0}
+    blank = {w for w in words if all(not text[s:e].strip() for k, (s, e) in zip(key, offsets.tolist()) if k == w)}
+    result = key.copy()
+    for i, k in enumerate(key.tolist()):
+        if k < 0 or k not in blank:
+            continue
+        after = next((key[j] for j in range(i + 1, len(key)) if key[j] < 0 or key[j] not in blank), -1)
+        before = next((key[j] for j in range(i - 1, -1, -1) if key[j] < 0 or key[j] not in blank), -1)
+        result[i] = after if after >= 0 else before if before >= 0 else k
+    return result
+
+
 def old_group(text, tokens, word_ids, special, offsets, rule="text", required=(), given=()):
     if rule == "words":
         spans, joined = list(given), ()
@@ -123,7 +138,7 @@ def old_group(text, tokens, word_ids, special, offsets, rule="text", required=()
         pieces, spans, joined = old_assign(text, tokens, special, offsets, required)
         key = np.where(special, -1 - np.arange(len(special)), pieces)
     else:
-        key = np.where(special, -1, word_ids).astype(np.int64)
+        key = joined_blank_words(text, np.where(special, -1, word_ids).astype(np.int64), offsets)
         joined = ()
     units = unit_ids(key)
     n = int(units[-1]) + 1

@@ -48,7 +48,7 @@ def given_words(words) -> list[tuple[str, ...]]:
 def sentence_set(texts: list[str], focus: str | None, sense: str | Sequence[str] | None,
                  lang: str = "") -> SentenceSet:
     """A SentenceSet from the API's arguments; InputError says what is missing."""
-    from ..engine.sentences import Sentence, SentenceSet, same_word
+    from ..engine.sentences import Sentence, SentenceSet, check_apart, same_word
 
     if focus is None or sense is None:
         raise InputError("give both focus= (the ambiguous word) and sense= (one word per sentence)")
@@ -59,6 +59,7 @@ def sentence_set(texts: list[str], focus: str | None, sense: str | Sequence[str]
     for number, word in enumerate(senses, start=1):
         if same_word(word, focus):
             raise InputError(f"sentence {number}: the sense word {word!r} is the focus word itself")
+        check_apart(word, focus, f"sentence {number}")
     return SentenceSet(lang=lang, focus=focus, sentences=tuple(Sentence(t, s) for t, s in zip(texts, senses)))
 
 

@@ -88,8 +88,16 @@ def focus_sentences(attentions: list[WordAttention], sentence_set: SentenceSet,
             raise SentenceError(
                 f"in sentence {number} ({attention.text!r}) the sense word {sentence.sense!r} comes after the focus "
                 f"word {sentence_set.focus!r}, and this model is a decoder: each word attends only to itself and the "
-                f"words before it, so {sentence_set.focus!r} cannot see {sentence.sense!r}; put the sense word first, "
-                f"e.g. \"The river flooded the bank.\" (the packaged config's [en-causal] table has such sentences)"
+                f"words before it, so {sentence_set.focus!r} cannot see {sentence.sense!r}; put the sense word before "
+                f"it, e.g. \"The river flooded the bank.\" (the packaged config's [en-causal] table has such "
+                "sentences)"
+            )
+        if causal and sense == 0:
+            raise SentenceError(
+                f"in sentence {number} ({attention.text!r}) the sense word {sentence.sense!r} is the first unit, and "
+                "this decoder adds no token before the text: its first unit is where heads with nothing to look at "
+                "rest (the attention sink), so they would all count as sense-word heads; put a word before it, "
+                "e.g. \"The river flooded the bank.\""
             )
         located.append(FocusedSentence(attention=attention, focus=focus, sense=sense))
     return located

@@ -220,14 +220,30 @@ def check_encodes(loaded: LoadedModel, texts: list[str]) -> str | None:
     words = unknown_words(loaded, texts)
     if not words:
         return None
+    unk = loaded.tokenizer.unk_token
+    # WordPiece makes any word longer than this [UNK] whole, whatever its characters (BERT: 100)
+    backend = getattr(getattr(loaded.tokenizer, "backend_tokenizer", None), "model", None)
+    limit = getattr(backend, "max_input_chars_per_word", None)
+    too_long = [(n, w) for n, w in words if isinstance(limit, int) and len(w) > limit]
+    lacking = [(n, w) for n, w in words if (n, w) not in too_long]
+    parts = []
+    if lacking:
+        parts.append(f"the vocabulary of {loaded.choice.name} lacks characters of {len(lacking)} word(s), which "
+                     f"became {unk} (their maps show how the model reads {unk}): {_listed(lacking)}. A model for "
+                     "the language (e.g. a multilingual one) reads them")
+    if too_long:
+        parts.append(f"{len(too_long)} word(s) are longer than the {limit} characters {loaded.choice.name}'s "
+                     f"tokenizer takes in one word, so each became {unk} whole: {_listed(too_long)}")
+    return "; ".join(parts)
+
+
+def _listed(words: list[tuple[int, str]]) -> str:
+    """The first UNKNOWN_SHOWN of (sentence number, word) as 'sentence 1: a, b; sentence 3: c; and 4 more'."""
     by_sentence: dict[int, list[str]] = {}
     for number, word in words[:UNKNOWN_SHOWN]:
         by_sentence.setdefault(number, []).append(shown(word, 40))  # a 100,000-character "word" is cut
     listed = "; ".join(f"sentence {number}: {', '.join(named)}" for number, named in by_sentence.items())
-    more = f"; and {len(words) - UNKNOWN_SHOWN} more" if len(words) > UNKNOWN_SHOWN else ""
-    return (f"the vocabulary of {loaded.choice.name} lacks characters of {len(words)} word(s), which became "
-            f"{loaded.tokenizer.unk_token} (their maps show how the model reads {loaded.tokenizer.unk_token}): "
-            f"{listed}{more}. A model for the language (e.g. a multilingual one) reads them")
+    return listed + (f"; and {len(words) - UNKNOWN_SHOWN} more" if len(words) > UNKNOWN_SHOWN else "")
 
 
 def weights_sha256(directory: Path, names: tuple[str, ...] = WEIGHT_FILES) -> str:

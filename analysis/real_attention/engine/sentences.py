@@ -73,6 +73,17 @@ def _optional_occurrence(raw: dict, key: str, where: str) -> int | None:
     return whole_number(raw[key], f"{where}: {key}", error=ConfigError) if key in raw else None
 
 
+def check_apart(sense: str, focus: str, where: str) -> None:
+    """ConfigError if one of the sense and focus words holds the other as a word of its own (`sense = "the
+    bank"` with `focus = "bank"`): the focus word would then be a part of the sense word, not a unit apart."""
+    from .units import text_spans
+
+    for outer, inner, how in ((sense, focus, "contains the focus word"), (focus, sense, "is part of the focus word")):
+        if any(same_word(outer[start:end], inner) for start, end in text_spans(outer)) and not same_word(outer, inner):
+            raise ConfigError(f"{where}: the sense word {sense!r} {how} {focus!r}; the two must be different "
+                              f"words of the sentence, each one unit (name the one word that decides the sense)")
+
+
 def _nonempty_str(value: object, where: str) -> str:
     if not isinstance(value, str):
         raise ConfigError(f"{where} must be a string, got {value!r}")
@@ -153,5 +164,6 @@ def load_sentences(path: str | Path | None, lang: str) -> SentenceSet:
                 f"{where}: the sense word {sentence.sense!r} is the focus word itself; name the word that decides "
                 f"the sense of {focus!r}, or a head that looks at {focus!r} itself would count as a sense-word head"
             )
+        check_apart(sentence.sense, focus, where)
         sentences.append(sentence)
     return SentenceSet(lang=lang, focus=focus, sentences=tuple(sentences))

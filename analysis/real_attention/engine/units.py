@@ -100,6 +100,17 @@ def text_spans(text: str) -> list[tuple[int, int]]:
     return [match.span() for match in _unit_pattern().finditer(text)]
 
 
+# Invisible characters that separate words as whitespace does (Python's \s leaves them out): the zero-width
+# space (a word break in Thai or Khmer text, and stray in web text) and the byte-order mark (a zero-width no-break
+# space in old text). The zero-width joiner and non-joiner stay inside words: emoji sequences and scripts need them.
+INVISIBLE_SPACES = "\u200b\ufeff"
+
+
+def is_blank(char: str) -> bool:
+    """Whether a character separates words: whitespace or one of INVISIBLE_SPACES."""
+    return char.isspace() or char in INVISIBLE_SPACES
+
+
 def punctuation_class() -> str:
     """The characters of Unicode category P*, as the inside of a regex character class."""
     if unicodedata.unidata_version == PUNCT_UNICODE:
@@ -123,8 +134,8 @@ def _unit_pattern() -> re.Pattern:
     character that is neither punctuation nor an ideograph (punctuation inside it stays). Whitespace matches
     nothing, so it separates words; an ideograph ends the word before it."""
     punct = punctuation_class()
-    middle = f"[^\\s{punct}{CJK_CLASS}]"
-    return re.compile(f"[{CJK_CLASS}]|[{punct}]+|{middle}(?:[^\\s{CJK_CLASS}]*{middle})?")
+    middle = f"[^\\s{INVISIBLE_SPACES}{punct}{CJK_CLASS}]"
+    return re.compile(f"[{CJK_CLASS}]|[{punct}]+|{middle}(?:[^\\s{INVISIBLE_SPACES}{CJK_CLASS}]*{middle})?")
 
 
 def _occurrences(text: str, word: str) -> list[tuple[int, int]]:
@@ -175,9 +186,9 @@ def _visible(text: str, start: int, end: int) -> tuple[int, int]:
     """A piece's (start, end) character span without the whitespace at its ends (byte-level BPE and SentencePiece
     offsets may include the space before a word); start >= end for a piece of only whitespace."""
     start, end = min(max(start, 0), len(text)), min(max(end, 0), len(text))
-    while start < end and text[start].isspace():
+    while start < end and is_blank(text[start]):
         start += 1
-    while end > start and text[end - 1].isspace():
+    while end > start and is_blank(text[end - 1]):
         end -= 1
     return start, end
 
@@ -213,7 +224,7 @@ def assign(text: str, tokens: Sequence[str], special: np.ndarray | Sequence[bool
         if specials[piece]:
             continue
         s, e = pairs[piece]
-        if not (0 <= s < e <= size) or text[s].isspace() or text[e - 1].isspace():  # most pieces: neither
+        if not (0 <= s < e <= size) or is_blank(text[s]) or is_blank(text[e - 1]):  # most pieces: neither
             s, e = _visible(text, s, e)
             if s >= e:
                 continue
@@ -289,9 +300,9 @@ def given_assign(text: str, spans: Sequence[tuple[int, int]], special: np.ndarra
     specials = special.tolist() if isinstance(special, np.ndarray) else list(special)
     firsts = []  # each piece's word by its first visible character; -1: a special or only whitespace
     for is_special, (s, e) in zip(specials, offsets.tolist() if isinstance(offsets, np.ndarray) else offsets):
-        while s < e and text[s].isspace():
+        while s < e and is_blank(text[s]):
             s += 1
-        while e > s and text[e - 1].isspace():
+        while e > s and is_blank(text[e - 1]):
             e -= 1
         firsts.append(-1 if is_special or s >= e else char_word[s])
     following = [-1] * len(firsts)  # the word of the next piece with one, at or after each piece

@@ -153,6 +153,7 @@ def group(text: str, tokens: list[str], word_ids: np.ndarray | Sequence[int] | N
     else:
         assert word_ids is not None, "the tokenizer rule reads the word ids"
         pieces, joined = [-1 if flag else int(w) for flag, w in zip(specials, np.asarray(word_ids).tolist())], ()
+        pieces = _blank_words_joined(text, pieces, offsets)
     # a new unit at every special (a key of its own) and wherever the key changes
     units, firsts, previous = [], [], None
     for piece, (flag, key) in enumerate(zip(specials, pieces)):
@@ -177,6 +178,37 @@ def group(text: str, tokens: list[str], word_ids: np.ndarray | Sequence[int] | N
             words.append(word)
             kinds.append(PUNCT if is_punctuation(word) else WORD)
     return Grouping(np.array(units, dtype=np.int64), np.array(kinds, dtype=np.int64), tuple(words), joined)
+
+
+def _blank_words_joined(text: str, pieces: list[int], offsets) -> list[int]:
+    """The tokenizer's word ids with each word of whitespace alone joined to the word after it (before it at the
+    end of a sentence): byte-level BPE makes a word of an extra space, tab or no-break space (`Ġ`), which would be
+    a unit without a label, and the "previous word" of the word after it."""
+    pairs = np.asarray(offsets).reshape(-1, 2).tolist()
+    blank: dict[int, bool] = {}
+    for key, (start, end) in zip(pieces, pairs):
+        if key >= 0:
+            blank[key] = blank.get(key, True) and not text[start:end].strip()
+    if not any(blank.values()):
+        return pieces
+    joined, following = list(pieces), -1
+    for piece in range(len(pieces) - 1, -1, -1):  # right to left: the next word's key, within one run of words
+        key = pieces[piece]
+        if key < 0:
+            following = -1
+        elif blank[key] and following >= 0:
+            joined[piece] = following
+        elif not blank[key]:
+            following = key
+    preceding = -1
+    for piece, key in enumerate(joined):  # a blank word at the end of a run: the word before it
+        if key < 0:
+            preceding = -1
+        elif blank[key] and preceding >= 0:
+            joined[piece] = preceding
+        elif not blank[key]:
+            preceding = key
+    return joined
 
 
 def assignment(units, n: int, dtype):
