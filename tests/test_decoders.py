@@ -412,3 +412,30 @@ def test_a_dask_worker_gives_a_decoders_sums_of_one_process(llama_dir, tmp_path)
     np.testing.assert_array_equal(cluster.sums.totals, single.sums.totals)
     assert (cluster.sums.units, cluster.sums.uniform) == (single.sums.units, single.sums.uniform)
     assert cluster.revision == single.revision
+
+
+@pytest.mark.parametrize("change, message", [
+    ('sense = "casa"', "the sense word 'casa' is not in sentence 2"),
+    ('sense = "dinero"\nfocus_occurrence = 3', "focus_occurrence = 3 but 'banco' occurs 1 time(s) in sentence 2"),
+])
+def test_run_finds_a_missing_word_before_the_model_loads(change, message, tiny_model_dir, tmp_path, monkeypatch):
+    """The text rule's units come from the text: a word that is not there is found without loading the model
+    (SmolLM2 took 16 s to say so)."""
+    from conftest import SPANISH
+
+    from real_attention.engine import models
+
+    loaded = []
+    real_load = models.load_model
+
+    def counted(*args, **options):
+        loaded.append(1)
+        return real_load(*args, **options)
+
+    monkeypatch.setattr(models, "load_model", counted)
+    config = tmp_path / "c.toml"
+    config.write_text(SPANISH.replace('sense = "dinero"', change), encoding="utf-8")
+    result = CliRunner().invoke(cli, ["run", "--model", str(tiny_model_dir), "--config", str(config), "--out",
+                                      str(tmp_path / "out"), "--quiet", "--no-figures", "--no-report"])
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert loaded == []

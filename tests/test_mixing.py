@@ -439,7 +439,8 @@ def test_a_sentence_too_long_is_one_error(tiny_model_dir, tiny_loaded, tmp_path)
     with pytest.raises(InputError, match="sentence 2 has 42 tokens"):
         ra.mixing(tiny_loaded, [SENTENCE, long])
     path = tmp_path / "long.toml"
-    path.write_text(f'[es]\nfocus = "banco"\n[[es.sentences]]\ntext = "{long} jardín"\nsense = "jardín"\n')
+    path.write_text(f'[es]\nfocus = "banco"\n[[es.sentences]]\ntext = "{long} jardín"\nsense = "jardín"\n'
+                    'focus_occurrence = 1\n')
     result = CliRunner().invoke(cli, ["run", "--model", str(tiny_model_dir), "--config", str(path), "--out",
                                       str(tmp_path / "out"), "--mixing"])
     assert result.exit_code == 2 and result.stderr.startswith("Loading "), result.output  # then the error:

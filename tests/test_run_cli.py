@@ -108,7 +108,8 @@ BAD_CONFIGS = {
                       "Error: the sense word 'mi' is not in sentence 2 ('Fui al banco a sacar dinero.')"),
     "focus twice": ('[es]\nfocus = "banco"\n[[es.sentences]]\ntext = "el banco, mi banco."\nsense = "mi"\n',
                     "occurs 2 times in sentence 1 ('el banco, mi banco.'); say which one with focus_occurrence"),
-    "too long": ('[es]\nfocus = "banco"\n[[es.sentences]]\ntext = "' + "el " * 30 + 'banco."\nsense = "el"\n',
+    "too long": ('[es]\nfocus = "banco"\n[[es.sentences]]\ntext = "' + "el " * 30 + 'banco."\nsense = "el"\n'
+                 'sense_occurrence = 1\n',
                  "Error: sentence 1 has 34 tokens;"),
     "malformed": ('[es\nfocus = "banco"\n', "malformed TOML in"),
     "incomplete": ('[es]\nfocus = "banco"\n', "[es] has no `sentences`"),

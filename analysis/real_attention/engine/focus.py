@@ -60,6 +60,23 @@ def _absent_hint(attention: WordAttention, word: str) -> str:
     return "; the units cut it (the tokenizer's own words, --units tokenizer); the text rule, --units text, keeps it whole"
 
 
+def check_words_in_text(sentence_set: SentenceSet) -> None:
+    """SentenceError for a focus or sense word that is no unit of its sentence, or whose occurrence does not fit,
+    found from the text alone, before any model loads. The text rule's units come from the text (each required
+    word one unit); a tokenizer can only join units, never make a missing word appear, and a join across a
+    required word is an error of its own; so what fails here fails in the run too, after the model's load."""
+    from .units import required_spans, text_spans
+    from .words import PUNCT, WORD, is_punctuation
+
+    for number, sentence in enumerate(sentence_set.sentences, start=1):
+        text = sentence.text
+        spans, _ = required_spans(text, text_spans(text), (sentence_set.focus, sentence.sense))
+        words = tuple(text[start:end] for start, end in spans)
+        units = WordAttention(text, words, tuple(PUNCT if is_punctuation(w) else WORD for w in words), None)
+        locate(units, sentence_set.focus, sentence.focus_occurrence, "focus", number)
+        locate(units, sentence.sense, sentence.sense_occurrence, "sense", number)
+
+
 def without_maps(encoded) -> list[WordAttention]:
     """Encoded sentences (real_attention.engine.extract.Encoded) as WordAttentions without maps: their units, to
     locate the focus and sense words before any forward pass."""
