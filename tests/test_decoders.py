@@ -366,6 +366,8 @@ def test_smollm2_run_end_to_end(smollm2, monkeypatch, tmp_path):
     assert result.exit_code == 0, result.output
     assert "first-token head: layer" in result.output
     summary = json.loads((out / "results" / "en-causal" / "summary.json").read_text())
+    assert (f"first-token heads (the focus word rests on the first word): {summary['category_counts']['first']} "
+            "of 270") in result.output  # 120 of them: the largest group
     assert summary["model"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
     assert summary["weights"] == "dequantised from 4 bits (GGUF Q4_1) to float32"
     assert summary["revision"].startswith("sha256:") and summary["heads_total"] == 270
@@ -439,3 +441,12 @@ def test_run_finds_a_missing_word_before_the_model_loads(change, message, tiny_m
                                       str(tmp_path / "out"), "--quiet", "--no-figures", "--no-report"])
     assert result.exit_code == 2 and message in result.output, result.output
     assert loaded == []
+
+
+def test_a_decoders_printout_counts_its_first_token_heads(llama_dir, tmp_path):
+    result = CliRunner().invoke(cli, ["run", "--model", str(llama_dir), "--lang", "en-causal", "--out",
+                                      str(tmp_path), "--no-figures", "--no-report"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "results" / "en-causal" / "summary.json").read_text())
+    first = summary["category_counts"]["first"]
+    assert f"first-token heads (the focus word rests on the first word): {first} of 8" in result.output

@@ -377,7 +377,7 @@ def draw_overview(
     notes = [f"{name if name != 'first' else 'first token'}: {CATEGORY_NOTES[name]}" for name in names
              if name in CATEGORY_NOTES]
     if causal:
-        notes.append("a decoder: each word sees only the words before it, so no head looks at the next word")
+        notes.append("a decoder: each word sees only itself and the words before it, so no head looks at the next word")
     left, right = 0.85, 0.3 + legend_w
     bottom = 0.25 + len(notes) * 9 * 1.4 / 72
     total = layers * heads

@@ -324,6 +324,9 @@ def describe_run(data: dict) -> str:
         f"marker heads: {data['marker_head_count']} of {total}",
         "marker heads per sentence: " + _counts(data["marker_head_count_per_sentence"]),
     ]
+    counts = data.get("category_counts")
+    if data.get("causal") and isinstance(counts, dict) and "first" in counts:  # a decoder's largest group, mostly
+        lines.append(f"first-token heads (the focus word rests on the first word): {counts['first']} of {total}")
     heads = [("prev_head", "previous-word"), ("next_head", "next-word"),
              ("strongest_markers_head", "top marker-weight")]
     if data.get("causal"):
