@@ -456,3 +456,23 @@ def test_no_figures_writes_the_same_tables_and_no_figures_folder(tmp_path, tiny_
     assert corpus_files(tmp_path / "m", "c") == drawn
     output = ra.merge([sharded / "results" / "corpus" / f"c-shard-{i}-of-2" for i in (1, 2)], out=tmp_path / "m")
     assert output.figures_dir == tmp_path / "m" / "figures" / "corpus" / "c" and output.figures_dir.is_dir()
+
+
+def test_a_bom_on_a_later_line_is_the_same_text_in_every_engine(tmp_path, tiny_decoders):
+    """Only a file's first line loses its byte-order mark. The partitions and the shards used to hand their
+    sentences on through a reader that stripped the BOM of *its* first line, so which sentences kept one depended
+    on the split: a byte-level tokenizer gave other token counts and other sums."""
+    gpt2 = tiny_decoders("gpt2")
+    corpus = tmp_path / "b.txt"
+    corpus.write_bytes("\ufeffThe river flooded the bank.\n\ufeffShe sat at the bank.\nHe went to the bank.\n"
+                       "\ufeffThe bank was closed.\n".encode("utf-8"))
+    runs = {}
+    for name, options in (("single", ()), ("partitions", ("--partition-size", "1")),
+                          ("partitions-2", ("--partition-size", "2"))):
+        result = CliRunner().invoke(cli, heads_args(corpus, gpt2, tmp_path / name, "--threads", "1", *options))
+        assert result.exit_code == 0, result.output
+        runs[name] = corpus_files(tmp_path / name, "b")
+    runs["shards"] = sharded_and_merged(tmp_path, corpus, gpt2, 2, "--threads", "1")
+    assert runs["partitions"] == runs["single"] and runs["partitions-2"] == runs["single"]
+    assert runs["shards"]["heads.csv"] == runs["single"]["heads.csv"]
+    assert json.loads(runs["shards"]["sums.json"]) == json.loads(runs["single"]["sums.json"])

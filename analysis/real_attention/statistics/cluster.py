@@ -96,7 +96,8 @@ def single_process_sums(loaded, parts: Iterable[Partition], batch_size: int, tru
                 progress.update(part.lines - len(part.texts))  # blank lines, which corpus_sums never sees
             yield from part.texts
 
-    reader = CorpusReader((text.encode("utf-8") + b"\n" for text in texts()), "text", source="the partitions")
+    reader = CorpusReader((text.encode("utf-8") + b"\n" for text in texts()), "text", source="the partitions",
+                          file_start=False)
     sums = corpus_sums(loaded, reader, batch_size=batch_size, truncate=truncate, progress=progress, units=units,
                        measure=measure)
     return sums, counted[0]

@@ -44,7 +44,8 @@ def partitions(sentences: Iterable[str], size: int, lines_read: Callable[[], int
 def partition_sums(loaded, texts: tuple[str, ...], batch_size: int, truncate: bool, progress=None,
                    units: str = DEFAULT_UNITS, measure: str = "weights") -> HeadSums:
     """One partition's exact sums: corpus_sums over its sentences (its `lines` count them, blank ones aside)."""
-    reader = CorpusReader((text.encode("utf-8") + b"\n" for text in texts), "text", source="a partition")
+    reader = CorpusReader((text.encode("utf-8") + b"\n" for text in texts), "text", source="a partition",
+                          file_start=False)
     return corpus_sums(loaded, reader, batch_size=batch_size, truncate=truncate, progress=progress, units=units,
                        measure=measure)
 

@@ -68,10 +68,14 @@ class CorpusReader:
     empty texts) are skipped and counted. After the iteration, `sha256` is the digest of the whole stream.
     """
 
-    def __init__(self, stream: BinaryIO | Iterable[bytes], fmt: str = "text", shard: Shard = Shard(), source: str = "the corpus"):
+    def __init__(self, stream: BinaryIO | Iterable[bytes], fmt: str = "text", shard: Shard = Shard(), source: str = "the corpus",
+                 file_start: bool = True):
+        """file_start: the stream's first line is a file's first line, whose byte-order mark is no text (False
+        for sentences read already and handed on: a BOM left at the start of one is in every engine's text)."""
         if fmt not in ("text", "jsonl"):
             raise CorpusError(f"unknown corpus format {fmt!r}: use text or jsonl")
         self.stream, self.fmt, self.shard, self.source = stream, fmt, shard, source
+        self.file_start = file_start
         self._digest = hashlib.sha256()
         self.lines = 0  # lines of this shard read so far
         self.blank = 0
@@ -97,7 +101,7 @@ class CorpusReader:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as error:
             raise CorpusError(f"line {number} of {self.source} is not UTF-8 ({error.reason} at byte {error.start})") from None
-        if number == 1:
+        if number == 1 and self.file_start:
             line = line.removeprefix("\ufeff")
         if self.fmt == "text" or not line.strip():
             return self._checked(line.strip(), number)
