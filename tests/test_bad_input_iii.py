@@ -183,3 +183,62 @@ def test_inputs_given_both_ways_are_refused_and_mixed_formats_are_recorded(tmp_p
     assert result.exit_code == 0, result.output
     summary = json.loads((tmp_path / "out" / "results" / "corpus" / "m" / "summary.json").read_text())
     assert summary["corpus"]["format"] == "mixed"
+
+
+def test_corpus_inputs_that_ended_in_a_traceback_or_a_riddle(tmp_path):
+    """From a review of heads --corpus: an empty name was 'a folder'; a missing memory:// file said only its path;
+    a fifo behind a file:// URL was read by name and could block for ever."""
+    import os
+
+    with pytest.raises(CorpusError, match="--corpus is empty"):
+        expand([""])
+    (name,) = [item.name for item in expand(["memory://real-attention-missing.txt"])]
+    with pytest.raises(CorpusError, match="no such file"):
+        with Input(name, "text").open():
+            pass
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(CorpusError, match="is not a regular file"):
+        expand([f"file://{fifo}"])
+    with pytest.raises(CorpusError, match="is a folder"):
+        expand([f"file://{tmp_path}"])
+
+
+def test_thousands_of_threads_or_workers_are_one_error_line(tmp_path, tiny_model_dir):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("I sat on the bank.\n", encoding="utf-8")
+    for option in ("--threads", "--workers"):
+        result = invoke("heads", "--corpus", corpus, "--model", tiny_model_dir, option, 100000, "--out", tmp_path)
+        assert result.exit_code == 2 and error_line(result) == f"Error: {option} 100000 is out of range: 1 to 1024"
+
+
+def test_a_threshold_that_is_no_string_is_one_error(tiny_model_dir, tmp_path):
+    import real_attention as ra
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("I sat on the bank.\n", encoding="utf-8")
+    with pytest.raises(CorpusError, match="a threshold setting must be a string NAME=VALUE"):
+        ra.corpus(corpus, model=str(tiny_model_dir), out=tmp_path, thresholds=["position=0.5", 3])
+
+
+def test_a_reader_blocked_on_input_does_not_hold_up_an_interrupted_run():
+    """The reading thread may wait for ever on a pipe no one writes to: a consumer that stops waits for it at
+    most READER_GRACE_SECONDS (it waited without end, and SIGTERM could not end the run)."""
+    import threading
+    import time
+
+    from real_attention.statistics.streaming import READER_GRACE_SECONDS, read_ahead
+
+    never = threading.Event()
+
+    def blocked():
+        yield "first"
+        never.wait()  # a read() that never returns
+        yield "never"
+
+    start = time.monotonic()
+    for item in read_ahead(blocked()):
+        assert item == "first"
+        break
+    assert time.monotonic() - start < READER_GRACE_SECONDS + 1.5
+    never.set()

@@ -46,6 +46,9 @@ def require_dask(option: str):
     return distributed
 
 
+MAX_PARALLEL = 1024  # the most --workers and --threads: more cannot start on any machine this runs on
+
+
 @dataclass(frozen=True)
 class Engine:
     """Where a corpus run computes: this process, a local Dask cluster or an existing one."""
@@ -60,8 +63,9 @@ class Engine:
             raise CorpusError("--workers starts a local cluster and --scheduler connects to one; pass only one")
         for name in ("workers", "threads", "partition_size"):
             value = getattr(self, name)
-            if value is not None:
-                whole_number(value, f"--{name.replace('_', '-')}", error=CorpusError)
+            if value is not None:  # thousands of threads or worker processes only fail later, as a bug would
+                whole_number(value, f"--{name.replace('_', '-')}", 1, None if name == "partition_size" else MAX_PARALLEL,
+                             error=CorpusError)
 
     @property
     def kind(self) -> str:

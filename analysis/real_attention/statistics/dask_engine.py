@@ -118,10 +118,30 @@ def connect(workers: int | None, scheduler: str | None, threads: int) -> Iterato
     # One Dask thread per worker (one partition at a time); torch's threads are the plugin's business. A failed
     # task comes back to the client as its error (one Error: line); the worker's own log of it, with a
     # traceback, would only repeat it.
-    with dask.config.set({NANNY_TRIM: None}), \
-            LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                         silence_logs=logging.CRITICAL) as cluster, Client(cluster) as client:
-        yield client
+    with dask.config.set({NANNY_TRIM: None}):
+        with _workers_ignore_ctrl_c():  # while they start, not while this process waits for them
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                   silence_logs=logging.CRITICAL)
+        with cluster, Client(cluster) as client:
+            yield client
+
+
+@contextlib.contextmanager
+def _workers_ignore_ctrl_c() -> Iterator[None]:
+    """SIGINT ignored while the local cluster starts its worker processes, which keep that disposition: Ctrl-C
+    reaches every process of the terminal's group, and each worker printed its own KeyboardInterrupt traceback;
+    this process, which handles it, shuts the cluster down. (Only the main thread may change a handler.)"""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def dask_sums(client: Client, spec: ModelSpec, threads: int, parts: Iterable[Partition], batch_size: int,

@@ -73,7 +73,11 @@ class Input:
         if self.name == STDIN:
             if sys.stdin is None:  # started with its standard input closed (<&-)
                 raise CorpusError("cannot read the corpus from standard input: it is closed")
-            return contextlib.nullcontext(sys.stdin.buffer)
+            try:  # a buffer of our own over descriptor 0: a read that never returns (an idle pipe) then holds
+                # its lock, not sys.stdin's, which Python takes as it exits (a fatal error once interrupted)
+                return open(sys.stdin.fileno(), "rb", closefd=False)
+            except (OSError, ValueError, AttributeError):  # io.UnsupportedOperation: a stand-in stdin (tests)
+                return contextlib.nullcontext(sys.stdin.buffer)
         try:
             if self.is_url:
                 import fsspec
@@ -82,6 +86,8 @@ class Input:
                 return fsspec.open(self.name, "rb", compression=suffix and COMPRESSIONS[suffix][1]).open()
             suffix = compression(self.name)
             return COMPRESSIONS[suffix][0](self.name, "rb") if suffix else Path(self.name).open("rb")
+        except FileNotFoundError:  # fsspec's has no strerror: its text is the bare path
+            raise CorpusError(f"cannot read --corpus {self.name}: no such file") from None
         except (OSError, ValueError) as error:
             raise CorpusError(f"cannot read --corpus {self.name}: {getattr(error, 'strerror', None) or error}") from None
 
@@ -95,6 +101,21 @@ def _fsspec():
     return fsspec
 
 
+def _check_url_file(file, spec: str) -> None:
+    """CorpusError for a URL's match that is a folder, a pipe or a device (a pipe read by name may never end):
+    as for a local path. A file the filesystem cannot describe is left to the read, which names what fails."""
+    try:
+        kind = file.fs.info(file.path).get("type")
+    except FileNotFoundError:
+        return  # the read says "no such file"
+    except Exception:  # noqa: BLE001  any filesystem's own failure: the read reports it
+        return
+    if kind == "directory":
+        raise CorpusError(f"--corpus {spec}: {file.path} is a folder; pass a text or .jsonl file")
+    if kind not in (None, "file"):
+        raise CorpusError(f"--corpus {spec}: {file.path} is not a regular file ({kind}); pass a text or .jsonl file")
+
+
 def expand(specs: list[str] | tuple[str, ...], fmt: str = "auto") -> list[Input]:
     """--corpus values -> the inputs, in order; a glob gives its matches sorted by name.
 
@@ -106,6 +127,8 @@ def expand(specs: list[str] | tuple[str, ...], fmt: str = "auto") -> list[Input]
         raise CorpusError("--corpus - reads stdin and cannot be combined with other inputs")
     names: list[str] = []
     for spec in specs:
+        if spec == "":  # Path('') is the current folder
+            raise CorpusError("--corpus is empty; pass a text or .jsonl file (or - for stdin)")
         if spec == STDIN:
             names.append(spec)
         elif "://" in spec:
@@ -116,6 +139,8 @@ def expand(specs: list[str] | tuple[str, ...], fmt: str = "auto") -> list[Input]
                 raise CorpusError(f"--corpus {spec}: {error}") from None
             if not files:
                 raise CorpusError(f"--corpus {spec} matches no file")
+            for file in files:
+                _check_url_file(file, spec)
             names.extend(file.fs.unstrip_protocol(file.path) for file in files)
         elif any(char in spec for char in GLOB_CHARACTERS) and not Path(spec).exists():
             matches = sorted(path for path in glob.glob(spec, recursive=True) if Path(path).is_file())

@@ -50,6 +50,9 @@ class Thresholds:
         names = list(asdict(cls()))
         values: dict[str, float] = {}
         for setting in settings:
+            if not isinstance(setting, str):
+                raise CorpusError(f"a threshold setting must be a string NAME=VALUE (e.g. 'broad=0.7'), not "
+                                  f"{type(setting).__name__} {setting!r:.40}")
             name, equals, text = setting.partition("=")
             name = name.strip()
             if not equals or name not in names:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import queue
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
@@ -63,6 +64,7 @@ def buckets(loaded, reader: CorpusReader, batch_size: int, truncate: bool, units
 
 
 _END = object()
+READER_GRACE_SECONDS = 2.0  # how long a consumer that stops waits for the reading thread to see it
 
 
 def read_ahead(items: Iterator, depth: int = 1) -> Iterator:
@@ -99,11 +101,14 @@ def read_ahead(items: Iterator, depth: int = 1) -> Iterator:
             yield item
     finally:
         stop.set()
-        while thread.is_alive():  # let a blocked put see the stop
+        deadline = time.monotonic() + READER_GRACE_SECONDS
+        while thread.is_alive() and time.monotonic() < deadline:  # let a blocked put see the stop
             try:
                 ready.get_nowait()
             except queue.Empty:
                 thread.join(timeout=0.05)
+        # A thread still alive is blocked reading (a pipe no one writes to): a daemon, it ends with the process,
+        # and an interrupted run stops now instead of waiting for input that may never come.
 
 
 def by_unit_width(batch: FixedBatch[Encoded]) -> FixedBatch[Encoded]:
