@@ -263,3 +263,23 @@ def test_words_the_vocabulary_lacks_are_warned_about_with_words_too(tiny):
     """attend's docstring promises the warning; the words= path skipped it."""
     with pytest.warns(UserWarning, match="lacks characters of 1 word"):
         ra.attend(tiny, words=[["Fui", "al", "banco", "\u0e01\u0e02"]])
+
+
+def test_a_heatmap_drawn_from_one_sentence_has_no_placeholder_title(tiny_loaded):
+    """ra.heatmap(att[0], ...) without model= titled the figure 'model @  · layer 1, head 4'."""
+    import real_attention as ra
+
+    att = ra.attend(tiny_loaded, "Me senté en el banco de mi jardín.")
+    figure = ra.heatmap(att[0], layer=1, head=2, focus="banco", sense="jardín")
+    title = figure._suptitle.get_text() if figure._suptitle is not None else figure.axes[0].get_title()
+    assert title.startswith("layer 1, head 2") and "model @" not in title, title
+    named = ra.heatmap(att[0], layer=1, head=2, model="tiny", revision="abc1234")
+    title = named._suptitle.get_text() if named._suptitle is not None else named.axes[0].get_title()
+    assert title.startswith("tiny @ abc1234 · layer 1, head 2"), title
+
+
+def test_a_line_that_is_none_is_named_once(tiny_loaded):
+    import real_attention as ra
+
+    with pytest.raises(ra.InputError, match=r"^lines: line 1 is None, not a string$"):
+        ra.corpus_stats(tiny_loaded, [None, 3])

@@ -184,7 +184,7 @@ def heatmap(sentence: Attention | WordAttention, layer: int, head: int, *, index
     if sense is not None:
         sense_index = find_word(sentence, text(sense, "sense", "a word of the sentence"), "sense")
     return draw_heatmap(sentence.checked_weights()[layer - 1, head - 1], sentence.words, focus=focus_index,
-                        sense=sense_index, model=model or "model", revision=revision or "", layer=layer - 1,
+                        sense=sense_index, model=model or "", revision=revision or "", layer=layer - 1,
                         head=head - 1, sentence=number - 1, text=sentence.text, measure=measure or "weights")
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..engine.checks import kind, strings, text
+from ..engine.checks import described, strings, text
 from ..engine.errors import InputError
 from ..engine.text import is_blank, text_problem
 
@@ -73,7 +73,7 @@ def checked_lines(lines: object) -> Iterable[str]:
     def checked(items: Iterable[Any]):
         for number, item in enumerate(items, start=1):
             if not isinstance(item, str):
-                raise InputError(f"lines: line {number} is {kind(item)} {item!r:.60}, not a string")
+                raise InputError(f"lines: line {number} is {described(item)}, not a string")
             problem = text_problem(item)
             if problem is not None and not is_blank(item):  # a line with nothing visible is counted as blank
                 raise InputError(f"lines: line {number} {problem}")

@@ -168,11 +168,14 @@ def _title(model: str, revision: str, layer: int, head: int, role: str, sentence
            width: float, measure: str = WEIGHTS) -> str:
     """Model and revision, layer and head (counted from 1), role and measure, then the sentence, wrapped to
     `width` inches."""
-    model_text = f"{model} @ {short_revision(revision)}"
     head_text = f"layer {layer + 1}, head {head + 1}" + (f" ({role})" if role else "") + _measure_note(measure)
     chars = max(30, int(width / (TITLE_SIZE * EM)))
-    first = f"{model_text} · {head_text}"
-    lines = [first] if len(first) <= chars else [model_text, head_text]
+    if model:
+        model_text = f"{model} @ {short_revision(revision)}" if revision else model
+        first = f"{model_text} · {head_text}"
+        lines = [first] if len(first) <= chars else [model_text, head_text]
+    else:  # maps drawn on their own (ra.heatmap without model=): no "model @" placeholder
+        lines = [head_text]
     if sentence_line:
         lines.append(sentence_line)
     return "\n".join(textwrap.fill(line, chars) for line in lines)
