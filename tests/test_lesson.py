@@ -223,10 +223,10 @@ def test_cost_table():
 
 def test_every_check_agrees_and_the_report_marks_it(results):
     checks = L.lesson_checks(results)
-    assert len(checks) == 22 and all(c.agrees for c in checks)
+    assert len(checks) == 24 and all(c.agrees for c in checks)
     report = format_report(results)
-    assert "✗" not in report and report.count("✓") == 22
-    assert "22 of 22 agree with the lesson." in report
+    assert "✗" not in report and report.count("✓") == 24
+    assert "24 of 24 agree with the lesson." in report
     # the lesson's multi-head numbers (h = 8 of 64; BERT base's 144 heads of 64), and the saturation's spread under
     # its own heading, not the last one's
     assert [c.ours for c in checks if c.item == "multi-head"] == ["64", "64", "144"]
@@ -262,7 +262,7 @@ def fast_cli(results, monkeypatch):
 def test_command_writes_results_and_figures_deterministically(fast_cli, tmp_path):
     run = fast_cli.invoke(cli, ["lesson", "--out", str(tmp_path)])
     assert run.exit_code == 0, run.output
-    assert "22 of 22 agree with the lesson." in run.output
+    assert "24 of 24 agree with the lesson." in run.output
     results_dir, figures_dir = tmp_path / "results" / "lesson", tmp_path / "figures" / "lesson"
     assert sorted(p.name for p in results_dir.iterdir()) == [
         "causal_mask.csv", "cost.csv", "lesson.json", "positional_encoding.csv", "saturation_draws.csv",
