@@ -167,7 +167,7 @@ def cli() -> None:
 @format_option
 @quiet_option
 def lesson_command(out_dir: Path, formats: tuple[str, ...], quiet: bool) -> None:
-    """Regenerate the lesson's model-free numbers and figures (numpy only, no model).
+    """Regenerate the lesson's model-free numbers and figures (numpy and matplotlib; no model, no torch).
 
     Writes OUT/results/lesson/ (CSV, JSON) and OUT/figures/lesson/ and prints each number next to the lesson's.
     """
