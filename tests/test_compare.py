@@ -317,6 +317,7 @@ def test_the_cli_writes_what_the_api_computes_byte_for_byte(tiny_model_dir, tiny
     (["compare", "--corpus", "/dev/null", "--model", "{model}", "--model", "{model}"], "not a regular file"),
     (["compare", "--corpus", "{tmp}/missing.txt", "--model", "{model}", "--model", "{model}"], "no such file"),
     (["detect", "--model", "{model}", "--length", "1"], "--length must be at least 3"),
+    (["detect", "--model", "{model}", "--lang", "en"], "detect takes --model or --lang"),
     (["detect", "--model", "{model}", "--length", "2"], "induction and previous would be one score"),
     (["detect", "--model", "{model}", "--batch-size", "99999999999999999999"], "--batch-size must be at most 65,536"),
     (["detect", "--model", "{model}", "--length", "10", "--repeats", "3"], "takes at most 24"),

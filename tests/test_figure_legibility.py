@@ -38,7 +38,7 @@ def best_frame(accuracies, baselines) -> pd.DataFrame:
     n = len(accuracies)
     return pd.DataFrame({"relation": [f"rel{i}" for i in range(n)], "total": [100] * n,
                          "accuracy": accuracies, "layer": [12] * n, "head": [11] * n,
-                         "direction": ["head<-dep"] * n, "baseline_accuracy": baselines, "baseline_offset": [-2] * n})
+                         "direction": ["head->dep"] * n, "baseline_accuracy": baselines, "baseline_offset": [-2] * n})
 
 
 def test_best_labels_sit_inside_long_bars_and_after_short_ones():

@@ -76,17 +76,17 @@ def accuracy(frame, relation, direction, head=1, layer=1) -> float:
 def test_known_argmaxes_give_known_accuracies_in_both_directions():
     previous = [np.eye(4, k=-1) + np.diag([1, 0, 0, 0]), np.eye(2, k=-1) + np.diag([1, 0])]  # row i -> i-1
     # dep->head: The->nothing (row 0 is all 0 once the diagonal is: 4, no word), dog->The, saw->dog, cats->saw:
-    # only obj right. head<-dep (the transpose): The<-dog, dog<-saw, saw<-cats, cats<-nothing: det and one nsubj
+    # only obj right. head->dep (the transpose): The<-dog, dog<-saw, saw<-cats, cats<-nothing: det and one nsubj
     # right; in "Dogs bark": Dogs<-bark right, bark (the root) never.
     predictions = predict(maps_of(previous), torch.tensor([4, 2])).numpy()
     assert predictions[0, 0, 0].tolist() == [4, 0, 1, 2] and predictions[1, 0, 0].tolist() == [1, 2, 3, 4]
     assert predictions[:, 1, 0, :2].tolist() == [[4, 0], [1, 4]]  # pads are never predicted
     frame = heads_frame(counted(SENTENCES, maps_of(previous)))
     assert accuracy(frame, "obj", "dep->head") == 1 and accuracy(frame, "det", "dep->head") == 0
-    assert accuracy(frame, "nsubj", "dep->head") == 0 and accuracy(frame, "nsubj", "head<-dep") == 1
-    assert accuracy(frame, "det", "head<-dep") == 1 and accuracy(frame, "obj", "head<-dep") == 0
-    assert accuracy(frame, "root", "dep->head") == 0 and accuracy(frame, "root", "head<-dep") == 0
-    assert accuracy(frame, "all", "dep->head") == 1 / 6 and accuracy(frame, "all", "head<-dep") == 3 / 6
+    assert accuracy(frame, "nsubj", "dep->head") == 0 and accuracy(frame, "nsubj", "head->dep") == 1
+    assert accuracy(frame, "det", "head->dep") == 1 and accuracy(frame, "obj", "head->dep") == 0
+    assert accuracy(frame, "root", "dep->head") == 0 and accuracy(frame, "root", "head->dep") == 0
+    assert accuracy(frame, "all", "dep->head") == 1 / 6 and accuracy(frame, "all", "head->dep") == 3 / 6
     assert list(frame.relation.unique()) == ["all", "det", "nsubj", "obj", "root"]
     assert frame.total[frame.relation == "nsubj"].unique().tolist() == [2]
 
@@ -153,14 +153,14 @@ def test_the_best_head_breaks_ties_by_layer_head_then_direction_and_skips_rare_r
     counts = SyntaxCounts(layers=2, heads=2)
     counts.relation_ids(["det", "punct", "root", "amod"])
     counts.totals[:] = [10, 10, 10, 3]
-    counts.correct[1, 0, 1, 0] = 7  # det: head<-dep of L1H2 ...
+    counts.correct[1, 0, 1, 0] = 7  # det: head->dep of L1H2 ...
     counts.correct[0, 1, 0, 0] = 7  # ... ties with dep->head of L2H1: the lower (layer, head) wins
     counts.correct[:, 1, 1, 2] = 4  # root: both directions of L2H2; the root is never reported
     counts.correct[:, 1, 1, 3] = 2  # amod: tied directions: dep->head
     counts.baseline[[1, 4], 3] = 1  # amod: offsets -2 and +1 tie: the lowest
     best = best_frame(counts, min_count=3).set_index("relation")
     assert list(best.index) == ["all", "amod", "det"]
-    assert tuple(best.loc["det", ["layer", "head", "direction"]]) == (1, 2, "head<-dep")
+    assert tuple(best.loc["det", ["layer", "head", "direction"]]) == (1, 2, "head->dep")
     assert tuple(best.loc["amod", ["layer", "head", "direction", "baseline_offset"]]) == (2, 2, "dep->head", -2)
     assert list(best_frame(counts, min_count=4).relation) == ["all", "det"]
 
@@ -251,11 +251,11 @@ def test_a_word_with_no_weight_but_its_own_predicts_nothing():
     word's tie gave every decoder head credit for each last word whose head is word 1."""
     causal = np.tril(np.full((4, 4), 0.25))  # row i: keys 0..i
     predictions = predict(maps_of([causal]), torch.tensor([4])).numpy()
-    assert predictions[1, 0, 0].tolist() == [1, 2, 3, 4]  # head<-dep: word 3's column is empty: 4, no word
+    assert predictions[1, 0, 0].tolist() == [1, 2, 3, 4]  # head->dep: word 3's column is empty: 4, no word
     assert predictions[0, 0, 0].tolist()[1:] == [0, 0, 0]  # dep->head: rows still predict (ties: the first word)
     sentence = [tree(["Read", "the", "book", "."], [0, 3, 1, 1], ["root", "det", "obj", "punct"])]
     frame = heads_frame(counted(sentence, maps_of([causal])))
-    assert accuracy(frame, "punct", "head<-dep") == 0.0
+    assert accuracy(frame, "punct", "head->dep") == 0.0
 
 
 def test_a_treebank_word_like_a_special_token_is_text(minilm):
@@ -270,15 +270,22 @@ def test_a_treebank_word_like_a_special_token_is_text(minilm):
     (["--name", "../up"], "Error: --name '../up' cannot be a folder name"),
     (["--name", "ewt-norm"], "Error: --name 'ewt-norm' ends in '-norm'"),
     ([], "Error: syntax needs a model: pass --model ID_OR_PATH"),
+    (["--lang", "en"], "Error: syntax takes --model or --lang (the pinned model of a language), not both"),
+    (["--name", "blocked"], "Error: {tmp}/out/results/syntax/blocked is a file, not a folder"),
 ])
 def test_bad_options_are_one_error_line(options, expected, tmp_path):
+    """Each before the model loads (the model folder does not even exist); a file where the results go is found
+    before the scoring, not after it."""
     path = tmp_path / "ok.conllu"
     path.write_text(SNIPPET, encoding="utf-8")
+    (tmp_path / "out" / "results" / "syntax").mkdir(parents=True)
+    (tmp_path / "out" / "results" / "syntax" / "blocked").write_text("mine", encoding="utf-8")
     model = [] if not options else ["--model", str(tmp_path / "no-model")]
-    result = CliRunner().invoke(cli, ["syntax", "--treebank", str(path), *model, *options])
+    result = CliRunner().invoke(cli, ["syntax", "--treebank", str(path), *model, *options, "--out",
+                                      str(tmp_path / "out")])
     assert result.exit_code == 2, result.output
     (line,) = result.output.strip().splitlines()
-    assert line.startswith(expected), line
+    assert line.startswith(expected.format(tmp=tmp_path)), line
 
 
 def test_a_treebank_that_is_not_a_regular_file_says_so(tmp_path):
@@ -347,7 +354,7 @@ def test_a_decoders_dep_to_head_points_only_left(tiny_decoders, tmp_path):
     predictions = predict(maps, torch.tensor([len(keep)] * maps.shape[0])).numpy()
     words = np.arange(len(keep))
     assert (predictions[0][:, :, 1:] < words[1:]).all()  # dep->head: an earlier word, always
-    assert (predictions[1][:, :, :-1] > words[:-1]).all()  # head<-dep: the word that attends most comes later
+    assert (predictions[1][:, :, :-1] > words[:-1]).all()  # head->dep: the word that attends most comes later
 
 
 # --- end to end ---------------------------------------------------------------------------------------------

@@ -98,6 +98,16 @@ def _out_folder(_ctx, _param, value: str) -> Path:
     return Path(value)
 
 
+def one_model_choice(model_name: str | None, lang: str | None, command: str, example: str) -> None:
+    """InputError unless exactly one of --model and --lang picks the model (with both, --lang was ignored)."""
+    from .engine.errors import InputError
+
+    if model_name is None and lang is None:
+        raise InputError(f"{command} needs a model: pass --model ID_OR_PATH (e.g. --model {example}) or --lang es|en")
+    if model_name is not None and lang is not None:
+        raise InputError(f"{command} takes --model or --lang (the pinned model of a language), not both")
+
+
 def out_option(function):
     return click.option(
         "--out", "out_dir", type=click.Path(file_okay=False), default=".", callback=_out_folder,
@@ -413,14 +423,14 @@ def syntax_command(treebank, lang, model_name, revision, offline, device, measur
     from tqdm.auto import tqdm
 
     from .api.api import load
-    from .engine.errors import InputError
+    from .outputs.staging import check_targets
     from .syntax_probe.probe import check_options, describe, output_name, scan_treebank
     from .syntax_probe.probe import syntax, write_syntax
 
     with friendly_errors():
-        if model_name is None and lang is None:
-            raise InputError("syntax needs a model: pass --model ID_OR_PATH (e.g. --model minilm) or --lang es|en")
+        one_model_choice(model_name, lang, "syntax", "minilm")
         name = output_name(name, treebank, measure)  # a bad --name, before any work
+        check_targets([out_dir / "results" / "syntax" / name, out_dir / "figures" / "syntax" / name])
         check_options(batch_size, min_count)
         bank = scan_treebank(treebank, limit)
         with loading_notice(quiet):
@@ -528,10 +538,7 @@ def detect_command(lang, model_name, revision, offline, device, length, repeats,
     from .outputs.folders import plain_folder_name
 
     with friendly_errors():
-        if model_name is None and lang is None:
-            from .engine.errors import InputError
-
-            raise InputError("detect needs a model: pass --model ID_OR_PATH (e.g. --model smollm2) or --lang es|en")
+        one_model_choice(model_name, lang, "detect", "smollm2")
         check_options(length, repeats, samples, seed, batch_size)
         if name is not None:
             plain_folder_name(name, "--name")

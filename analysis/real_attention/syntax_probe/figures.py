@@ -16,7 +16,7 @@ from .scoring import ALL, DIRECTIONS, UNREPORTED
 HEAD_COLOUR, BASELINE_COLOUR = "#1f5fa8", "#a0a0a0"
 PREDICTED_COLOUR, GOLD_COLOUR = "#1f5fa8", "#d9730d"
 GRID_RELATIONS = 8
-ARROW = {"dep->head": "dep\u2192head", "head<-dep": "head\u2190dep"}
+ARROW = {"dep->head": "dep\u2192head", "head->dep": "head\u2192dep"}
 
 
 def head_name(layer: int, head: int, direction: str) -> str:

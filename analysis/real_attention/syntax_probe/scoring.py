@@ -2,7 +2,7 @@
 
 For every layer, head and direction, each word's predicted head is the word the head's word map points to most:
   - `dep->head`: the map as it is, row i (what word i attends to most);
-  - `head<-dep`: its transpose, row i of the transpose = column i (the word that attends most to word i);
+  - `head->dep`: its transpose, row i of the transpose = column i (the word that attends most to word i);
 after the diagonal is set to 0 and the special tokens' rows and columns are dropped. The root is never
 predicted (a prediction is always a word). Possessives (Clark's special case): when a word's relation is
 `poss` and the next word is 's, s', ’s or s’, the next word's prediction is scored instead.
@@ -22,7 +22,7 @@ import pandas as pd
 from .treebank import POSS, TreeSentence
 
 ROOT = -1  # a baseline's prediction of the root (a word before the sentence's start); never counted correct
-DIRECTIONS = ("dep->head", "head<-dep")  # the word map as it is; its transpose
+DIRECTIONS = ("dep->head", "head->dep")  # the word map as it is; its transpose
 OFFSETS = (-3, -2, -1, 0, 1, 2)  # the fixed-offset baselines
 POSS_MARKERS = ("'s", "s'", "\u2019s", "s\u2019")  # the possessive words after a poss word (compared lower-cased)
 ALL = "all"  # the relation of every word
@@ -51,7 +51,7 @@ def predict(maps, lengths, scratch: bool = False):
     if scores is maps and not scratch:
         scores = scores.clone()
     scores.diagonal(dim1=2, dim2=3).zero_()
-    # pad keys: never a prediction of dep->head; pad queries: never a prediction of head<-dep (one pass for both)
+    # pad keys: never a prediction of dep->head; pad queries: never a prediction of head->dep (one pass for both)
     scores.masked_fill_(~(valid[:, None, :, None] & valid[:, None, None, :]), -1.0)
     # max(...).indices is argmax with the same first-index ties, and several times faster across dim 2 on the CPU.
     # A row or column with no weight off the diagonal predicts nothing (W, never a gold head): a decoder's last word
