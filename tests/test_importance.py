@@ -449,7 +449,7 @@ def test_bad_input_is_one_error_line_before_loading(case, tmp_path, tiny_model_d
     assert "Traceback" not in result.output
     assert not (tmp_path / "out").exists()
     said = {"unknown_label": "no label 'maybe'", "empty_json_text": "line 2: its \"text\" is empty",
-            "negative_seed": "seed must be a whole number of at least 0, not -1",
+            "negative_seed": "seed (--seed) must be a whole number of at least 0, not -1",
             "through_a_file": "cannot be read: Not a directory", "empty": "has no sentence"}
     assert said.get(case, "") in lines[0]
 
@@ -615,3 +615,39 @@ def test_a_bad_label_names_its_line_of_the_corpus_file(tmp_path, label_dir, no_l
     assert result.exit_code == 2
     assert result.output.startswith("Error: line 3: the model has no label 'maybe'"), result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_a_bom_before_a_jsonl_corpus_is_no_text(tmp_path):
+    """A file saved with a byte-order mark: its first record was read as plain text, and its label lost."""
+    from real_attention.head_importance.run import read_corpus
+
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"text": "good", "label": "pos"}\n{"text": "bad", "label": "neg"}\n')
+    assert read_corpus(path) == [{"text": "good", "label": "pos"}, {"text": "bad", "label": "neg"}]
+    plain = tmp_path / "bom.txt"
+    plain.write_bytes(b"\xef\xbb\xbfhello world\n")
+    assert read_corpus(plain) == ["hello world"]
+
+
+def test_a_file_where_the_results_go_is_found_before_the_model_loads(tmp_path, no_loading):
+    corpus = _corpus(tmp_path, TEXTS)
+    blocked = tmp_path / "out" / "figures" / "importance" / "corpus"
+    blocked.parent.mkdir(parents=True)
+    blocked.write_text("mine", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["importance", "--model", str(tmp_path / "never-loaded"), "--corpus",
+                                      str(corpus), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2 and f"Error: {blocked} is a file, not a folder" in result.output, result.output
+
+
+def test_a_corpus_read_from_a_pipe_is_recorded_as_not_hashed(tmp_path):
+    """/dev/stdin was hashed after it had been read: the summary recorded the sha256 of no bytes."""
+    import os
+
+    from real_attention.head_importance.run import _corpus_record
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    assert _corpus_record(fifo) == {"name": "pipe", "sha256": None,
+                                    "note": "not a regular file (a pipe or a device): read once, not hashed"}
+    regular = _corpus(tmp_path, TEXTS)
+    assert _corpus_record(regular)["sha256"] is not None

@@ -588,21 +588,21 @@ def importance_command(corpus, lang, model_name, revision, offline, device, obje
     objective as heads are pruned in three orders (Michel, Levy and Neubig 2019).
 
     Writes OUT/results/importance/NAME/ (heads.csv, pruning.csv, summary.json) and
-    OUT/figures/importance/NAME/ (ablation.png, taylor.png, pruning.png).
+    OUT/figures/importance/NAME/ (ablation.png, pruning.png, and taylor.png for the lm, mlm and label objectives).
     """
     from tqdm.auto import tqdm
 
-    from .engine.errors import InputError
     from .engine.models import choose_model, load_model
     from .head_importance.objectives import HEAD_OF
+    from .outputs.staging import check_targets
     from .head_importance.run import (check_options, describe, importance, importance_work, objective_for,
                                       output_name, read_corpus_lines, split_sentences, write_importance)
 
     with friendly_errors():
-        if model_name is None and lang is None:
-            raise InputError("importance needs a model: pass --model ID_OR_PATH (e.g. --model minilm) or --lang es|en")
+        one_model_choice(model_name, lang, "importance", "minilm")
         check_options(batch_size, prune_step, seed, max_tokens)  # before the model loads
         name = output_name(name, corpus)
+        check_targets([out_dir / "results" / "importance" / name, out_dir / "figures" / "importance" / name])
         items, lines = read_corpus_lines(corpus, limit)
         texts, labels = split_sentences(items)
         choice = choose_model(lang, model_name, revision)

@@ -95,7 +95,8 @@ def read_corpus_lines(path: str | Path, limit: int | None = None) -> tuple[list,
     if limit is not None and limit < 1:
         raise InputError(f"--limit must be at least 1, not {limit}")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes().decode("utf-8")
+        text = text.removeprefix("\ufeff")  # a byte-order mark is no text (it hid a JSONL file's first record)
     except FileNotFoundError:
         raise InputError(f"--corpus {path}: no such file") from None
     except IsADirectoryError:
@@ -134,13 +135,13 @@ def check_options(batch_size: int, prune_step: float, seed: int, max_tokens: int
     """InputError for an option importance cannot take (the command line checks them before the model loads)."""
     if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
                                    or max_tokens < 2):
-        raise InputError(f"max_tokens must be a whole number of at least 2, not {max_tokens!r}")
+        raise InputError(f"max_tokens (--max-tokens) must be a whole number of at least 2, not {max_tokens!r}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InputError(f"batch_size must be a whole number of at least 1, not {batch_size!r}")
+        raise InputError(f"batch_size (--batch-size) must be a whole number of at least 1, not {batch_size!r}")
     if isinstance(prune_step, bool) or not isinstance(prune_step, (int, float)) or not 0 < prune_step <= 1:
-        raise InputError(f"prune_step must be a fraction above 0 and at most 1, not {prune_step!r}")
+        raise InputError(f"prune_step (--prune-step) must be a fraction above 0 and at most 1, not {prune_step!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise InputError(f"seed must be a whole number of at least 0, not {seed!r}")
+        raise InputError(f"seed (--seed) must be a whole number of at least 0, not {seed!r}")
 
 
 def scorer_for(model: LoadedModel | str | os.PathLike, objective: str, has_labels: bool) -> Scorer:
@@ -347,7 +348,12 @@ def _corpus_record(corpus_file) -> dict:
 
     if not isinstance(corpus_file, (str, os.PathLike)):
         raise InputError(f"corpus_file must be a path, not {type(corpus_file).__name__}")
+    import stat
+
     try:
+        if not stat.S_ISREG(os.stat(corpus_file).st_mode):  # a pipe (/dev/stdin) was read once, for the text
+            return {"name": Path(corpus_file).name, "sha256": None,
+                    "note": "not a regular file (a pipe or a device): read once, not hashed"}
         return {"name": Path(corpus_file).name, "sha256": file_sha256(corpus_file)}
     except OSError as error:
         raise InputError(f"corpus_file {os.fspath(corpus_file)!r} cannot be read: {error.strerror or error}") from None
