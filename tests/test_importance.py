@@ -651,3 +651,17 @@ def test_a_corpus_read_from_a_pipe_is_recorded_as_not_hashed(tmp_path):
                                     "note": "not a regular file (a pipe or a device): read once, not hashed"}
     regular = _corpus(tmp_path, TEXTS)
     assert _corpus_record(regular)["sha256"] is not None
+
+
+def test_heads_csv_keeps_six_significant_digits_of_tiny_scores(tmp_path, tiny_model_dir):
+    """A confident model's scores can be a few millionths: at 6 decimals they were 0.000004 or 0.000000."""
+    import pandas as pd
+
+    from real_attention.head_importance import run
+
+    result = ra.importance(str(tiny_model_dir), TEXTS, prune_step=1.0)
+    tiny = run.ImportanceResult(result.heads.assign(ablation=result.heads["ablation"] * 1e-6 + 1e-9),
+                                result.pruning, result.summary)
+    results, _ = ra.write_importance(tiny, tmp_path, "tiny", formats=())
+    read = pd.read_csv(results / "heads.csv")
+    np.testing.assert_allclose(read["ablation"], tiny.heads["ablation"], rtol=1e-5)

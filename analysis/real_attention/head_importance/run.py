@@ -443,7 +443,8 @@ def write_importance(result: ImportanceResult, out: str | Path = ".", name: str 
     with staged_outputs(wait=wait) as staging:
         results = staging.folder(out / RESULTS / FOLDER / folder)
         figures = staging.folder(out / FIGURES / FOLDER / folder)
-        write_csv(result.heads, results / "heads.csv")
+        # the scores may be tiny (a confident classifier's ablation: 4e-6): significant digits, not decimals
+        write_csv(result.heads, results / "heads.csv", float_format="%.6g")
         write_csv(result.pruning, results / "pruning.csv")
         write_json(summary, results / "summary.json")
         for fmt in formats:

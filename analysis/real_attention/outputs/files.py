@@ -30,8 +30,9 @@ def csv_flags(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(**{name: np.where(frame[name], "true", "false") for name in flags})
 
 
-def write_csv(frame: pd.DataFrame, path: Path) -> None:
-    csv_flags(frame).to_csv(path, index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+def write_csv(frame: pd.DataFrame, path: Path, float_format: str = FLOAT_FORMAT) -> None:
+    """float_format: 6 decimals, as weights are; scores whose size is unknown keep 6 significant digits ("%.6g")."""
+    csv_flags(frame).to_csv(path, index=False, float_format=float_format, lineterminator="\n")
 
 
 def write_csv_chunks(frames, path: Path) -> None:
