@@ -495,3 +495,15 @@ def test_every_layer_at_once_as_on_a_gpu_gives_the_layer_by_layer_counts(tiny_lo
     together = ra.syntax(tiny_loaded, path, min_count=1)
     assert by_layer.heads.equals(together.heads) and by_layer.best.equals(together.best)
     assert by_layer.heads["correct"].sum() > 0 and set(by_layer.heads["layer"]) == set(range(1, tiny_loaded.layers + 1))
+
+
+def test_a_sentence_with_a_word_of_no_piece_is_skipped_with_a_warning_even_quiet(needs_minilm, tmp_path):
+    """A lone combining accent gets no piece (MiniLM's tokenizer strips accents): the sentence was dropped
+    silently."""
+    path = tmp_path / "accent.conllu"
+    path.write_text(SNIPPET.rstrip("\n") + "\n\n# text = see \u0301\n1\tsee\tsee\tVERB\t_\t_\t0\troot\t_\t_\n"
+                    "2\t\u0301\t_\tX\t_\t_\t1\tdep\t_\t_\n\n", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["syntax", "--treebank", str(path), "--model", "minilm", "--offline",
+                                      "--min-count", "1", "--quiet", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert "Warning: 1 sentence(s) skipped: a word the tokenizer gives no piece" in result.output

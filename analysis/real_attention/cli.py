@@ -439,6 +439,8 @@ def syntax_command(treebank, lang, model_name, revision, offline, device, measur
                   dynamic_ncols=True) as bar:
             result = syntax(loaded, bank, measure=measure, min_count=min_count, batch_size=batch_size, progress=bar)
         results_folder, figures_folder = write_syntax(result, out_dir, name, formats)
+    if result.summary["counts"]["no_piece"]:  # a warning, so -q shows it too
+        warn(f"{result.summary['counts']['no_piece']} sentence(s) skipped: a word the tokenizer gives no piece")
     if not quiet:
         click.echo(f"{result.summary['model']} on {bank.name} (sha256 {bank.sha256[:12]})")
         click.echo(describe(result))
