@@ -665,3 +665,13 @@ def test_heads_csv_keeps_six_significant_digits_of_tiny_scores(tmp_path, tiny_mo
     results, _ = ra.write_importance(tiny, tmp_path, "tiny", formats=())
     read = pd.read_csv(results / "heads.csv")
     np.testing.assert_allclose(read["ablation"], tiny.heads["ablation"], rtol=1e-5)
+
+
+def test_a_corpus_labelled_in_part_is_one_error():
+    """One line without a label made every label vanish: --objective auto then scored the embedding."""
+    from real_attention.head_importance.run import split_sentences
+
+    assert split_sentences(["a b", {"text": "c d"}]) == (["a b", "c d"], None)
+    assert split_sentences([{"text": "a", "label": 1}, {"text": "b", "label": 0}]) == (["a", "b"], [1, 0])
+    with pytest.raises(ra.InputError, match='sentence 2 has no "label", but 2 other'):
+        split_sentences([{"text": "a", "label": 1}, {"text": "b"}, {"text": "c", "label": 0}])

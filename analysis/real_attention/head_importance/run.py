@@ -64,20 +64,24 @@ def split_sentences(sentences) -> tuple[list[str], list | None]:
         raise InputError("sentences must be a list of strings (or of {\"text\": ..., \"label\": ...} dicts)")
     texts: list[str] = []
     labels: list = []
+    unlabelled = 0  # the first sentence without a label, from 1; 0: none
     for number, item in enumerate(sentences, start=1):
-        if isinstance(item, dict):
+        if isinstance(item, dict) and "label" in item:
             text = item.get("text")
-            if "label" in item:
-                labels.append(item["label"])
+            labels.append(item["label"])
         else:
-            text = item
+            text = item.get("text") if isinstance(item, dict) else item
+            unlabelled = unlabelled or number
         if not isinstance(text, str) or not text.strip():
             raise InputError(f"sentence {number} is {'empty' if isinstance(text, str) else 'not a string'}: "
                              "give each as a non-empty string")
         texts.append(text)
     if not texts:
         raise InputError("no sentences: give at least one")
-    return texts, labels if len(labels) == len(texts) else None
+    if labels and unlabelled:  # some labelled, some not: a mistake, and --objective auto would drop every label
+        raise InputError(f"sentence {unlabelled} has no \"label\", but {len(labels)} other(s) have one: label "
+                         "every sentence, or none")
+    return texts, labels or None
 
 
 def read_corpus(path: str | Path, limit: int | None = None) -> list:
