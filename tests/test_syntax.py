@@ -507,3 +507,13 @@ def test_a_sentence_with_a_word_of_no_piece_is_skipped_with_a_warning_even_quiet
                                       "--min-count", "1", "--quiet", "--out", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     assert "Warning: 1 sentence(s) skipped: a word the tokenizer gives no piece" in result.output
+
+
+def test_a_treebank_whose_lines_end_in_cr_alone_says_so(tmp_path):
+    """It said 'no sentence: it has comments but no word line' (the whole file was one line)."""
+    path = tmp_path / "mac.conllu"
+    path.write_bytes(SNIPPET.replace("\n", "\r").encode("utf-8"))
+    result = CliRunner().invoke(cli, ["syntax", "--treebank", str(path), "--model", str(tmp_path / "no-model")])
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith(f"Error: {path}, line 1: holds a carriage return (CR) inside the line"), line

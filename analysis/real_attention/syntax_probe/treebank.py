@@ -73,6 +73,9 @@ def _blocks(path: Path) -> Iterator[list[tuple[int, str]]]:
                                     "CoNLL-U files are UTF-8 text") from None
             line = line.removeprefix("\ufeff") if number == 1 else line
             line = line.rstrip("\r\n")
+            if "\r" in line:  # no CoNLL-U field holds a carriage return: the file's lines end in CR alone
+                raise TreebankError(f"{path}, line {number}: holds a carriage return (CR) inside the line: its "
+                                    "lines end in CR alone (an old Mac file?); CoNLL-U lines end in LF or CR LF")
             if spaces is not None and line.strip():  # after a line of spaces or tabs alone: a new sentence?
                 first = line.split("\t", 1)[0]
                 if not (line.startswith("#") or first == "1" or first.startswith(("1-", "0."))):
