@@ -224,8 +224,9 @@ def check_encodes(loaded: LoadedModel, texts: list[str]) -> str | None:
     # WordPiece makes any word longer than this [UNK] whole, whatever its characters (BERT: 100)
     backend = getattr(getattr(loaded.tokenizer, "backend_tokenizer", None), "model", None)
     limit = getattr(backend, "max_input_chars_per_word", None)
-    too_long = [(n, w) for n, w in words if isinstance(limit, int) and len(w) > limit]
-    lacking = [(n, w) for n, w in words if (n, w) not in too_long]
+    over = [isinstance(limit, int) and len(word) > limit for _, word in words]
+    too_long = [item for item, long in zip(words, over) if long]
+    lacking = [item for item, long in zip(words, over) if not long]
     parts = []
     if lacking:
         parts.append(f"the vocabulary of {loaded.choice.name} lacks characters of {len(lacking)} word(s), which "

@@ -191,24 +191,24 @@ def _blank_words_joined(text: str, pieces: list[int], offsets) -> list[int]:
             blank[key] = blank.get(key, True) and not text[start:end].strip()
     if not any(blank.values()):
         return pieces
-    joined, following = list(pieces), -1
-    for piece in range(len(pieces) - 1, -1, -1):  # right to left: the next word's key, within one run of words
-        key = pieces[piece]
-        if key < 0:
-            following = -1
-        elif blank[key] and following >= 0:
-            joined[piece] = following
-        elif not blank[key]:
-            following = key
-    preceding = -1
-    for piece, key in enumerate(joined):  # a blank word at the end of a run: the word before it
-        if key < 0:
-            preceding = -1
-        elif blank[key] and preceding >= 0:
-            joined[piece] = preceding
-        elif not blank[key]:
-            preceding = key
+    joined = list(pieces)
+    _take_nearest(joined, blank, range(len(pieces) - 1, -1, -1))  # the word after a blank one
+    _take_nearest(joined, blank, range(len(pieces)))  # a blank word at the end of a run: the word before it
     return joined
+
+
+def _take_nearest(keys: list[int], blank: dict[int, bool], order) -> None:
+    """In place: each piece of a blank word takes the key of the nearest word that is not blank, met earlier in
+    `order` within one run of words (a special, key < 0, ends a run)."""
+    nearest = -1
+    for piece in order:
+        key = keys[piece]
+        if key < 0:
+            nearest = -1
+        elif not blank[key]:
+            nearest = key
+        elif nearest >= 0:
+            keys[piece] = nearest
 
 
 def assignment(units, n: int, dtype):
