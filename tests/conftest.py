@@ -171,6 +171,14 @@ def tiny_att(tiny):
     return ra.attend(tiny, SENTENCES, focus="banco", sense=SENSES, lang="es")
 
 
+def as_older_run(summary: dict) -> None:
+    """A run's summary.json as the versions before the table records wrote it: no "tables", and none of the fields
+    written since (an older run lacks them all; without "tables" alone, summary.json is damaged)."""
+    del summary["tables"]
+    summary.pop("device", None)
+    summary.get("versions", {}).pop("real-attention", None)
+
+
 def invoke(*args, catch_exceptions: bool = False, **kwargs):
     """The command line in-process (CliRunner): each argument as a string; a bug raises unless catch_exceptions."""
     from click.testing import CliRunner

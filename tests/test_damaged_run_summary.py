@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import SPANISH
+from conftest import SPANISH, as_older_run
 from real_attention import cli
 from real_attention.engine.errors import InputError
 
@@ -143,7 +143,8 @@ def test_a_summary_without_tables_is_an_older_run_and_still_shows(fmt, written, 
     versions (measure, causal, the lesson's heads, word positions) still shows, and null heads are heads `run`
     writes (no sense head)."""
     def older(data: dict) -> None:
-        for name in ("tables", "measure", "causal", "prev_head", "next_head", "first_head",
+        as_older_run(data)
+        for name in ("measure", "causal", "prev_head", "next_head", "first_head",
                      "strongest_markers_head", "word_positions"):
             del data[name]
         data["best_sense_head"] = None
@@ -158,7 +159,7 @@ def test_an_older_run_whose_csv_was_cut_short_is_refused(written, tmp_path):
     """Without the sha256 record, a CSV cut inside its last number (0.028221 -> 0.0282) still sums close to 1 in
     its row: its missing line end is what gives it away."""
     def older(data: dict) -> None:
-        del data["tables"]
+        as_older_run(data)
 
     out = edited_copy(written, "csv", tmp_path, older)
     table = out / "results" / "es" / "attention.csv"
@@ -261,3 +262,92 @@ def test_show_with_an_index_out_of_range_writes_no_folder(written, tmp_path):
     result = CliRunner().invoke(cli, ["show", "--lang", "es", "--out", str(out), "--layer", "99", "--head", "1"])
     assert result.exit_code == 2 and "--layer 99 is out of range" in result.output
     assert not (out / "figures" / "show").exists()
+
+
+# --- a summary.json that no run wrote with its table (a review's findings) ----------------------------------------
+
+
+def refused_line(out: Path) -> str:
+    result = show(out)
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    (line,) = result.output.strip().splitlines()
+    assert not (out / "figures").exists()
+    return line
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_removed_tables_record_of_a_newer_run_is_refused(fmt, written, tmp_path):
+    """A run that records `device` records its tables: deleting "tables" alone would switch the sha256 off and let a
+    changed table be read."""
+    out = edited_copy(written, fmt, tmp_path, lambda data: data.pop("tables"))
+    name = Path("results") / "es" / f"attention.{fmt}"
+    nudge_weights(written[fmt] / name, out / name)
+    line = refused_line(out)
+    assert line.startswith(f"Error: {out / 'results' / 'es' / 'summary.json'} is damaged: it has no field 'tables', "
+                           "which every run that writes 'device' records"), line
+    with pytest.raises(InputError, match="no field 'tables'"):
+        ra.read_attention(out / "results" / "es")
+
+
+def test_the_summary_records_the_tool_version(written):
+    data = json.loads((written["csv"] / "results" / "es" / "summary.json").read_text(encoding="utf-8"))
+    assert data["versions"]["real-attention"] == ra.__version__
+
+
+@pytest.mark.parametrize("field, value, said", [
+    ("lang", "en", "it records lang 'en', but this is results/es"),
+    ("measure", "norm", "it records measure 'norm', but this is results/es, the folder of --measure weights"),
+])
+def test_a_summary_of_another_language_or_measure_is_refused(field, value, said, written, tmp_path):
+    """A run's folder copied under another language's name (or a summary.json edited to another measure) would be
+    drawn and labelled as what it is not."""
+    out = edited_copy(written, "csv", tmp_path, set_field(field, value))
+    assert refused_line(out).startswith(f"Error: {out / 'results' / 'es' / 'summary.json'} is damaged: {said}")
+
+
+@pytest.mark.parametrize("blocker", ["folder", "dangling link"])
+def test_a_summary_json_that_is_not_a_file_is_damaged_not_absent(blocker, written, tmp_path):
+    """read_attention took it for an absent summary.json and read the table unchecked; show said "no results"."""
+    out = tmp_path / "out"
+    shutil.copytree(written["csv"], out)
+    summary = out / "results" / "es" / "summary.json"
+    summary.unlink()
+    if blocker == "folder":
+        summary.mkdir()
+    else:
+        summary.symlink_to(tmp_path / "nowhere")
+    what = "a folder" if blocker == "folder" else "a link to nothing"
+    assert refused_line(out).startswith(f"Error: {summary} is damaged: it is {what}, not the file `run` writes")
+    for path in (out / "results" / "es", out / "results" / "es" / "attention.csv"):
+        with pytest.raises(InputError, match=f"it is {what}"):
+            ra.read_attention(path)
+
+
+def test_read_attention_checks_the_summary_as_show_does(written, tmp_path):
+    """A summary.json that show refuses (here a focus word in no sentence) is refused by read_attention too."""
+    out = edited_copy(written, "csv", tmp_path, set_field("focus", "xyz"))
+    with pytest.raises(InputError, match="does not hold its focus word 'xyz'"):
+        ra.read_attention(out / "results" / "es")
+
+
+def test_the_recorded_table_is_read_when_the_other_format_sits_beside_it(written, tmp_path):
+    """A stray attention.parquet beside the recorded attention.csv: the CSV is read (it was the parquet, and
+    summary.json was blamed); with the CSV gone, the parquet is named as not the run's."""
+    out = tmp_path / "out"
+    shutil.copytree(written["csv"], out)
+    folder = out / "results" / "es"
+    shutil.copy(written["parquet"] / "results" / "es" / "attention.parquet", folder)
+    assert show(out).exit_code == 0
+    assert len(ra.read_attention(folder)) == len(ra.read_attention(folder / "attention.csv"))
+    (folder / "attention.csv").unlink()
+    shutil.rmtree(out / "figures")
+    assert refused_line(out).startswith(f"Error: {folder / 'attention.parquet'} is damaged: summary.json records "
+                                 "attention.csv for this run, not attention.parquet: attention.csv was removed or "
+                                        "replaced by a table that is not this run's")
+
+
+def test_a_huge_layer_count_is_compared_not_allocated(written, tmp_path):
+    out = edited_copy(written, "csv", tmp_path, set_field("layers", 10**15))
+    line = refused_line(out)
+    assert line.startswith(f"Error: {out / 'results' / 'es' / 'summary.json'} is damaged: its sentences, layers and "
+                           f"heads_per_layer (2 sentences x {10**15} layers x 4 heads) do not fit"), line

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from conftest import SPANISH
+from conftest import SPANISH, as_older_run
 from real_attention import cli
 from real_attention.engine.errors import InputError
 from real_attention.outputs import tables
@@ -47,7 +47,7 @@ def copy_of(written: dict[str, Path], fmt: str, tmp_path: Path, *, old: bool = F
     if old:
         path = out / "results" / "es" / "summary.json"
         data = json.loads(path.read_text(encoding="utf-8"))
-        del data["tables"]
+        as_older_run(data)
         path.write_text(json.dumps(data), encoding="utf-8")
     return out
 

@@ -139,11 +139,22 @@ def test_an_encoders_shards_made_causal_are_refused(three, tmp_path):
 
 
 def written_before_the_records(folder: Path) -> None:
-    """A shard as versions before the sha256 and the input layout were recorded wrote it."""
+    """A shard as versions before the sha256, the input layout and sums.json's shard were recorded wrote it."""
     def change(data):
         del data["sums_sha256"]
         del data["shard"]["inputs"]
     edit(folder / "summary.json", change)
+    edit(folder / "sums.json", lambda data: data.pop("shard"))
+
+
+def test_a_removed_sha256_of_a_shard_that_records_its_shard_is_refused(three, tmp_path):
+    """Deleting one key of summary.json must not switch off the check of sums.json's bytes: a sums.json that
+    records its shard was written with a summary.json that records its sha256."""
+    edit(three[0] / "summary.json", lambda data: data.pop("sums_sha256"))
+    edit(three[0] / "sums.json", halve)
+    assert refused(tmp_path, *three) == (
+        f"Error: {three[0] / 'summary.json'} has no sums_sha256, which every shard whose sums.json records its shard "
+        f"has (the check of sums.json's bytes was removed); {AGAIN}")
 
 
 def test_older_shards_still_merge_and_are_cross_checked(three, made, tmp_path):

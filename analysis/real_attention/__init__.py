@@ -25,7 +25,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from .engine import VERSION as __version__  # noqa: F401  (in __all__, built below)
 
 # The command group is bound now, not lazily: importing the submodule real_attention.cli (as `python -m
 # real_attention` and the `real-attention` script do) would otherwise leave the module, not the group, as `ra.cli`.

@@ -33,10 +33,22 @@ class CorpusOutput:
 
     @property
     def heads(self):
-        """heads.csv as a DataFrame, labels as written; sense/marker-free (a corpus has no focus word)."""
+        """heads.csv as a DataFrame, labels as written; sense/marker-free (a corpus has no focus word).
+        DamagedTable if its bytes are not those the summary records (changed or cut off since)."""
+        import hashlib
+        import io
+
         import pandas as pd
 
-        return pd.read_csv(self.results_dir / "heads.csv")
+        from ..outputs.table_checks import damaged
+
+        path = self.results_dir / "heads.csv"
+        data = path.read_bytes()
+        recorded = self.summary.get("heads_sha256")
+        if recorded is not None and hashlib.sha256(data).hexdigest() != recorded:
+            raise damaged(path, f"its sha256 is not the {recorded[:12]}... that summary.json records for the file "
+                                "as written (the bytes changed since)")
+        return pd.read_csv(io.BytesIO(data))
 
 
 def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None, model: str | None = None,

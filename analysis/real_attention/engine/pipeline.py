@@ -55,7 +55,9 @@ def versions() -> dict[str, str]:
 
     # str(): torch's version is a TorchVersion, which would make unpickling a RunResult import torch (a drawing
     # worker gets one for the report)
-    return {"python": platform.python_version(), "torch": str(torch.__version__),
+    from . import VERSION
+
+    return {"real-attention": VERSION, "python": platform.python_version(), "torch": str(torch.__version__),
             "transformers": str(transformers.__version__)}
 
 

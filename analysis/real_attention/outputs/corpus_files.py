@@ -49,6 +49,7 @@ def write_corpus(results_folder: Path, figures_folder: Path, run: CorpusRun, sum
     write_json({**sums.to_json(), **shard}, results_folder / "sums.json")
     # merge refuses a shard whose sums.json is not the one written beside this summary.json
     data["sums_sha256"] = file_sha256(results_folder / "sums.json")
+    data["heads_sha256"] = file_sha256(results_folder / "heads.csv")  # CorpusOutput.heads reads it back by it
     write_json(data, results_folder / "summary.json")
     from ..engine.measures import MEASURE_TITLE, WEIGHTS
 

@@ -61,6 +61,7 @@ def load_run(out_dir: Path, lang: str, measure: str = "weights") -> StoredRun:
 
     folder = Path(out_dir) / "results" / (lang + folder_suffix(measure))
     summary_path = folder / "summary.json"
+    check_file_if_there(summary_path)
     table = table_path(folder, "attention")
     if not (summary_path.is_file() and table is not None):
         option = "" if measure == WEIGHTS else f" --measure {measure}"
@@ -70,9 +71,34 @@ def load_run(out_dir: Path, lang: str, measure: str = "weights") -> StoredRun:
             f"{shlex.quote(str(out_dir))}` first"
         )
     summary = check_run_summary(summary_path, read_summary(summary_path))
+    check_folder(summary_path, summary, lang, measure)
+    table = table_path(folder, "attention", summary)
     attention = read_checked(table, summary)
     check_word_positions(summary_path, summary, sentence_words(attention))
     return StoredRun(summary=summary, attention=attention)
+
+
+def check_file_if_there(path: Path) -> None:
+    """DamagedTable if something that is not a regular file (a folder, a dangling link, a pipe) is at `path`: a
+    reader must not take it for an absent file and read the table beside it unchecked."""
+    if (path.exists() or path.is_symlink()) and not path.is_file():
+        what = "a folder" if path.is_dir() else "a link to nothing" if not path.exists() else "not a regular file"
+        raise damaged(path, f"it is {what}, not the file `run` writes")
+
+
+def check_folder(path: Path, summary: dict, lang: str, measure: str) -> None:
+    """DamagedTable unless summary.json's lang and measure (where it records them) are the folder's: a run's
+    folder copied or moved under another name would be shown as what it is not."""
+    from ..engine.measures import WEIGHTS, folder_suffix
+
+    recorded = summary.get("lang")
+    if recorded is not None and (not isinstance(recorded, str) or recorded.casefold() != lang.casefold()):
+        raise damaged(path, f"it records lang {recorded!r}, but this is results/{lang + folder_suffix(measure)} "
+                            "(a run's folder renamed or copied under another language)")
+    recorded = summary.get("measure", WEIGHTS)
+    if recorded != measure:
+        raise damaged(path, f"it records measure {recorded!r}, but this is results/{lang + folder_suffix(measure)},"
+                            f" the folder of --measure {measure}")
 
 
 # The heads summary.json names for the lesson's roles (head_role), each None or {"layer", "head", ...} from 1.
@@ -173,10 +199,13 @@ def check_word_positions(path: Path, summary: dict, words: list[tuple[str, ...]]
 TABLE_SUFFIXES = (".parquet", ".csv")  # run --table-format: a run writes one of them
 
 
-def table_path(folder: Path, name: str) -> Path | None:
-    """FOLDER/NAME.parquet or FOLDER/NAME.csv, whichever the run wrote; None if neither is there."""
-    return next((path for path in (Path(folder) / f"{name}{suffix}" for suffix in TABLE_SUFFIXES)
-                 if path.is_file()), None)
+def table_path(folder: Path, name: str, summary: dict | None = None) -> Path | None:
+    """FOLDER/NAME.parquet or FOLDER/NAME.csv, whichever the run wrote (the one its summary.json records, if it
+    records one of them and that file is there); None if neither is there."""
+    paths = [Path(folder) / f"{name}{suffix}" for suffix in TABLE_SUFFIXES]
+    tables = summary.get("tables") if summary is not None else None
+    recorded = [path for path in paths if isinstance(tables, dict) and path.name in tables and path.is_file()]
+    return next(iter(recorded), next((path for path in paths if path.is_file()), None))
 
 
 def read_attention(path: str | Path) -> pd.DataFrame:
@@ -193,19 +222,27 @@ def read_attention(path: str | Path) -> pd.DataFrame:
     from ..engine.checks import path_arg
 
     path = Path(path_arg(path, "path"))
-    if path.is_dir():
-        found = table_path(path, "attention")
+    if path.is_dir() and path.suffix not in TABLE_SUFFIXES:
+        summary_path = path / "summary.json"
+        check_file_if_there(summary_path)
+        found = table_path(path, "attention", read_summary(summary_path) if summary_path.is_file() else None)
         if found is None:
             raise ResultsError(f"no attention.csv or attention.parquet in {path}; run `real-attention run` first")
         path = found
     if not path.is_file():
-        raise ResultsError(f"no attention table at {path}")
+        raise ResultsError(f"no attention table at {path}" + (" (a folder is there)" if path.is_dir() else ""))
     if path.stem not in ("attention", "rollout") or path.suffix not in TABLE_SUFFIXES:
         raise ResultsError(f"{path} is not an attention or rollout table; read_attention takes attention.csv, "
                            "attention.parquet, rollout.csv or rollout.parquet, or the results folder that holds them")
     summary_path = path.with_name("summary.json")
+    check_file_if_there(summary_path)
     summary = read_summary(summary_path) if summary_path.is_file() else None
-    return read_checked(path, summary)
+    if summary is not None and path.stem == "attention":  # the checks `show` makes of a run's summary.json
+        check_run_summary(summary_path, summary)
+    frame = read_checked(path, summary)
+    if summary is not None and path.stem == "attention":
+        check_word_positions(summary_path, summary, sentence_words(frame))
+    return frame
 
 
 def _model_option(out_dir: Path, lang: str) -> str:

@@ -85,20 +85,42 @@ def read_summary(path: Path) -> dict:
     return data
 
 
+# Fields of a run's summary.json first written after "tables" (which records each table's rows and sha256).
+NEWER_THAN_TABLES = ("device",)
+
+
+def _records_tool_version(summary: dict) -> bool:
+    versions = summary.get("versions")
+    return isinstance(versions, dict) and "real-attention" in versions
+
+
 def check_record(path: Path, summary: dict | None) -> dict | None:
     """The table's record in summary.json, checked against the file's bytes; None when summary.json has no
     "tables" (an older run) or the file is not one `run` writes. DamagedTable if the bytes differ, or "tables" or
     the record is not what `run` writes (not an object, or without the record of this table)."""
-    if summary is None or "tables" not in summary:
+    if summary is None:
         return None
-    # Only a missing "tables" is an older run: a record that is there but unreadable must not switch the check off.
     summary_path = path.with_name("summary.json")
+    if "tables" not in summary:
+        # Only a run older than the record lacks it, and such a run has none of the fields written since: without
+        # this, deleting one key of summary.json would switch off the check of every table's bytes.
+        newer = next((name for name in NEWER_THAN_TABLES if name in summary), None)
+        if newer is None and not _records_tool_version(summary):
+            return None
+        raise damaged(summary_path, f"it has no field 'tables', which every run that writes "
+                                    f"{repr(newer) if newer else 'the real-attention version'} records (the record "
+                                    "of the tables' rows and sha256 was removed)")
+    # A record that is there but unreadable must not switch the check off either.
     tables = summary["tables"]
     if not isinstance(tables, dict):
         raise damaged(summary_path, f"its field 'tables' is {shown(tables)}, not an object of table records")
     if path.name not in tables:
         if path.stem not in TABLES or path.suffix not in SUFFIXES:  # a file run never writes: nothing to check it by
             return None
+        others = [name for name in tables if Path(name).stem == path.stem and not path.with_name(name).exists()]
+        if others:  # the recorded table was replaced by a file of the other format
+            raise damaged(path, f"summary.json records {others[0]} for this run, not {path.name}: {others[0]} was "
+                                f"removed or replaced by a table that is not this run's")
         raise damaged(summary_path, f"its field 'tables' has no record of {path.name}, which is in the folder")
     record = tables[path.name]
     rows, digest = (record.get("rows"), record.get("sha256")) if isinstance(record, dict) else (None, None)
@@ -269,8 +291,10 @@ def check_structure(path: Path, frame: pd.DataFrame, summary: dict | None = None
     sentences = sentences or int(block_sentence.max())
     layers = layers or int(block_layer.max())
     heads = 1 if rollout else heads or int(block_head.max())
-    expected = np.indices((sentences, layers, heads)).reshape(3, -1) + 1  # (3, S * L * H) in run's order
     found = np.stack([block_sentence, block_layer, block_head])
+    # Compared as counts first: a damaged summary.json's layer count (say 10**15) must not size an array.
+    expected = np.indices((sentences, layers, heads)).reshape(3, -1) + 1 if sentences * layers * heads == len(
+        starts) else np.zeros((3, 0), dtype=np.int64)  # (3, S * L * H) in run's order, or none: the counts differ
     if verified and (found.shape != expected.shape or not (found == expected).all()):
         said = f"{sentences} sentences x {layers} layers" + ("" if rollout else f" x {heads} heads")
         held = f"{int(block_sentence.max())} sentences x {int(block_layer.max())} layers" + (
@@ -290,7 +314,7 @@ def check_structure(path: Path, frame: pd.DataFrame, summary: dict | None = None
                                 f"{expected[0, block]}, layer {expected[1, block]}"
                                 f"{'' if rollout else f', head {expected[2, block]}'}")
         raise damaged(path, f"it holds {found.shape[1]} (sentence, layer{what}) blocks, but the run has "
-                            f"{expected.shape[1]} ({sentences} sentences x {layers} layers"
+                            f"{sentences * layers * heads} ({sentences} sentences x {layers} layers"
                             f"{'' if rollout else f' x {heads} heads'})")
     per_sentence = n.reshape(sentences, layers * heads)
     if not (per_sentence == per_sentence[:, :1]).all():

@@ -22,6 +22,11 @@ def read_shard(folder: Path) -> tuple[dict, HeadSums]:
     """A shard's summary and exact sums; CorpusError if the folder is not a corpus result."""
     folder = Path(folder)
     paths = [folder / "summary.json", folder / "sums.json"]
+    for path in paths:
+        if (path.exists() or path.is_symlink()) and not path.is_file():
+            what = "a folder" if path.is_dir() else "a link to nothing" if not path.exists() else "not a regular file"
+            raise CorpusError(f"{path} is {what}, not the file `heads --shard` writes; merge takes the shards as "
+                              "`heads --shard` wrote them: run that shard again")
     if not all(path.is_file() for path in paths):
         raise CorpusError(
             f"{folder} is not a corpus result folder (no summary.json and sums.json); "
@@ -55,6 +60,10 @@ def read_shard(folder: Path) -> tuple[dict, HeadSums]:
                           f"{where or 'no shard'}; merge takes the shards as `heads --shard` wrote them: a copied "
                           "shard folder with another index in summary.json would be added twice")
     recorded = data.get("sums_sha256")  # shards written before it was recorded: the cross-check above alone
+    if recorded is None and said is not None:  # a shard that records its shard in sums.json records this too
+        raise CorpusError(f"{folder / 'summary.json'} has no sums_sha256, which every shard whose sums.json records "
+                          "its shard has (the check of sums.json's bytes was removed); merge takes the shards as "
+                          "`heads --shard` wrote them: run that shard again")
     if recorded is not None and hashlib.sha256(sums_bytes).hexdigest() != recorded:
         raise CorpusError(f"{folder / 'sums.json'} is not the sums.json written with its summary.json (its sha256 "
                           f"is not the {recorded[:12]}... that summary.json records); merge takes the shards as "
