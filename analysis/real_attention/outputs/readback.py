@@ -73,6 +73,7 @@ def load_run(out_dir: Path, lang: str, measure: str = "weights") -> StoredRun:
     summary = check_run_summary(summary_path, read_summary(summary_path))
     check_folder(summary_path, summary, lang, measure)
     table = table_path(folder, "attention", summary)
+    assert table is not None  # one of the two was there above
     attention = read_checked(table, summary)
     check_word_positions(summary_path, summary, sentence_words(attention))
     return StoredRun(summary=summary, attention=attention)
