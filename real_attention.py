@@ -2,7 +2,9 @@
 
 The package is analysis/real_attention/ (the source root is analysis/). Run as a script, this file puts that
 source root first on sys.path and calls the command line; imported as `real_attention` from the checkout's root
-folder, it hands the importer the package itself, so every class has one identity. It is not in the wheel.
+folder, it hands the importer the package itself, so every class has one identity. Run again under another name
+(a process that multiprocessing or Dask spawns loads it as `__mp_main__`), it only sets the path. It is not in the
+wheel.
 """
 import importlib
 import sys
@@ -18,6 +20,6 @@ if __name__ == "__main__":
     from real_attention.cli import main
 
     main()
-else:  # `import real_attention` found this file first: replace it with the package
+elif __name__ == "real_attention":  # `import real_attention` found this file first: replace it with the package
     del sys.modules[__name__]
     sys.modules[__name__] = importlib.import_module(__name__)

@@ -211,8 +211,28 @@ def test_layer_and_head_from_the_tables_own_numbers(tiny_att):
     (lambda m, a: ra.app(None), "model must be a loaded model .* or a model's name, not None"),
     (lambda m, a: ra.Thresholds(position="x"), "threshold position must be a number between 0 and 1"),
     (lambda m, a: ra.corpus("c.txt", model="minilm", shard=3), "shard must be a string"),
-    (lambda m, a: ra.corpus("c.txt", model="minilm", thresholds=3), "thresholds must be a dict"),
+    (lambda m, a: ra.corpus("c.txt", model="minilm", thresholds=3), "thresholds must be a ra.Thresholds, a dict"),
     (lambda m, a: ra.corpus("c.txt", model="minilm", progress=3), "progress must be a factory"),
+    # a later review: an AttributeError, a TypeError from transformers, or a flag taken as true
+    (lambda m, a: ra.corpus("c.txt", model=3), "model must be a non-empty string"),
+    (lambda m, a: ra.corpus("c.txt", model="minilm", revision=3), "revision must be a non-empty string"),
+    (lambda m, a: ra.corpus("c.txt", model="minilm", device=3), "device must be a non-empty string"),
+    (lambda m, a: ra.corpus("c.txt", model="minilm", lang="es"), "heads takes --model or --lang"),
+    (lambda m, a: ra.attend(m, "el \ud800 banco"), "unpaired surrogate"),
+    (lambda m, a: ra.attend(m, "   "), "texts: sentence 1 is empty"),
+    (lambda m, a: ra.attend(m, words=[["el", "\ud800"]]), "words= sentence 1, word 2 .*unpaired surrogate"),
+    (lambda m, a: ra.attend(m, words=[["a\x00b"]]), "words= sentence 1, word 1"),
+    (lambda m, a: ra.attend(m, words=3), "words= must be a list of sentences"),
+    (lambda m, a: ra.attend(m, words=[3]), "words= sentence 1 is int"),
+    (lambda m, a: ra.run(formats=None), "formats must be 'png', 'svg', 'pdf' or a list of them, not NoneType"),
+    (lambda m, a: ra.run(formats=[3]), "formats must be strings"),
+    (lambda m, a: ra.merge(["a", "b"], formats=3), "formats must be"),
+    (lambda m, a: ra.merge(["a", "b"], figures="no"), "figures must be True or False"),
+    (lambda m, a: ra.merge(["a", "b"], wait="no"), "wait must be True or False"),
+    (lambda m, a: ra.run(progress=3), "progress must be a callable"),
+    (lambda m, a: ra.Attention(sentences=(), model="m", revision="r", versions={}), "at least one sentence"),
+    (lambda m, a: ra.attend(m, ["Fui al banco a sacar dinero."], focus="banco a", sense=["a sacar"]),
+     "the words 'banco a' and 'a sacar' overlap"),
 ])
 def test_wrong_types_are_one_input_error_naming_the_argument(tiny, tiny_att, call, argument):
     with pytest.raises(ra.InputError, match=argument):
@@ -283,3 +303,36 @@ def test_a_line_that_is_none_is_named_once(tiny_loaded):
 
     with pytest.raises(ra.InputError, match=r"^lines: line 1 is None, not a string$"):
         ra.corpus_stats(tiny_loaded, [None, 3])
+
+
+def test_model_paths_and_thresholds_in_every_form(tiny_model_dir, tmp_path):
+    """A model folder as a pathlib.Path works wherever a string does; ra.corpus takes a ra.Thresholds (what
+    corpus_stats took) and corpus_stats a dict (what corpus took), with the same labels."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("Fui al banco a sacar dinero.\nMe senté en el banco de mi jardín.\n", encoding="utf-8")
+    chosen = ra.Thresholds(position=0.3, broad=0.6)
+    output = ra.corpus(corpus, model=Path(tiny_model_dir), out=tmp_path / "o", thresholds=chosen, figures=False)
+    assert output.run.thresholds == chosen
+    loaded = ra.load(Path(tiny_model_dir))
+    frame = ra.corpus_stats(loaded, corpus.read_text(encoding="utf-8").splitlines(),
+                            thresholds={"position": 0.3, "broad": 0.6})
+    assert list(frame["label"]) == list(output.heads["label"])
+    assert ra.run(config=None, model=Path(tiny_model_dir), lang="es", out=tmp_path / "r", figures=False,
+                  report=False).summary["model"] == str(tiny_model_dir)
+
+
+def test_focus_and_sense_words_are_stripped_as_run_strips_them(tiny):
+    spaced = ra.attend(tiny, ["Fui al banco a sacar dinero."], focus=" banco ", sense=["dinero "])
+    plain = ra.attend(tiny, ["Fui al banco a sacar dinero."], focus="banco", sense=["dinero"])
+    assert spaced.result.sentence_set.focus == "banco"
+    np.testing.assert_array_equal(spaced[0].weights, plain[0].weights)
+
+
+def test_a_mixing_shows_what_it_holds_and_is_a_sequence():
+    from collections.abc import Sequence
+
+    from real_attention.engine.mixing.result import Mixing
+
+    mixing = Mixing(sentences=(), model="m", revision="r", causal=False)
+    assert isinstance(mixing, Sequence) and repr(mixing).startswith("<Mixing: 0 sentence(s) of m, measures")
+    assert "_API" not in dir(ra) and "Any" not in dir(ra) and "engine" in dir(ra)

@@ -181,3 +181,13 @@ def test_ra_run_takes_the_table_format_and_the_report_cap(tiny_model_dir, tmp_pa
     for bad in ({"report_sentences": 0}, {"table_format": "xlsx"}):
         with pytest.raises(InputError):
             ra.run(config=config, model=str(tiny_model_dir), out=tmp_path / "bad", figures=False, **bad)
+
+
+def test_a_small_run_without_figures_or_report_keeps_its_maps(tiny_model_dir, tmp_path):
+    """RunOutput.attention raised for every run with figures=False, report=False: it kept the maps of 0 sentences."""
+    config = tmp_path / "few.toml"
+    config.write_text(config_text(), encoding="utf-8")
+    output = ra.run(config=config, model=str(tiny_model_dir), out=tmp_path, figures=False, report=False,
+                    report_sentences=COUNT)
+    assert output.runs[0].result.maps_kept == COUNT
+    assert len(output.attention) == COUNT

@@ -316,3 +316,46 @@ def test_an_unreadable_file_of_a_shard_is_named(name, damage, three, tmp_path):
     (three[1] / name).write_bytes(damage)
     line = refused(tmp_path, *three)
     assert line.startswith(f"Error: {three[1] / name} cannot be read as JSON ("), line
+
+
+# --- a later review: argument order, versions, legacy defaults, what differs --------------------------------------
+
+
+def test_the_merged_summary_does_not_depend_on_the_argument_order(three, tmp_path):
+    """Shard 2 ran under other versions: the merged summary records shard 1's whatever the order, and warns."""
+    edit(three[1] / "summary.json", lambda data: data["versions"].update(torch="2.99.0"))
+    summaries = []
+    for name, order in (("forward", three), ("backward", three[::-1])):
+        result = invoke("merge", *order, "--out", tmp_path / name, "--no-figures", catch_exceptions=True)
+        assert result.exit_code == 0, result.output
+        assert "versions of Python, torch, transformers or real-attention" in result.output
+        summaries.append((tmp_path / name / "results" / "corpus" / "c" / "summary.json").read_bytes())
+    assert summaries[0] == summaries[1]
+    assert json.loads(summaries[0])["versions"] == json.loads((three[0] / "summary.json").read_text())["versions"]
+    assert "versions" in json.loads(summaries[0])["engine"]["differs"]
+
+
+def test_a_shard_that_does_not_record_the_default_measure_and_units_merges(three, made, tmp_path):
+    """A shard written before `measure` and `units` were recorded ran with the weights and the tokenizer's words:
+    next to shards that say so it merges; next to shards of the text rule it is refused."""
+    edit(three[0] / "summary.json", lambda data: data.pop("measure"))
+    assert merge(tmp_path / "first", *three).exit_code == 0
+    edit(three[0] / "summary.json", lambda data: data.pop("units"))
+    assert refused(tmp_path, *three) == f"Error: {three[1]} and {three[0]} differ in units; {ONE_RUN}"
+
+
+ONE_RUN = "merge takes the shards of one run"
+
+
+def test_a_corpus_saved_under_another_name_is_named(three, tmp_path):
+    edit(three[1] / "summary.json", lambda data: data["corpus"].update(name="copy"))
+    assert refused(tmp_path, *three) == (
+        f"Error: {three[1]} and {three[0]} differ in corpus name ('copy' against 'c'); {ONE_RUN} (the default "
+        "--name is the corpus file's name: give every shard the same --name)")
+
+
+def test_heads_refuses_a_model_and_a_language(tiny_model_dir, made, tmp_path):
+    result = invoke("heads", "--corpus", made / "c.txt", "--model", tiny_model_dir, "--lang", "es", "--out",
+                    tmp_path, catch_exceptions=True)
+    assert result.exit_code == 2
+    assert error_line(result) == "Error: heads takes --model or --lang (the pinned model of a language), not both"

@@ -76,7 +76,7 @@ def test_run_writes_exactly_the_five_tables(tiny_model_dir, tmp_path):
     assert summary["sentences"][0] == {"text": "Me senté en el banco de mi jardín.", "sense": "jardín"}
     assert summary["sense_head_count"] == int(heads.sense_head.sum()) == len(summary["sense_heads"])
     assert summary["marker_head_count"] == int(heads.marker_head.sum())
-    assert set(summary["versions"]) == {"python", "torch", "transformers"}
+    assert set(summary["versions"]) == {"real-attention", "python", "torch", "transformers"}
     # Focus rows of focus.csv agree with attention.csv.
     banco = attention[(attention["query"] == "banco")]
     top = banco.loc[banco.groupby(["sentence", "layer", "head"])["weight"].idxmax()]

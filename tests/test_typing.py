@@ -158,3 +158,13 @@ def test_pyright_types_every_public_name(tmp_path):
     assert {name: text for name, text in revealed.items() if "Unknown" in text or text == "Any"} == {}
     for name, start in TYPED.items():
         assert revealed[name].startswith(start), (name, revealed[name])
+
+
+def test_the_checkout_script_loaded_again_by_a_spawned_process_only_sets_the_path(tmp_path):
+    """multiprocessing's and Dask's spawned workers load the main script again as `__mp_main__`: the script must not
+    try to import a package of that name (`python real_attention.py heads --workers 2` crashed so)."""
+    code = ("import runpy, sys; before = dict(sys.modules); "
+            f"runpy.run_path({str(REPO / 'real_attention.py')!r}, run_name='__mp_main__'); "
+            "assert 'real_attention' not in sys.modules; "
+            f"assert sys.path[0] == {str(REPO / 'analysis')!r}; print('ok')")
+    assert python(tmp_path, code).strip().endswith("ok")

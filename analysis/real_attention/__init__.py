@@ -23,6 +23,7 @@ cli.py, __init__.py): docs/layout.md says what each holds and why, tests/test_la
 from __future__ import annotations
 
 import importlib
+import types
 from typing import TYPE_CHECKING, Any
 
 from .engine import VERSION as __version__  # noqa: F401  (in __all__, built below)
@@ -83,5 +84,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'real_attention' has no attribute {name!r}")
 
 
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_API))
+def __dir__() -> list[str]:  # the public names and the submodules, not this module's own helpers
+    return sorted({*__all__, *(name for name, value in globals().items()
+                               if isinstance(value, types.ModuleType) and value.__name__.startswith(__name__ + "."))})

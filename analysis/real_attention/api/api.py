@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from ..engine.checks import flag, kind, loaded_model, optional_text, text, whole_number
+from ..engine.checks import flag, kind, loaded_model, model_arg, optional_text, text, whole_number
 from ..engine.errors import InputError
 from ..engine.sentences import DEFAULT_LANG
 from ..engine.units import check_rule
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ..engine.words import WordAttention
 
 
-def load(model: str | None = "minilm", *, revision: str | None = None, lang: str | None = None,
+def load(model: str | os.PathLike[str] | None = "minilm", *, revision: str | None = None, lang: str | None = None,
          device: str = "cpu", offline: bool = False) -> LoadedModel:
     """Load a model with eager attention, pinned to an exact revision.
 
@@ -41,9 +41,7 @@ def load(model: str | None = "minilm", *, revision: str | None = None, lang: str
     """
     from ..engine.models import choose_model, load_model
 
-    if isinstance(model, os.PathLike):
-        model = os.fspath(model)
-    optional_text(model, "model", "a model name, a Hub id or a folder")
+    model = model_arg(model)
     optional_text(revision, "revision", "a branch, tag or commit")
     optional_text(lang, "lang", "a language code such as \"es\"")
     text(device, "device", "such as \"cpu\" or \"cuda\"")
@@ -189,7 +187,8 @@ def heatmap(sentence: Attention | WordAttention, layer: int, head: int, *, index
 
 
 def corpus_stats(model: LoadedModel, lines: Iterable[str], *, batch_size: int = 32, truncate: bool = False,
-                 thresholds: Thresholds | None = None, progress: Progress | None = None, units: str = "text",
+                 thresholds: Thresholds | dict[str, float] | Sequence[str] | None = None,
+                 progress: Progress | None = None, units: str = "text",
                  measure: str = "weights") -> pd.DataFrame:
     """The corpus heads.csv table: per head (layer, head from 1), its label and the pooled statistics over
     every word of every line, plus n_sentences and n_words. Blank lines are skipped; lines longer than the
@@ -197,7 +196,8 @@ def corpus_stats(model: LoadedModel, lines: Iterable[str], *, batch_size: int = 
     lines: an iterable of strings (a list, a generator, an open text file); a single string is one sentence,
     never its characters. Anything that is no string (None, 3, bytes) is an InputError.
     units: the unit rule, and measure: "weights", "norm" or "value-zeroing", as in `attend`."""
-    from ..statistics.sums import CorpusReader, Thresholds, check_analysable, corpus_heads_frame, corpus_sums, label_heads
+    from ..statistics.labels import thresholds_from
+    from ..statistics.sums import CorpusReader, check_analysable, corpus_heads_frame, corpus_sums, label_heads
     from ..engine.measures import check_measure
 
     model = loaded_model(model, "corpus_stats")
@@ -205,8 +205,7 @@ def corpus_stats(model: LoadedModel, lines: Iterable[str], *, batch_size: int = 
     check_rule(units)
     batch_size = whole_number(batch_size, "batch_size")
     flag(truncate, "truncate")
-    if thresholds is not None and not isinstance(thresholds, Thresholds):
-        raise InputError(f"thresholds must be a ra.Thresholds, not {kind(thresholds)}")
+    chosen = thresholds_from(thresholds)  # a Thresholds, a dict, "name=value" strings, as ra.corpus takes
     lines = checked_lines(lines)
     # The reader takes the bytes of a file: one line each, so a text with a newline stays one sentence.
     stream = ((" ".join(line.splitlines()) + "\n").encode("utf-8") for line in lines)
@@ -217,7 +216,7 @@ def corpus_stats(model: LoadedModel, lines: Iterable[str], *, batch_size: int = 
     sums = corpus_sums(model, reader, batch_size=batch_size, truncate=truncate, progress=progress,
                        units=units, measure=measure)
     check_analysable(sums, "the lines")
-    labels = label_heads(sums.means(), sums.uniform_entropy, thresholds or Thresholds())
+    labels = label_heads(sums.means(), sums.uniform_entropy, chosen)
     return corpus_heads_frame(sums, labels)
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..engine.checks import described, strings, text
 from ..engine.errors import InputError
-from ..engine.text import is_blank, text_problem
+from ..engine.text import check_text, is_blank, text_problem
 
 if TYPE_CHECKING:
     from ..engine.sentences import SentenceSet
@@ -26,6 +26,8 @@ def sentence_texts(texts: object, function: str = "attend") -> list[str]:
 
 def given_words(words) -> list[tuple[str, ...]]:
     """words= of attend: sentences, each a list of words -> tuples of stripped words; InputError otherwise."""
+    if not isinstance(words, Iterable) or isinstance(words, (bytes, bytearray)):
+        raise InputError(f"words= must be a list of sentences, each a list of words, not {type(words).__name__}")
     sentences = [words] if isinstance(words, str) else list(words)
     if not sentences:
         raise InputError("attend needs at least one sentence")
@@ -34,6 +36,9 @@ def given_words(words) -> list[tuple[str, ...]]:
         if isinstance(sentence, str):
             raise InputError(f"words= sentence {number} is a string; give each sentence as a list of words, "
                              "e.g. words=[['The', 'bank', '.']]")
+        if not isinstance(sentence, Iterable):
+            raise InputError(f"words= sentence {number} is {type(sentence).__name__}; give each sentence as a list "
+                             "of words, e.g. words=[['The', 'bank', '.']]")
         items = list(sentence)
         if not items:
             raise InputError(f"words= sentence {number} has no words")
@@ -41,6 +46,7 @@ def given_words(words) -> list[tuple[str, ...]]:
             if not isinstance(word, str) or not word.strip():
                 raise InputError(f"words= sentence {number}, word {index} is "
                                  f"{'empty' if isinstance(word, str) else repr(word)}; pass non-empty strings")
+            check_text(word, f"words= sentence {number}, word {index}")
         result.append(tuple(word.strip() for word in items))
     return result
 
@@ -52,8 +58,8 @@ def sentence_set(texts: list[str], focus: str | None, sense: str | Sequence[str]
 
     if focus is None or sense is None:
         raise InputError("give both focus= (the ambiguous word) and sense= (one word per sentence)")
-    text(focus, "focus", "the ambiguous word")
-    senses = strings(sense, "sense", "word")
+    focus = text(focus, "focus", "the ambiguous word").strip()  # as run's config and the live page take them
+    senses = [word.strip() for word in strings(sense, "sense", "word")]
     if len(senses) != len(texts):
         raise InputError(f"sense= has {len(senses)} word(s) for {len(texts)} sentence(s); give one per sentence")
     for number, word in enumerate(senses, start=1):

@@ -56,6 +56,8 @@ class Attention(Sequence["WordAttention"]):  # the name only: numpy loads on fir
                    measure=result.measure, rollout=result.rollout, causal=result.causal)
 
     def __post_init__(self) -> None:
+        if not self.sentences:  # layers and heads come from the sentences' maps
+            raise InputError("an Attention holds at least one sentence")
         shapes = {(s.layers, s.heads) for s in self.sentences}
         if len(shapes) > 1:
             raise InputError(f"the sentences of one Attention come from one model; got maps of {sorted(shapes)} "

@@ -5,6 +5,8 @@
 """
 from __future__ import annotations
 
+import os
+
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -16,7 +18,7 @@ from ..engine.errors import InputError
 if TYPE_CHECKING:
     from ..engine.progress import ProgressBar
     from ..statistics.cluster import CorpusResult
-    from ..statistics.sums import CorpusRun
+    from ..statistics.sums import CorpusRun, Thresholds
 
 
 @dataclass(frozen=True)
@@ -51,10 +53,11 @@ class CorpusOutput:
         return pd.read_csv(io.BytesIO(data))
 
 
-def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None, model: str | None = None,
+def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None,
+           model: str | os.PathLike[str] | None = None,
            lang: str | None = None, revision: str | None = None, out: str | Path = ".", units: str = "text",
            measure: str = "weights", input_format: str = "auto", batch_size: int = 32, truncate: bool = False,
-           shard: str | None = None, thresholds: dict[str, float] | Sequence[str] | None = None,
+           shard: str | None = None, thresholds: Thresholds | dict[str, float] | Sequence[str] | None = None,
            workers: int | None = None, scheduler: str | None = None, threads: int | None = None,
            partition_size: int = 1024, formats: str | Sequence[str] = ("png",), figures: bool = True,
            offline: bool = False, device: str = "cpu", progress: Callable[..., ProgressBar] | None = None,
@@ -67,7 +70,8 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
     no figures folder (an earlier run's is removed: it would not show these sums). Returns a CorpusOutput.
     """
     from ..engine.batches import MAX_BATCH_SIZE
-    from ..engine.checks import callable_or_none, flag, path_arg, whole_number
+    from ..engine.checks import callable_or_none, flag, model_arg, optional_text, path_arg, whole_number
+    from ..engine.checks import text as text_arg
     from ..engine.naming import name_from_file
     from ..engine.pipeline import versions
     from ..engine.units import check_rule
@@ -76,28 +80,28 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
     from ..statistics.cluster import Engine, run_corpus
     from ..statistics.inputs import CorpusText, expand
     from ..outputs.corpus_files import write_corpus
-    from ..statistics.sums import CorpusError, CorpusRun, Shard, Thresholds, folder_name
+    from ..statistics.labels import thresholds_from
+    from ..statistics.sums import CorpusError, CorpusRun, Shard, folder_name
     from ..outputs.drawing import DrawingPool
     from ..outputs.formats import check_formats
 
     check_measure(measure)
     check_rule(units)
     formats = check_formats(formats)
+    model = model_arg(model)
+    optional_text(lang, "lang", "a language code such as \"es\"")
+    optional_text(revision, "revision", "a branch, tag or commit")
+    text_arg(device, "device", "cpu, cuda, mps or auto")
     if model is None and lang is None:
         raise InputError("heads needs a model: pass --model ID_OR_PATH (e.g. --model minilm) or --lang es|en "
                          "for that language's pinned model")
+    if model is not None and lang is not None:  # --lang would be ignored: the model is the one named
+        raise InputError("heads takes --model or --lang (the pinned model of a language), not both")
     if shard is not None and not isinstance(shard, str):
         raise InputError(f"shard must be a string \"i/N\" or None, not {type(shard).__name__}")
-    if thresholds is not None and not isinstance(thresholds, (dict, str, list, tuple)):
-        raise InputError(f"thresholds must be a dict, a \"name=value\" string or a list of them, not "
-                         f"{type(thresholds).__name__}")
     callable_or_none(progress, "progress", "a factory progress(total=, desc=) of a tqdm-like bar")
     shard_range = Shard.parse(shard) if shard is not None else None
-    if isinstance(thresholds, dict):
-        settings = [f"{k}={v}" for k, v in thresholds.items()]
-    else:  # one "name=value" or several, as the API's other functions take them
-        settings = [thresholds] if isinstance(thresholds, str) else list(thresholds or ())
-    chosen_thresholds = Thresholds.parse(tuple(settings))
+    chosen_thresholds = thresholds_from(thresholds)
     engine = Engine(workers=workers, scheduler=scheduler, threads=threads, partition_size=partition_size)
     engine.check()
     for value, label in ((truncate, "truncate"), (figures, "figures"), (offline, "offline"), (wait, "wait")):
@@ -159,9 +163,11 @@ def merge(shard_dirs: Sequence[str | Path], *, out: str | Path = ".", formats: s
     from ..statistics.sums import merge_shards
     from ..outputs.formats import check_formats
 
-    from ..engine.checks import path_arg
+    from ..engine.checks import flag, path_arg
 
     formats = check_formats(formats)
+    flag(figures, "figures")
+    flag(wait, "wait")
     if not isinstance(shard_dirs, (str, Path, list, tuple)):
         raise InputError(f"merge takes the shard folders as a path or a list of paths, not {type(shard_dirs).__name__}")
     folders = [Path(path_arg(d, "shard_dirs")) for d in ([shard_dirs] if isinstance(shard_dirs, (str, Path))

@@ -7,6 +7,8 @@ writes the tables, and write the report; everything lands at once, or nothing do
 """
 from __future__ import annotations
 
+import os
+
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -82,7 +84,7 @@ def layer_bar(total: int, desc: str):
     return tqdm(total=total, desc=desc, unit="layer", file=sys.stderr, dynamic_ncols=True, delay=1.0)
 
 
-def run(lang: str = DEFAULT_LANG, config: str | Path | None = None, model: str | None = None,
+def run(lang: str = DEFAULT_LANG, config: str | Path | None = None, model: str | os.PathLike[str] | None = None,
         revision: str | None = None, out: str | Path = ".", units: str = "text", measure: str = "weights",
         compare_measures: bool = False, figures: bool = True, report: bool = True,
         formats: str | Sequence[str] = ("png",), all_figures: bool = False, offline: bool = False,
@@ -98,8 +100,9 @@ def run(lang: str = DEFAULT_LANG, config: str | Path | None = None, model: str |
     (real_attention.engine.mixing). table_format "parquet" writes attention.parquet and rollout.parquet instead
     of the CSVs (read either back with ra.read_attention). The sentences' maps go to those tables as each batch
     of `batch_size` sentences is done (one forward pass each: lower it if the device runs out of memory); the
-    result keeps only the maps the report (its first `report_sentences` sentences) and the figures show (every
-    sentence's with all_figures), so memory stays flat in the number of sentences. `progress` receives a
+    result keeps only the maps of its first `report_sentences` sentences (those the report shows, kept with or
+    without a report) and those the figures show (every sentence's with all_figures), so memory stays flat in the
+    number of sentences. `progress` receives a
     message when this run waits for another one writing the same folders;
     `quiet=False` shows the figures' progress bar. Returns a RunOutput.
     """
@@ -110,14 +113,16 @@ def run(lang: str = DEFAULT_LANG, config: str | Path | None = None, model: str |
     from ..outputs.drawing import DrawingPool, font_note, run_texts
     from ..outputs.staging import check_targets, staged_outputs
 
-    from ..engine.checks import flag, optional_text, path_arg
+    from ..engine.checks import callable_or_none, flag, model_arg, optional_text, path_arg
 
     settings, measures = _checked(lang, out, units, measure, compare_measures, figures, report, formats,
                                   all_figures, quiet, table_format, report_sentences, batch_size)
     for value, name in ((offline, "offline"), (mixing, "mixing"), (wait, "wait")):
         flag(value, name)
-    optional_text(model, "model", "a packaged name, a folder or a Hub id")
+    model = model_arg(model)
+    optional_text(revision, "revision", "a branch, tag or commit")
     optional_text(device, "device", "cpu, cuda, mps or auto")
+    callable_or_none(progress, "progress", "a callable taking the staging's wait message")
     if config is not None:
         path_arg(config, "config")
     check_targets(folder(m) for folder in (settings.results_dir, settings.figures_dir) for m in measures)
@@ -192,12 +197,14 @@ class _Settings:
 
     @property
     def keep_maps(self) -> int | None:
-        """How many sentences keep their maps in memory: those the report and the figures show (None: all)."""
+        """How many sentences keep their maps in memory (None: all): those the report and the figures show, and
+        as many as a report would hold without one, so that RunOutput.attention has the maps of a small run's every
+        sentence; a large run streams the rest to its tables."""
         from ..outputs.drawing import FIGURE_SENTENCES
 
         if self.figures and self.all_figures:
             return None
-        return max(self.report_sentences if self.report else 0, FIGURE_SENTENCES if self.figures else 0)
+        return max(self.report_sentences, FIGURE_SENTENCES if self.figures else 0)
 
 
 def _checked(lang: str, out: str | Path, units: str, measure: str, compare_measures: bool, figures: bool,

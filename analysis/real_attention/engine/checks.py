@@ -94,6 +94,15 @@ def optional_text(value: object, name: str, what: str) -> str | None:
     return None if value is None else text(value, name, what)
 
 
+def model_arg(value: object, name: str = "model") -> str | None:
+    """A model argument: None, or a packaged name, Hub id or folder as a non-empty string or a path (os.PathLike)."""
+    import os
+
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    return optional_text(value, name, "a packaged name such as \"minilm\", a Hub id or a folder")
+
+
 def flag(value: object, name: str) -> bool:
     """True or False (1 and 0 too, numpy's included) as a bool; InputError otherwise."""
     if not isinstance(value, (bool, numbers.Integral)) or value not in (0, 1):
@@ -105,14 +114,12 @@ def strings(values: object, name: str, item: str = "sentence") -> list[str]:
     """A string (one item) or an iterable of non-empty strings as a list; InputError names the argument and
     the item. bytes are refused (decode them first), as is any item that is no string: None and 3 are never
     "None" and "3"."""
-    if isinstance(values, str):
-        return [values]
     if isinstance(values, (bytes, bytearray, memoryview)):
         raise InputError(f"{name} must be a string or a list of strings, not bytes; decode them first "
                          "(e.g. data.decode('utf-8'))")
-    if not isinstance(values, Iterable):
+    if not isinstance(values, (str, Iterable)):
         raise InputError(f"{name} must be a string or a list of strings, not {kind(values)} {values!r:.60}")
-    items = list(values)
+    items = [values] if isinstance(values, str) else list(values)  # one string is one item, checked as each is
     for number, value in enumerate(items, start=1):
         if not isinstance(value, str):
             raise InputError(f"{name}: {item} {number} is {kind(value)} {value!r:.60}, not a string")

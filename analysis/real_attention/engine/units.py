@@ -59,7 +59,8 @@ PUNCT_RANGES = (
 
 
 class UnitError(InputError):
-    """A piece of the tokenizer straddles a focus or sense word and its neighbour; the message names both."""
+    """A piece of the tokenizer straddles a focus or sense word and its neighbour, or a focus and a sense word
+    overlap in the text; the message names both."""
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,11 @@ def required_spans(text: str, spans: list[tuple[int, int]],
                 found.add((s, e))
     if not found:
         return spans, set()
+    ordered = sorted(found)
+    for (s1, e1), (s2, e2) in zip(ordered, ordered[1:]):
+        if s1 < s2 < e1 < e2:  # neither holds the other: the word between them would be in two units
+            raise UnitError(f"the words {text[s1:e1]!r} and {text[s2:e2]!r} overlap in {text!r} (both hold "
+                            f"{text[s2:e1]!r}); the focus and sense words must be different words of the sentence")
     cuts = sorted({edge for span in found for edge in span})
     pieces = []
     for s, e in spans:  # cut every unit at the edges of the required words inside it

@@ -11,7 +11,13 @@ FIGURE_FORMATS = ("png", "svg", "pdf")
 def check_formats(formats: str | Sequence[str]) -> tuple[str, ...]:
     """The figure formats, each once in the order given (a repeated --format draws once); InputError for an
     unknown one or for none."""
+    if not isinstance(formats, (str, list, tuple)):  # None, a number, a set (no order to keep)
+        raise InputError(f"formats must be {', '.join(map(repr, FIGURE_FORMATS))} or a list of them, not "
+                         f"{type(formats).__name__}")
     items = tuple(dict.fromkeys((formats,) if isinstance(formats, str) else formats))
+    strange = [item for item in items if not isinstance(item, str)]
+    if strange:
+        raise InputError(f"formats must be strings such as 'png', not {type(strange[0]).__name__}")
     unknown = [item for item in items if item not in FIGURE_FORMATS]
     if unknown:
         raise InputError(f"unknown figure format(s) {', '.join(map(repr, unknown))}: use {', '.join(FIGURE_FORMATS)}")

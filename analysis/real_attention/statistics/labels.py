@@ -67,6 +67,24 @@ class Thresholds:
         return cls(**values)
 
 
+def thresholds_from(value: object) -> Thresholds:
+    """The API's thresholds in any of the forms it takes: None (the defaults), a Thresholds, a dict {"broad": 0.7},
+    one "name=value" string or a list of them; CorpusError otherwise (or for a bad name or value)."""
+    if value is None:
+        return Thresholds()
+    if isinstance(value, Thresholds):
+        return value
+    if isinstance(value, dict):
+        value = [f"{name}={number!r}" if isinstance(number, (int, float)) and not isinstance(number, bool)
+                 else f"{name}={number}" for name, number in value.items()]
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)):
+        raise CorpusError(f"thresholds must be a ra.Thresholds, a dict, a \"name=value\" string or a list of them, "
+                          f"not {type(value).__name__}")
+    return Thresholds.parse(tuple(value))
+
+
 def label_heads(means: dict[str, np.ndarray], uniform_entropy: float, thresholds: Thresholds) -> np.ndarray:
     """Pooled means, each (layers, heads) -> (layers, heads) array of labels from LABELS."""
     rules = [  # in LABELS order

@@ -180,8 +180,11 @@ def merge_shards(folders: Iterable[Path]) -> tuple[CorpusRun, HeadSums]:
         if data.get("shard") is None:
             raise CorpusError(f"{folder} was not written with --shard; merge takes the shards of one run")
         for key in SAME_IN_EVERY_SHARD:
-            if data.get(key) != first.get(key):
-                raise CorpusError(f"{folder} and {first_folder} differ in {key}; merge takes the shards of one run")
+            if _setting(data, key) != _setting(first, key):
+                raise CorpusError(f"{folder} and {first_folder} differ in {_difference(key, data, first)}; merge "
+                                  "takes the shards of one run" + (" (the default --name is the corpus file's name: "
+                                  "give every shard the same --name)" if _only_the_name_differs(key, data, first)
+                                  else ""))
         if data["shard"]["count"] != first["shard"]["count"]:
             raise CorpusError(f"{folder} and {first_folder} come from runs with different shard counts")
     # --shard counts lines within each input: the same corpus read as other files puts other lines in a shard
@@ -201,6 +204,8 @@ def merge_shards(folders: Iterable[Path]) -> tuple[CorpusRun, HeadSums]:
         if index in by_index:
             raise CorpusError(f"{folder} and {by_index[index][0]} are both shard {index}/{count}")
         by_index[index] = (folder, sums)
+    # What the merged summary takes from one shard comes from shard 1, whatever the argument order: the same bytes.
+    first = next(data for _, data, _ in shards if data["shard"]["index"] == 1) if 1 in by_index else first
     if len(by_index) < count:  # every index is in 1..count: some are missing (count may be 10**30: no range)
         # the first missing ones lie within len(by_index) + MISSING_LISTED of 1: no range of `count` is built
         listed = list(itertools.islice((i for i in itertools.count(1) if i not in by_index),
@@ -221,20 +226,49 @@ def merge_shards(folders: Iterable[Path]) -> tuple[CorpusRun, HeadSums]:
         versions=first["versions"],
         thresholds=Thresholds(**first["thresholds"]),
         engine={"name": "merge", "shards": count, **shared_settings([data for _, data, _ in shards])},
-        units=first.get("units", "tokenizer"),  # results from before the text rule used the tokenizer's words
-        measure=first.get("measure", "weights"),
+        units=_setting(first, "units"),
+        measure=_setting(first, "measure"),
     )
     return run, total
+
+
+# What a shard written before a field was recorded ran with: the tokenizer's words before the text rule, the weights
+# before other measures.
+UNRECORDED_RUN = {"units": "tokenizer", "measure": "weights"}
+
+
+def _setting(data: dict, key: str):
+    return data.get(key, UNRECORDED_RUN.get(key))
+
+
+def _difference(key: str, data: dict, first: dict) -> str:
+    """`key`, or for an object such as corpus its first differing field and both values: what the user must fix."""
+    mine, theirs = _setting(data, key), _setting(first, key)
+    if isinstance(mine, dict) and isinstance(theirs, dict):
+        field = next((name for name in sorted({*mine, *theirs}) if mine.get(name) != theirs.get(name)), None)
+        if field is not None:
+            return f"{key} {field} ({shown(mine.get(field))} against {shown(theirs.get(field))})"
+    return key
+
+
+def _only_the_name_differs(key: str, data: dict, first: dict) -> bool:
+    mine, theirs = data.get(key), first.get(key)
+    return key == "corpus" and isinstance(mine, dict) and isinstance(theirs, dict) and \
+        {**mine, "name": None} == {**theirs, "name": None}
 
 
 def shared_settings(summaries: list[dict]) -> dict:
     """The SAME_FOR_EXACT_SUMS settings of the shards' engines: each value if every shard has it, else None, and
     "differs": the names of those that are missing or not the same in every shard. A shard that does not record
-    `shapes` ran under the first shape rules (UNRECORDED)."""
+    `shapes` ran under the first shape rules (UNRECORDED). "versions" is in "differs" when the shards' versions of
+    Python, torch, transformers or real-attention are not all the same."""
     values = {key: {json.dumps((data.get("engine") or {}).get(key, UNRECORDED.get(key))) for data in summaries}
               for key in SAME_FOR_EXACT_SUMS}
     shared = {key: json.loads(next(iter(seen))) if len(seen) == 1 else None for key, seen in values.items()}
-    return {**shared, "differs": [key for key in SAME_FOR_EXACT_SUMS if shared[key] is None]}
+    # Other versions of Python, torch, transformers or real-attention can change a sentence's bits (or its tokens)
+    versions = len({json.dumps(data.get("versions"), sort_keys=True) for data in summaries}) > 1
+    return {**shared, "differs": [key for key in SAME_FOR_EXACT_SUMS if shared[key] is None]
+            + (["versions"] if versions else [])}
 
 
 def differing_settings_warning(engine: dict) -> str | None:
@@ -244,7 +278,9 @@ def differing_settings_warning(engine: dict) -> str | None:
     if not differs:
         return None
     names = ", ".join({"batch_size": "--batch-size", "torch_threads": "torch threads",
-                       "shapes": "batch shapes (versions of real-attention that pad batches differently)"}.get(key, key)
+                       "shapes": "batch shapes (versions of real-attention that pad batches differently)",
+                       "versions": "versions of Python, torch, transformers or real-attention (the merged summary "
+                                   "records shard 1's)"}.get(key, key)
                       for key in differs)
     return (f"the shards did not all run with the same {names} (or some do not say): a sentence's maps can differ "
             "in the last bits with these, so the merged means match an unsharded run to about 6 decimals, not bit "

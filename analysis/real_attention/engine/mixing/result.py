@@ -2,8 +2,10 @@
 tables (mixing.csv, mixing_agreement.csv) the outputs write."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
+from typing import overload
 
 import numpy as np
 import pandas as pd
@@ -51,8 +53,8 @@ class SentenceMixing:
             assert all(a.ndim == 3 and a.shape[1:] == (n, n) for a in arrays.values()), n
 
 
-@dataclass(frozen=True)
-class Mixing:
+@dataclass(frozen=True, repr=False)
+class Mixing(Sequence[SentenceMixing]):
     """The context-mixing maps of S sentences: `mix[i].maps["alti"]` is sentence i's (layers, n, n) ALTI."""
 
     sentences: tuple[SentenceMixing, ...]
@@ -63,11 +65,21 @@ class Mixing:
     smallest_raw_row_sum: dict = field(default_factory=dict)  # value zeroing: value, sentence, layer, query (from 1)
     near_zero_rows: tuple = ()  # (sentence, layer from 1, query_index, query) of raw sums below NEAR_ZERO
 
-    def __getitem__(self, index: int) -> SentenceMixing:
+    @overload
+    def __getitem__(self, index: int) -> SentenceMixing: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[SentenceMixing, ...]: ...
+
+    def __getitem__(self, index):
         return self.sentences[index]
 
     def __len__(self) -> int:
         return len(self.sentences)
+
+    def __repr__(self) -> str:  # the maps are many numbers: a notebook shows what they are, not each one
+        return (f"<Mixing: {len(self)} sentence(s) of {self.model}, measures {', '.join(self.measures)}"
+                f"{', causal' if self.causal else ''}>")
 
     def frame(self) -> pd.DataFrame:
         """The table of mixing.csv."""
