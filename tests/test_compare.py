@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -220,13 +221,19 @@ def test_an_encoder_against_a_decoder_drops_the_specials(tiny, llama):
     np.testing.assert_allclose(result.block(0, 1), expected, atol=1e-5)
     assert result.matrix.max() <= LN2 and result.matrix.min() >= 0
     assert len(result.matching) == 12 and result.matching["layer_b"].isna().sum() == 4  # 12 heads, 8 partners
+    alone = result.matching["layer_b"].isna()
+    assert result.matching.loc[alone, ["head_b", "js"]].isna().all().all()  # only those left without a partner
+    assert result.matching.loc[~alone, ["layer_b", "head_b", "js"]].notna().all().all()
+    page = (Path(__file__).parent.parent / "docs/compare.md").read_text(encoding="utf-8")
+    assert "left without a partner" in page and "empty when the first model has more heads" not in page
 
 
 def test_words_a_tokenizer_joins_are_joined_in_every_model(tiny, llama):
     # by the tokenizers' own words, BERT cuts each CJK ideograph apart; the word-level tokenizer keeps 银行 whole
     result = ra.compare([tiny, llama], ["the bank .", "the 银行 ."], units="tokenizer")
     assert result.summary["rule"] == "words"
-    assert result.summary["counts"] == {"lines": 2, "sentences": 2, "skipped": 0, "words": 6, "joined": 1}
+    assert result.summary["counts"] == {"lines": 2, "sentences": 2, "skipped": 0, "mismatched": 0, "words": 6,
+                                        "joined": 1}
 
 
 def test_common_words():
@@ -250,6 +257,71 @@ def test_sentences_are_numbered_by_their_place_in_the_list_and_blank_ones_skippe
         ra.compare([tiny, tiny], ["", "\u200b "])
 
 
+SOFT_HYPHEN = "the \u00ad bank ."  # the tiny BERT gives U+00AD no piece, the word-level Llama an <unk> word
+
+
+@pytest.mark.parametrize("invisible", ["\u00ad", "\u200d"])
+def test_a_sentence_the_models_spell_differently_is_left_out_with_a_warning(tiny, llama, invisible):
+    """It stopped the whole compare: "sentence 2 (...): model 2 spells it differently from model 1 at word 2"."""
+    sentences = ["the bank .", "", f"the {invisible} bank .", "she sat at the bank ."]
+    with pytest.warns(UserWarning, match=r"compare left out 1 sentence\(s\) that the models' words spell "
+                                         r"differently \(the first: sentence 3 \('the .{1,6} bank \.'\): model 2 "
+                                         r"spells it differently from model 1 at word 2\).*counts\.mismatched"):
+        result = ra.compare([tiny, llama], sentences, names=["bert", "llama"])
+    assert result.summary["counts"] == {"lines": 3, "sentences": 2, "skipped": 0, "mismatched": 1, "words": 3 + 6,
+                                        "joined": 0}
+    alone = ra.compare([tiny, llama], ["the bank .", "she sat at the bank ."], names=["bert", "llama"])
+    np.testing.assert_allclose(result.matrix, alone.matrix, atol=1e-9)  # the left-out sentence adds nothing
+    from real_attention.comparison.compare import describe
+
+    assert "1 spelled differently by the models' words skipped" in describe(result)
+
+
+def test_when_every_sentence_is_spelled_differently_one_error_names_its_place_blank_ones_counted(tiny, llama):
+    with pytest.raises(ra.InputError, match=r"^no words in common: of 1 sentence\(s\), 0 too long for some model, "
+                                            r"1 that the models' words spell differently \(the first: sentence 3 "):
+        ra.compare([tiny, llama], ["", "  ", SOFT_HYPHEN], units="tokenizer")
+
+
+def test_the_cli_names_a_corpus_line_by_its_number_blank_lines_counted(tiny_model_dir, tiny_decoders, tmp_path):
+    corpus = tmp_path / "lines.txt"
+    corpus.write_text(f"\n\n{SOFT_HYPHEN}\n", encoding="utf-8")
+    command = ["compare", "--corpus", str(corpus), "--model", str(tiny_model_dir), "--model",
+               str(tiny_decoders("llama")), "--quiet", "--out", str(tmp_path / "out")]
+    result = CliRunner().invoke(cli, command)
+    lines = result.output.strip().splitlines()
+    assert result.exit_code != 0 and len(lines) == 1, result.output
+    assert lines[0].startswith("Error: no words in common: ") and f"(the first: line 3 of {corpus} (" in lines[0]
+    corpus.write_text(f"\nthe bank .\n\n{SOFT_HYPHEN}\n", encoding="utf-8")
+    result = CliRunner().invoke(cli, command)
+    assert result.exit_code == 0, result.output
+    (line,) = result.output.strip().splitlines()  # --quiet keeps warnings: one, in this tool's form, no code line
+    assert line.startswith("Warning: compare left out 1 sentence(s)") and f"the first: line 4 of {corpus} (" in line
+    summary = json.loads(next((tmp_path / "out/results/compare").glob("*/summary.json")).read_text())
+    assert summary["counts"]["mismatched"] == 1 and summary["counts"]["sentences"] == 1
+
+
+class _Again:
+    """A re-iterable that is neither a list nor a one-shot iterator."""
+
+    def __init__(self, items):
+        self.items = items
+
+    def __iter__(self):
+        return iter(self.items)
+
+
+@pytest.mark.parametrize("make", [tuple, _Again, list, iter], ids=["tuple", "re-iterable", "list", "iterator"])
+def test_every_kind_of_sequence_has_its_items_checked_by_place(tiny, make):
+    """A tuple with a non-string was an AttributeError ('NoneType' object has no attribute 'strip')."""
+    with pytest.raises(ra.InputError, match=r"^sentences: sentence 3 is NoneType, not a string$"):
+        ra.compare([tiny, tiny], make(["the bank .", "", None]))
+    with pytest.raises(ra.InputError, match=r"^sentences: sentence 3 holds a NUL character"):
+        ra.compare([tiny, tiny], make(["the bank .", " ", "bad\x00line"]))
+    with pytest.raises(ra.InputError, match="compare takes the sentences as"):
+        ra.compare([tiny, tiny], object())
+
+
 def test_a_huge_limit_and_the_largest_batch_size_read_the_corpus_as_usual(tiny):
     usual = ra.compare([tiny, tiny], SENTENCES)
     huge = ra.compare([tiny, tiny], SENTENCES, limit=10**20, batch_size=65536)  # islice took neither
@@ -267,6 +339,28 @@ def test_the_mds_legend_names_every_model_inside_the_figure(tiny, tmp_path):
     assert len(legend.get_texts()) == 4
     box, page = legend.get_window_extent(), figure.bbox
     assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0 and box.y1 <= page.y1
+
+
+def test_the_mds_legend_shows_each_models_shape_in_one_neutral_colour(tiny_self):
+    """The legend's markers took the colour of each model's first point: the colourbar's first-layer colour, as
+    if it said something about depth."""
+    from matplotlib.colors import to_rgba
+
+    from real_attention.comparison.figures import mds_figure
+
+    def face(handle) -> tuple:
+        colour = handle.get_markerfacecolor() if hasattr(handle, "get_markerfacecolor") else handle.get_facecolor()[0]
+        return tuple(np.round(to_rgba(colour), 6))
+
+    def shape(handle) -> object:
+        return handle.get_marker() if hasattr(handle, "get_marker") else handle.get_paths()[0].vertices.tobytes()
+
+    handles = mds_figure(tiny_self).legends[0].legend_handles
+    faces = {face(h) for h in handles}
+    assert len(faces) == 1  # one colour for every model
+    red, green, blue, _ = faces.pop()
+    assert red == green == blue and 0.3 < red < 0.9  # a grey, not the depth scale's dark purple or yellow
+    assert len({shape(h) for h in handles}) == 2  # a shape per model
 
 
 def test_no_sentence_in_common(tiny):
@@ -307,6 +401,49 @@ def test_the_cli_writes_what_the_api_computes_byte_for_byte(tiny_model_dir, tiny
     assert summary["rule"] == "as-is" and summary["corpus"]["name"] == "lines.txt"
     assert summary["corpus"]["sha256"] == hashlib.sha256(corpus.read_bytes()).hexdigest()
     assert summary["counts"]["sentences"] == 3
+
+
+@pytest.mark.parametrize("suffix, opener", [(".gz", "gzip"), (".bz2", "bz2"), (".xz", "lzma")])
+def test_a_compressed_corpus_is_read_as_heads_reads_it(tiny_model_dir, tmp_path, suffix, opener):
+    """It said "line 1 of c.txt.gz is not UTF-8"; heads --corpus decompresses .gz, .bz2 and .xz."""
+    import importlib
+
+    from real_attention.comparison.compare import CorpusLines
+
+    module = importlib.import_module(opener)
+    text = "\n".join(SENTENCES) + "\n\n"
+    plain, packed = tmp_path / "lines.txt", tmp_path / f"lines.txt{suffix}"
+    plain.write_text(text, encoding="utf-8")
+    with module.open(packed, "wb") as handle:
+        handle.write(text.encode("utf-8"))
+    jsonl = tmp_path / f"lines.jsonl{suffix}"
+    with module.open(jsonl, "wb") as handle:
+        handle.write("".join(json.dumps({"text": s}) + "\n" for s in SENTENCES).encode("utf-8"))
+    assert list(CorpusLines(packed)) == list(CorpusLines(jsonl)) == SENTENCES
+    assert CorpusLines(packed).sha256 == CorpusLines(plain).sha256 == hashlib.sha256(text.encode()).hexdigest()
+    model = str(tiny_model_dir)
+    for corpus in (plain, packed):
+        command = ["compare", "--corpus", str(corpus), "--model", model, "--model", model, "--name", corpus.name,
+                   "--quiet", "--format", "svg", "--out", str(tmp_path / "out")]
+        result = CliRunner().invoke(cli, command)
+        assert result.exit_code == 0, result.output
+    folders = [tmp_path / "out/results/compare" / corpus.name for corpus in (plain, packed)]
+    assert (folders[0] / "distances.csv").read_bytes() == (folders[1] / "distances.csv").read_bytes()
+    summary = json.loads((folders[1] / "summary.json").read_text())
+    assert summary["corpus"] == {"name": packed.name, "sha256": hashlib.sha256(text.encode()).hexdigest()}
+
+
+def test_a_damaged_compressed_corpus_is_one_error_line(tiny_model_dir, tmp_path):
+    import gzip
+
+    corpus = tmp_path / "lines.txt.gz"
+    corpus.write_bytes(gzip.compress(("\n".join(SENTENCES * 50) + "\n").encode())[:60])  # cut short
+    model = str(tiny_model_dir)
+    result = CliRunner().invoke(cli, ["compare", "--corpus", str(corpus), "--model", model, "--model", model,
+                                      "--quiet", "--out", str(tmp_path / "out")])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code != 0 and len(lines) == 1, result.output
+    assert lines[0].startswith(f"Error: cannot read --corpus {corpus}: ")
 
 
 @pytest.mark.parametrize("arguments, message", [

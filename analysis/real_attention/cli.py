@@ -90,6 +90,24 @@ def warn(message: str) -> None:
     click.echo(f"Warning: {message}", err=True)
 
 
+@contextmanager
+def relayed_warnings():
+    """The library's UserWarnings raised inside the block as this tool's `Warning:` lines (Python's own form names
+    a file and a line of the code, as if it were a bug); other warnings are shown as Python shows them."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        try:
+            yield
+        finally:
+            for message in caught:
+                if issubclass(message.category, UserWarning):
+                    warn(str(message.message))
+                else:
+                    warnings.showwarning(message.message, message.category, message.filename, message.lineno)
+
+
 def _out_folder(_ctx, _param, value: str) -> Path:
     """--out as a Path; an empty one (an unset $OUT) is one error line, not the current folder (Path('') is '.')."""
     if value == "":
@@ -453,7 +471,7 @@ def syntax_command(treebank, lang, model_name, revision, offline, device, measur
 @cli.command("compare")
 @click.option("--corpus", required=True, type=click.Path(path_type=Path), metavar="FILE",
               help="UTF-8 text with one sentence per line, or .jsonl with a \"text\" field (read twice: first only "
-                   "tokenized).")
+                   "tokenized); .gz, .bz2 and .xz are decompressed.")
 @click.option("--model", "model_names", multiple=True, metavar="ID_OR_PATH",
               help="A model to compare; give it twice or more (the same model twice compares it with itself).")
 @click.option("--revision", "revisions", multiple=True, metavar="REV",
@@ -486,7 +504,7 @@ def compare_command(corpus, model_names, revisions, offline, device, measure, un
     from .engine.checks import whole_number
     from .engine.errors import InputError
 
-    with friendly_errors():
+    with friendly_errors(), relayed_warnings():
         if len(model_names) < 2:
             raise InputError(f"compare needs at least two models: give --model twice or more (got "
                              f"{len(model_names)}); --model minilm --model minilm compares MiniLM with itself")

@@ -3,8 +3,8 @@ Jensen-Shannon divergence of their word-level rows over the same sentences (Clar
 
 Data flow:
 
-    sentences -> a first pass that only tokenizes (extract.encode per model): the sentences every model takes,
-    and the units rule (rows as they are if every model gives the same units, else words only)
+    sentences -> a first pass that only tokenizes (extract.encode per model): the sentences every model takes
+    and spells alike, and the units rule (rows as they are if every model gives the same units, else words only)
     -> a second pass: buckets sorted by word count -> per batch, each model in turn: pad_batch ->
     measures.forward_measured -> words.merge_maps as each layer ends -> jsd.Packed (the compared elements)
     -> jsd.block_sums for every pair of models (a running float64 sum per head pair)
@@ -90,9 +90,12 @@ class CompareResult:
 
 class CorpusLines:
     """A corpus file's sentences, read afresh on each iteration (compare reads them twice): text with one
-    sentence per line, or JSONL with a "text" field; blank lines skipped. `sha256`: of the whole file."""
+    sentence per line, or JSONL with a "text" field; blank lines skipped. A name ending in .gz, .bz2 or .xz is
+    decompressed as it is read, as `heads --corpus` does. `sha256`: of the whole (decompressed) file, as heads
+    records it. Errors name a line as "line N of FILE", N counting every line, blank ones too."""
 
     def __init__(self, path: str | Path, fmt: str = "auto"):
+        from ..statistics.inputs import plain_name
         from ..statistics.sums import corpus_format
 
         self.path = Path(path)
@@ -102,24 +105,40 @@ class CorpusLines:
             raise InputError(f"--corpus {self.path} is not a regular file; pass a text or .jsonl file")
         if not self.path.is_file():
             raise InputError(f"--corpus {self.path}: no such file")
-        self.fmt = corpus_format(str(self.path), fmt)
+        self.fmt = corpus_format(plain_name(str(self.path)), fmt)  # corpus.jsonl.gz: JSONL
 
     @property
     def sha256(self) -> str:
-        from ..engine.hashing import file_sha256
+        import hashlib
 
-        return file_sha256(self.path)
+        from ..statistics.inputs import Input, compression
+
+        if compression(str(self.path)) is None:
+            from ..engine.hashing import file_sha256
+
+            return file_sha256(self.path)
+        digest = hashlib.sha256()  # the decompressed text's, so corpus.txt.gz and corpus.txt are one corpus
+        with Input(str(self.path), self.fmt).open() as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        return digest.hexdigest()
 
     def check_has_sentence(self) -> None:
         """InputError unless the file has a line that is not blank (read up to the first one)."""
-        if next(_clean(self), None) is None:
+        if next(iter(self), None) is None:
             raise InputError(f"--corpus {self.path} has no sentence (it is empty or every line is blank)")
 
-    def __iter__(self) -> Iterator[str]:
-        from ..statistics.sums import CorpusReader
+    def numbered(self) -> Iterator[tuple[int, str]]:
+        """(line number from 1, blank lines counted; the sentence) of every line that is not blank."""
+        from ..statistics.inputs import CorpusText, Input
 
-        with self.path.open("rb") as handle:
-            yield from CorpusReader(handle, self.fmt, source=str(self.path))
+        corpus = CorpusText([Input(str(self.path), self.fmt)])  # decompresses; a damaged archive is one error
+        for text in corpus:
+            yield corpus.lines, text  # one input, no shard: the lines read so far are this line's number
+
+    def __iter__(self) -> Iterator[str]:
+        for _, text in self.numbered():
+            yield text
 
 
 def model_names(models: Sequence, names: Sequence[str] | None) -> list[str]:
@@ -200,36 +219,46 @@ def _snippet(text: str) -> str:
     return repr(text if len(text) <= 40 else text[:39] + "\u2026")
 
 
+def _aligned(row) -> tuple[list[np.ndarray], int] | None:
+    """common_words of one sentence's encodings (one per model), or None if the models' words spell it
+    differently."""
+    try:
+        return common_words([_words(e) for e in row])
+    except ValueError:
+        return None
+
+
 def _scan(models, names, sentences: Iterable[str], units: str, limit: int | None, bucket: int) -> dict:
     """The first pass: tokenize only. -> counts (common: the rows the words rule compares; joined: sentences
-    where a model's piece joins words) and the rule; InputError, naming the sentence, if two models' words spell it
-    differently (words that one model's piece joins are joined in all: common_words)."""
+    where a model's piece joins words; mismatched: sentences two models' words spell differently, left out),
+    the rule (from the sentences compared) and `first`: where the first mismatched sentence is and why, or None.
+    Words that one model's piece joins are joined in all (common_words)."""
     rule = AS_IS
-    counts = {"lines": 0, "sentences": 0, "skipped": 0, "words": 0, "common": 0, "joined": 0}
+    counts = {"lines": 0, "sentences": 0, "skipped": 0, "mismatched": 0, "words": 0, "common": 0, "joined": 0}
+    first_mismatch = None
     stream = itertools.islice(_clean(sentences), None if limit is None else min(limit, sys.maxsize))
-    number = 0
-    while texts := list(itertools.islice(stream, bucket)):
-        rows, skipped = _encode_bucket(models, texts, units)
-        counts["lines"] += len(texts)
+    while items := list(itertools.islice(stream, bucket)):
+        rows, skipped = _encode_bucket(models, [text for _, text in items], units)
+        counts["lines"] += len(items)
         counts["skipped"] += skipped
-        for text, row in zip(texts, rows):
-            number += 1
+        for (place, text), row in zip(items, rows):
             if row is None:
                 continue
-            first = row[0]
-            same = all(e.words == first.words and np.array_equal(e.kinds, first.kinds) for e in row[1:])
             try:
                 _, common = common_words([_words(e) for e in row])
-            except ValueError as error:
-                raise InputError(f"sentence {number} ({_snippet(text)}): {error}; compare needs the same words in "
-                                 "every model") from None
-            if not same:
+            except ValueError as error:  # a character one tokenizer gives no piece (U+00AD, U+200D, ...)
+                counts["mismatched"] += 1
+                if first_mismatch is None:
+                    first_mismatch = f"{place} ({_snippet(text)}): {error}"
+                continue
+            first = row[0]
+            if not all(e.words == first.words and np.array_equal(e.kinds, first.kinds) for e in row[1:]):
                 rule = WORDS_ONLY
             counts["sentences"] += 1
             counts["words"] += len(first.words)
             counts["common"] += common
             counts["joined"] += int(any(len(_words(e)) != common for e in row))
-    return {"rule": rule, "counts": counts}
+    return {"rule": rule, "counts": counts, "first_mismatch": first_mismatch}
 
 
 # --- the streaming pass --------------------------------------------------------------------------------------
@@ -304,8 +333,11 @@ def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: S
     tqdm-like bar, made after the first pass and advanced by one per sentence (None: no bar).
     Rows: as they are when every model gives the same units for every sentence; otherwise the special tokens'
     rows and columns are dropped and each row renormalised over the words (summary["rule"] says which). A
-    decoder's causal rows are compared as they are. Raises InputError for fewer than two models, a sentence two
-    models cut into different words, or no sentence every model takes.
+    decoder's causal rows are compared as they are. A sentence too long for a model (counts.skipped), or whose
+    words two models spell differently (a character one tokenizer gives no piece, such as U+00AD; one UserWarning
+    for all of them, counts.mismatched), is left out for every model. Raises InputError for fewer than two models,
+    an item that is not a string (named by its place, blank ones counted, or by its corpus line), or no sentence
+    left to compare.
     """
     from ..engine.models import LoadedModel
     from ..engine.pipeline import versions
@@ -340,18 +372,31 @@ def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: S
     labels = model_names(models, names)
     if isinstance(sentences, str):
         sentences = [sentences]
-    elif iter(sentences) is sentences:  # a one-shot iterator: read it once
-        sentences = list(sentences)
-    _check_texts(sentences)
+    else:
+        try:
+            one_shot = iter(sentences) is sentences
+        except TypeError:
+            raise InputError(f"compare takes the sentences as a string, a list of strings or CorpusLines, not "
+                             f"{type(sentences).__name__}") from None
+        if one_shot:  # a one-shot iterator: read it once
+            sentences = list(sentences)
     bucket = batch_size * BUCKET_BATCHES
     scan = _scan(models, labels, sentences, units, limit, bucket)
     counts, rule = scan["counts"], scan["rule"]
     rows_total = counts["words"] if rule == AS_IS else counts["common"]
     if counts["lines"] == 0:
         raise InputError("no sentences to compare: the corpus is empty or every line is blank")
+    spelled = f"that the models' words spell differently (the first: {scan['first_mismatch']})"
     if counts["sentences"] == 0 or rows_total == 0:
+        mismatched = f", {counts['mismatched']} {spelled}" if counts["mismatched"] else ""
         raise InputError(f"no words in common: of {counts['lines']} sentence(s), {counts['skipped']} too long for "
-                         "some model, none left to compare")
+                         f"some model{mismatched}, none left to compare")
+    if counts["mismatched"]:
+        import warnings
+
+        warnings.warn(f"compare left out {counts['mismatched']} sentence(s) {spelled}; a character that one "
+                      "tokenizer gives no piece (a soft hyphen U+00AD, a zero-width joiner U+200D, a lone combining "
+                      "mark) does this; summary.json counts them (counts.mismatched)", UserWarning, stacklevel=2)
     bar = None if progress is None else progress(total=counts["lines"], desc="compare")
     try:
         sums = _stream(models, sentences, rule, measure, units, limit, batch_size, bucket, bar)
@@ -372,7 +417,8 @@ def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: S
         "rule_text": RULE_TEXT[rule],
         "distance": "Jensen-Shannon divergence in nats (0 to ln 2), mean over every compared query row",
         "counts": {"lines": counts["lines"], "sentences": counts["sentences"], "skipped": counts["skipped"],
-                   "words": rows_total, "joined": counts["joined"] if rule == WORDS_ONLY else 0},
+                   "mismatched": counts["mismatched"], "words": rows_total,
+                   "joined": counts["joined"] if rule == WORDS_ONLY else 0},
         "corpus": ({"name": sentences.path.name, "sha256": sentences.sha256}
                    if isinstance(sentences, CorpusLines) else None),
         "limit": limit,
@@ -385,28 +431,23 @@ def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: S
                          mds=heads.assign(x=coords[:, 0], y=coords[:, 1]), summary=summary)
 
 
-def _check_texts(sentences) -> None:
-    """A list's items, each numbered by its place in the list (blank ones counted): a string, blank (skipped, as a
-    corpus file's blank lines are) or a sentence (engine.text.check_text)."""
+def _clean(sentences: Iterable[str]) -> Iterator[tuple[str, str]]:
+    """(where, the text stripped) of each sentence that is not blank (nothing visible: whitespace, zero-width or
+    control characters only, as a corpus file's blank lines): what both passes read. where: "line N of FILE" for
+    CorpusLines (its reader checks each line), else "sentence N", N its place in the sequence, blank ones counted;
+    an item that is not a string, or no sentence (engine.text.check_text), is an InputError naming it."""
     from ..engine.text import check_text, is_blank
 
-    if isinstance(sentences, list):
-        for number, text in enumerate(sentences, start=1):
-            if not isinstance(text, str):
-                raise InputError(f"sentences: sentence {number} is {type(text).__name__}, not a string")
-            if not is_blank(text):
-                check_text(text, f"sentences: sentence {number}")
-
-
-def _clean(texts: Iterable[str]) -> Iterator[str]:
-    """The texts stripped, blank ones (nothing visible: whitespace, zero-width or control characters only, as a
-    corpus file's blank lines) left out: what both passes read."""
-    from ..engine.text import is_blank
-
-    for text in texts:
+    if isinstance(sentences, CorpusLines):
+        for line, text in sentences.numbered():
+            yield f"line {line} of {sentences.path}", text
+        return
+    for number, text in enumerate(sentences, start=1):
+        if not isinstance(text, str):
+            raise InputError(f"sentences: sentence {number} is {type(text).__name__}, not a string")
         text = text.strip()
         if not is_blank(text):
-            yield text
+            yield f"sentence {number}", check_text(text, f"sentences: sentence {number}")
 
 
 def _stream(models, sentences, rule: str, measure: str, units: str, limit: int | None, batch_size: int,
@@ -422,17 +463,17 @@ def _stream(models, sentences, rule: str, measure: str, units: str, limit: int |
     device = float64_device(models[0].device)  # the JS sums are float64: on MPS, the CPU
     sums: dict[tuple[int, int], Any] = {}
     stream = itertools.islice(_clean(sentences), None if limit is None else min(limit, sys.maxsize))
-    while texts := list(itertools.islice(stream, bucket)):
-        rows, skipped = _encode_bucket(models, texts, units)
-        if progress is not None and skipped:
-            progress.update(skipped)
-        kept = [row for row in rows if row is not None]
-        if rule == AS_IS:
+    while items := list(itertools.islice(stream, bucket)):
+        rows, _ = _encode_bucket(models, [text for _, text in items], units)
+        pairs = [(row, aligned) for row in rows if row is not None and (aligned := _aligned(row)) is not None]
+        if progress is not None and len(pairs) < len(items):  # too long for a model, or spelled differently
+            progress.update(len(items) - len(pairs))
+        kept = [row for row, _ in pairs]
+        if rule == AS_IS:  # every model has the same words
             mappings: list = [None] * len(kept)
             sizes = [len(row[0].words) for row in kept]
         else:
-            aligned = [common_words([_words(e) for e in row]) for row in kept]
-            mappings, sizes = [a[0] for a in aligned], [a[1] for a in aligned]
+            mappings, sizes = [a[0] for _, a in pairs], [a[1] for _, a in pairs]
         for indices in _batches(kept, sizes, batch_size):
             n = max(sizes[i] for i in indices)
             lengths = torch.tensor([sizes[i] for i in indices], device=device)
@@ -498,8 +539,9 @@ def distances_frame(heads: pd.DataFrame, matrix: np.ndarray) -> pd.DataFrame:
 
 def matching_frame(models: Sequence[ComparedModel], heads: pd.DataFrame, matrix: np.ndarray) -> pd.DataFrame:
     """matching.csv: for each pair of models (in the order given), one row per head of the first: its partner in
-    the one-to-one matching of least total JS (Hungarian; none when the first model has more heads), and its
-    nearest head in the second model (ties: the first in layer, head order)."""
+    the one-to-one matching of least total JS (Hungarian; when the first model has more heads, those left without
+    a partner have empty layer_b, head_b and js), and its nearest head in the second model (ties: the first in
+    layer, head order)."""
     from scipy.optimize import linear_sum_assignment
 
     starts = np.cumsum([0] + [m.layers * m.heads for m in models])
@@ -591,8 +633,11 @@ def write_compare(result: CompareResult, out: str | Path = ".", name: str | None
 def describe(result: CompareResult) -> str:
     """The human summary: what was compared, the rule and, per pair of models, the matching's mean JS."""
     counts = result.summary["counts"]
-    lines = [f"{counts['sentences']} sentence(s), {counts['words']} rows compared; {counts['skipped']} too long "
-             f"for some model skipped", f"rows: {result.summary['rule_text']}"]
+    skipped = f"{counts['skipped']} too long for some model skipped"
+    if counts.get("mismatched"):
+        skipped += f", {counts['mismatched']} spelled differently by the models' words skipped"
+    lines = [f"{counts['sentences']} sentence(s), {counts['words']} rows compared; {skipped}",
+             f"rows: {result.summary['rule_text']}"]
     for a, b in itertools.combinations(range(len(result.models)), 2):
         block = result.block(a, b)
         part = result.matching[(result.matching["model_a"] == result.models[a].name)

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 MARKERS = ("o", "^", "s", "D", "v", "P", "X", "*")  # one per model, in the order given
 DEPTH_CMAP = "viridis"
+LEGEND_GREY = "0.6"  # the MDS legend's markers: it shows each model's shape, not a depth
+POINT_AREA = 30  # an MDS point's area, points^2
 DISTANCE_CMAP = "magma_r"  # dark: far apart
 
 
@@ -32,6 +34,7 @@ def mds_figure(result: CompareResult) -> Figure:
     from matplotlib import colormaps
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import Normalize
+    from matplotlib.lines import Line2D
 
     # the legend sits below the axes, one line per model: the figure grows with it so that none is cut off
     legend = 0.15 + 0.2 * len(result.models)  # inches
@@ -41,13 +44,18 @@ def mds_figure(result: CompareResult) -> Figure:
     ax = fig.add_axes((0.1, bottom, 0.68, top - bottom))
     cmap = colormaps[DEPTH_CMAP]
     mds = result.mds
+    shapes = []  # the legend's: each model's marker in one neutral colour (the colour is depth, on the colourbar)
     for index, model in enumerate(result.models):
         rows = mds[mds["model"] == model.name]
         depth = (rows["layer"].to_numpy() - 1) / max(1, model.layers - 1)
-        ax.scatter(rows["x"], rows["y"], c=cmap(depth), marker=MARKERS[index % len(MARKERS)], s=30,
-                   edgecolors="black", linewidths=0.3, label=f"{model.name} ({model.layers} x {model.heads})")
-    fig.legend(loc="lower left", bbox_to_anchor=(0.1, 0.08 / height), fontsize=8, frameon=False, ncol=1,
-               borderaxespad=0)
+        marker = MARKERS[index % len(MARKERS)]
+        ax.scatter(rows["x"], rows["y"], c=cmap(depth), marker=marker, s=POINT_AREA, edgecolors="black",
+                   linewidths=0.3)
+        shapes.append(Line2D([], [], linestyle="", marker=marker, markersize=POINT_AREA ** 0.5,
+                             markerfacecolor=LEGEND_GREY, markeredgecolor="black", markeredgewidth=0.3,
+                             label=f"{model.name} ({model.layers} x {model.heads})"))
+    fig.legend(handles=shapes, loc="lower left", bbox_to_anchor=(0.1, 0.08 / height), fontsize=8, frameon=False,
+               ncol=1, borderaxespad=0)
     ax.set_xticks([])
     ax.set_yticks([])
     ax.set_xlabel("MDS 1", fontsize=9)
