@@ -476,3 +476,27 @@ def test_a_bom_on_a_later_line_is_the_same_text_in_every_engine(tmp_path, tiny_d
     assert runs["partitions"] == runs["single"] and runs["partitions-2"] == runs["single"]
     assert runs["shards"]["heads.csv"] == runs["single"]["heads.csv"]
     assert json.loads(runs["shards"]["sums.json"]) == json.loads(runs["single"]["sums.json"])
+
+
+def test_a_sentences_totals_do_not_depend_on_its_batch_at_two_threads():
+    """A newcomer's shards merged to other `markers` bits than the unsharded run on 2 torch threads: MKL's batched
+    product summed a sentence's keys in an order that depended on the batch's size. Each key's weight is now put
+    in fixed point first, and whole numbers add exactly in any order."""
+    import torch
+
+    from real_attention.engine.heads import sentence_totals
+
+    generator = torch.Generator().manual_seed(0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        for size, units in ((36, 35), (9, 51), (23, 17)):
+            maps = torch.rand(size, 12, units, units, generator=generator)
+            maps /= maps.sum(-1, keepdim=True)
+            kinds = torch.randint(1, 6, (size, units), generator=generator)
+            batch = sentence_totals(maps, kinds)
+            for row in range(size):
+                assert torch.equal(sentence_totals(maps[row:row + 1].clone(), kinds[row:row + 1].clone())[0],
+                                   batch[row]), (size, units, row)
+    finally:
+        torch.set_num_threads(threads)

@@ -108,7 +108,8 @@ def sentence_totals(maps, kinds, causal: bool = False, keys=None):
     PAD for pads; causal: a decoder's maps, whose query unit 0 enters no statistic; keys: key_sets(kinds,
     maps.dtype) if the caller has it. Returns
     (B, len(STATISTICS), H) int64: each sentence's totals (summed over its query units in the maps' dtype, then
-    float64) rounded to fixed point, 2**-FIXED_BITS, so that any grouping of sentences adds them up exactly.
+    float64) rounded to fixed point, 2**-FIXED_BITS, so that any grouping of sentences adds them up exactly; the
+    weight on a set of keys is the sum of its keys' received weights each rounded so (exact in any order).
     Pads add exactly 0. (On MPS, which has no float64, the totals come back on the CPU.)
     """
     import torch
@@ -125,10 +126,15 @@ def sentence_totals(maps, kinds, causal: bool = False, keys=None):
     rows = torch.stack(per_row, dim=1)  # (B, 4, H)
     keys = key_sets(kinds, maps.dtype) if keys is None else keys  # (B, 5, n)
     received = queries.sum(dim=2)  # (B, H, key n): the weight each key gets from all queries
-    on_keys = torch.bmm(keys, received.transpose(1, 2))  # (B, 5, H)
-    values = torch.cat([rows[:, :3], on_keys, rows[:, 3:]], dim=1)  # (B, 9, H) in STATISTICS order
-    # in float64 where the device has it (on MPS these few numbers move to the CPU: models.float64_device)
-    return to_fixed(values.to(float64_device(values.device), torch.float64)).to(torch.int64)
+    # float64 where the device has it (on MPS these few numbers move to the CPU: models.float64_device)
+    wide = float64_device(maps.device)
+    # Each key's weight in fixed point before the key sets add them: whole numbers below 2**53 (they sum to at most
+    # n * 2**FIXED_BITS) add exactly in float64 in any order. A float32 product would not: MKL's batched product
+    # sums a row's keys in an order that depends on the batch's size and the thread count (markers, many keys).
+    on_keys = torch.bmm(keys.to(wide, torch.float64), to_fixed(received.to(wide, torch.float64)).transpose(1, 2))
+    values = to_fixed(rows.to(wide, torch.float64))  # (B, 4, H)
+    fixed = torch.cat([values[:, :3], on_keys, values[:, 3:]], dim=1)  # (B, 9, H) in STATISTICS order
+    return fixed.to(torch.int64)
 
 
 class KernelBatch(NamedTuple):
