@@ -71,3 +71,28 @@ def test_api_report_says_in_http_terms_what_it_needs(tiny_loaded):
     assert '"focus"' in message and '"sense"' in message and "/api/attend" in message
     assert "ra.attend" not in message and "call " not in message
     assert whole.status_code == 200 and whole.text.startswith("<!DOCTYPE html>")
+
+
+def test_serve_without_its_extra_is_one_error_line_before_the_model_loads(monkeypatch):
+    """The README's first install has no [serve] extra: `serve` loaded the model, then crashed on `import uvicorn`."""
+    import importlib.util
+
+    from real_attention.api import api
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *rest: None if name == "uvicorn"
+                        else real_find_spec(name, *rest))
+    monkeypatch.setattr(api, "load", lambda *args, **kwargs: pytest.fail("the model loaded"))
+    result = CliRunner().invoke(cli, ["serve", "--model", "minilm"])
+    assert result.exit_code == 2
+    assert result.output.strip() == 'Error: serve needs uvicorn: pip install "real-attention[serve]"'
+
+
+def test_heads_with_an_unknown_language_is_one_line_and_no_progress_bar(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("el banco .\n", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["heads", "--corpus", str(corpus), "--lang", "esp", "--out", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        "Error: no pinned model for language 'esp' (pinned: en, es); pass --model ID_OR_PATH"]
+    assert not (tmp_path / "results").exists()

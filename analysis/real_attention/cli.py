@@ -670,10 +670,22 @@ def serve_command(lang, model_name, revision, offline, device, host, port, measu
             from .engine.errors import InputError
 
             raise InputError("serve needs a model: pass --model ID_OR_PATH (e.g. --model minilm) or --lang es|en")
+        require_serve_extra()  # before the model's load, not after it
         with loading_notice(quiet):
             loaded = load(model_name, revision=revision, lang=lang, device=device, offline=offline)
         serve(loaded, host=host, port=port, lang=lang, measure=measure, max_sentences=max_sentences,
               max_pieces=max_pieces, open_browser=open_browser, quiet=quiet)
+
+
+def require_serve_extra() -> None:
+    """InputError naming the extra to install when the live page's web stack (Starlette, uvicorn) is missing."""
+    import importlib.util
+
+    from .engine.errors import InputError
+
+    missing = [name for name in ("starlette", "uvicorn") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise InputError(f"serve needs {' and '.join(missing)}: pip install \"real-attention[serve]\"")
 
 
 def main() -> None:

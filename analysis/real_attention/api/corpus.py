@@ -80,6 +80,7 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
     from ..statistics.cluster import Engine, run_corpus
     from ..statistics.inputs import CorpusText, expand
     from ..outputs.corpus_files import write_corpus
+    from ..engine.models import choose_model
     from ..statistics.labels import thresholds_from
     from ..statistics.sums import CorpusError, CorpusRun, Shard, folder_name
     from ..outputs.drawing import DrawingPool
@@ -97,6 +98,7 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
                          "for that language's pinned model")
     if model is not None and lang is not None:  # --lang would be ignored: the model is the one named
         raise InputError("heads takes --model or --lang (the pinned model of a language), not both")
+    choose_model(lang, model, revision)  # an unknown --lang or a misplaced --revision, before the progress bar
     if shard is not None and not isinstance(shard, str):
         raise InputError(f"shard must be a string \"i/N\" or None, not {type(shard).__name__}")
     callable_or_none(progress, "progress", "a factory progress(total=, desc=) of a tqdm-like bar")
