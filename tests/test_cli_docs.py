@@ -96,3 +96,10 @@ def test_heads_with_an_unknown_language_is_one_line_and_no_progress_bar(tmp_path
     assert result.output.strip().splitlines() == [
         "Error: no pinned model for language 'esp' (pinned: en, es); pass --model ID_OR_PATH"]
     assert not (tmp_path / "results").exists()
+
+
+def test_syntax_takes_no_wait_as_every_writing_command_does():
+    """docs/commands.md: every command that writes output folders waits for another run writing them, or with
+    --no-wait stops with an error; syntax lacked the option."""
+    for name in ("run", "heads", "merge", "syntax", "compare", "detect", "importance"):
+        assert "no_wait" in {param.name for param in cli.commands[name].params}, name

@@ -430,9 +430,10 @@ def progress_bar(total: int, desc: str, unit: str = "sent"):
               help="Sentences per forward pass, fewer for long ones; sorted by length first.")
 @out_option
 @format_option
+@wait_option
 @quiet_option
 def syntax_command(treebank, lang, model_name, revision, offline, device, measure, name, min_count, limit,
-                   batch_size, out_dir, formats, quiet) -> None:
+                   batch_size, out_dir, formats, no_wait, quiet) -> None:
     """Which head best predicts each dependency relation of a treebank (Clark et al. 2019, Sec. 4).
 
     Writes OUT/results/syntax/NAME/ (heads.csv, best.csv, baselines.csv, summary.json) and
@@ -456,7 +457,7 @@ def syntax_command(treebank, lang, model_name, revision, offline, device, measur
         with tqdm(total=bank.sentences, unit="sent", desc=name, disable=quiet, file=sys.stderr,
                   dynamic_ncols=True) as bar:
             result = syntax(loaded, bank, measure=measure, min_count=min_count, batch_size=batch_size, progress=bar)
-        results_folder, figures_folder = write_syntax(result, out_dir, name, formats)
+        results_folder, figures_folder = write_syntax(result, out_dir, name, formats, wait=not no_wait)
     if result.summary["counts"]["no_piece"]:  # a warning, so -q shows it too
         warn(f"{result.summary['counts']['no_piece']} sentence(s) skipped: a word the tokenizer gives no piece")
     if not quiet:

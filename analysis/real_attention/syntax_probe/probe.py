@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..engine.batches import MAX_BATCH_SIZE
-from ..engine.checks import path_arg, whole_number
+from ..engine.checks import flag, path_arg, whole_number
 from ..engine.errors import InputError
 from ..engine.measures import WEIGHTS, check_measure
 from .scoring import (
@@ -343,10 +343,11 @@ def default_name(treebank: str | Path | Treebank) -> str:
 
 
 def write_syntax(result: SyntaxResult, out: str | Path = ".", name: str | None = None,
-                 formats: str | tuple[str, ...] = ("png",)) -> tuple[Path, Path]:
+                 formats: str | tuple[str, ...] = ("png",), wait: bool = True) -> tuple[Path, Path]:
     """Write OUT/results/syntax/NAME/ (heads.csv, best.csv, baselines.csv, summary.json) and
     OUT/figures/syntax/NAME/ (best, relations and examples_<relation> figures in each format), all at once
-    (staged). NAME: the treebank's stem by default ('-norm' added for the norm measure). -> the two folders."""
+    (staged). NAME: the treebank's stem by default ('-norm' added for the norm measure). wait=False: an error
+    instead of waiting when another run writes the same folders. -> the two folders."""
     from ..outputs.figio import save_figure
     from ..outputs.formats import check_formats
     from ..outputs.staging import staged_outputs
@@ -356,12 +357,13 @@ def write_syntax(result: SyntaxResult, out: str | Path = ".", name: str | None =
     if not isinstance(result, SyntaxResult):
         raise InputError(f"write_syntax takes what ra.syntax returns, not {type(result).__name__}")
     path_arg(out, "out")
+    flag(wait, "wait")
     formats = check_formats(formats)
     folder = folder_name(Path(result.summary["treebank"]["name"]).stem if name is None else name,
                          result.summary["measure"])
     out = Path(out)
     title = f"{Path(result.summary['model']).name} on {result.summary['treebank']['name']}"
-    with staged_outputs() as staging:
+    with staged_outputs(wait=wait) as staging:
         results = staging.folder(out / "results" / "syntax" / folder)
         figures = staging.folder(out / "figures" / "syntax" / folder)
         write_csv(result.heads, results / "heads.csv")
