@@ -317,8 +317,10 @@ def test_given_words_with_wordpiece(minilm):
                                                 ["'", "s"], ["e", "-", "mail"], ["."], ["[SEP]"]]
     _, _, missing = encode_words(tokenizer, [("a", "\u200b", "b")], 512)  # BERT drops the zero-width space
     assert [(i, str(e)) for i, e in missing] == [(0, "word 2 ('\\u200b') gets no piece from the tokenizer")]
+    with pytest.raises(ra.InputError, match=r"words= sentence 1, word 2 has no visible character"):
+        ra.attend(minilm, words=[["a", "\u200b", "b"]])  # checked as a sentence's text is, before the tokenizer
     with pytest.raises(MissingWord, match=r"sentence 1: word 2"):
-        ra.attend(minilm, words=[["a", "\u200b", "b"]])
+        ra.attend(minilm, words=[["a", "\ue000", "b"]])  # visible, but BERT gives it no piece
 
 
 def test_given_words_with_byte_level_bpe_whose_offsets_hold_the_space(tiny_decoders, tmp_path):
