@@ -90,7 +90,7 @@ def test_weights_json_writes_what_percent_6f_writes():
 
 def test_api_heads_are_ra_classify_and_summary_is_summary_json(client, tiny_loaded):
     data = client.post("/api/attend", json=LESSON).json()
-    att = ra.attend(tiny_loaded, TEXTS, focus="banco", sense=["jardín", "dinero"], lang="es")  # the examples' language
+    att = ra.attend(tiny_loaded, TEXTS, focus="banco", sense=["jardín", "dinero"])  # no language unless given
     frame = ra.classify(att)
     heads = pd.DataFrame(data["heads"])[list(frame.columns)]
     assert heads[["layer", "head"]].to_numpy().tolist() == frame[["layer", "head"]].to_numpy().tolist()
@@ -106,7 +106,7 @@ def test_api_heads_are_ra_classify_and_summary_is_summary_json(client, tiny_load
 def test_api_head_flags_are_ra_classifys_booleans(client, tiny_loaded, body):
     """Each head's sense_head and marker_head in /api/attend are ra.classify's, not all false (issue 27.11)."""
     data = client.post("/api/attend", json=body).json()
-    att = ra.attend(tiny_loaded, body["texts"], focus=body["focus"], sense=body["sense"], lang="es")
+    att = ra.attend(tiny_loaded, body["texts"], focus=body["focus"], sense=body["sense"])
     frame = ra.classify(att)
     assert frame["sense_head"].dtype == bool and frame["marker_head"].dtype == bool
     for flag in ("sense_head", "marker_head"):
@@ -239,7 +239,7 @@ def test_download_gives_the_report_of_the_same_input(client, tiny_loaded):
     answer = client.post("/api/report", json=LESSON)
     assert answer.status_code == 200
     assert answer.headers["content-disposition"] == 'attachment; filename="report.html"'
-    expected = ra.attend(tiny_loaded, TEXTS, focus="banco", sense=["jardín", "dinero"], lang="es").report_html()
+    expected = ra.attend(tiny_loaded, TEXTS, focus="banco", sense=["jardín", "dinero"]).report_html()
     assert answer.text == expected
 
 
@@ -294,6 +294,22 @@ def test_a_decoder_through_the_api_has_lower_triangular_maps_and_the_first_token
     assert "first" in [c["name"] for c in data["report"]["categories"]]
     assert {"first", "first_special"} <= set(data["heads"][0])
     assert late.status_code == 422 and "comes after the focus word" in late.json()["error"]
+
+
+def test_examples_a_decoder_refuses_are_said_on_the_page_and_in_the_log(tiny_decoders, capsys):
+    """With --lang en a decoder's page opened empty, with no message and nothing logged (review 3)."""
+    import html
+
+    from test_decoders import load
+
+    with TestClient(ra.app(load(tiny_decoders("llama")), lang="en")) as decoder:
+        page = decoder.get("/").text
+    status = re.search(r'<p id="live-status" class="live-status error"[^>]*>(.*?)</p>', page, re.S).group(1)
+    message = html.unescape(status)
+    assert message.startswith("The example sentences of 'en' cannot be answered, so the page opens with no answer: ")
+    assert "comes after the focus word" in message and "'" not in status  # escaped
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("Warning:")]
+    assert line.startswith("Warning: the example sentences of 'en' cannot be answered") and "comes after" in line
 
 
 def test_host_warning_and_bind_errors():
@@ -393,6 +409,19 @@ def test_server_prints_one_line_with_url_model_and_revision(tiny_server, tiny_lo
     assert tiny_server.first_line.startswith("Serving http://127.0.0.1:")
     assert tiny_loaded.choice.name in tiny_server.first_line
     assert short_revision(tiny_loaded.revision) in tiny_server.first_line
+
+
+def test_quiet_still_says_the_port_it_chose(tiny_loaded, monkeypatch, capsys):
+    """`serve --quiet --port 0` never said which port it listened on (review 10)."""
+    import uvicorn
+
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: None)  # listens, then stops at once
+    ra.serve(tiny_loaded, port=0, quiet=True)
+    (line,) = capsys.readouterr().out.splitlines()
+    port = int(re.fullmatch(r"Serving http://127\.0\.0\.1:(\d+)/ with .* \(Ctrl-C stops it\)", line).group(1))
+    assert port > 0
+    ra.serve(tiny_loaded, port=free_port(), quiet=True)  # a port given: quiet says nothing
+    assert capsys.readouterr().out == ""
 
 
 def test_sixteen_concurrent_clients_all_get_their_own_answer(tiny_server, tiny_loaded):

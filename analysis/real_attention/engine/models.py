@@ -214,11 +214,26 @@ def unknown_words(loaded: LoadedModel, texts: list[str]) -> list[tuple[int, str]
 
 def check_encodes(loaded: LoadedModel, texts: list[str]) -> str | None:
     """A warning naming the words the tokenizer's vocabulary has no pieces for (they became the unknown token,
-    e.g. Thai on an English model), or None. Such words still run: the model sees them as [UNK], and their
-    maps are its reading of [UNK], not of the word. A tokenizer with no vocabulary at all is refused by
-    load_model."""
+    e.g. Thai on an English model), and the words it gives no piece at all (it deletes their characters, e.g.
+    BERT's basic tokenizer a private-use character: they are missing from the maps), or None. Words of the first
+    kind still run: the model sees them as [UNK], and their maps are its reading of [UNK], not of the word. A
+    tokenizer with no vocabulary at all is refused by load_model. A word is a unit of the text rule
+    (real_attention.engine.units)."""
+    import numpy as np
+
+    from .units import text_spans
+
+    dropped: list[tuple[int, str]] = []  # (sentence number from 1, word) of the words no piece overlaps
+    encodings = loaded.tokenizer(texts, return_special_tokens_mask=True, return_offsets_mapping=True, verbose=False,
+                                 split_special_tokens=True).encodings
+    for number, (text, encoding) in enumerate(zip(texts, encodings), start=1):
+        spans = np.array(text_spans(text), dtype=np.int64).reshape(-1, 2)  # (units, 2) start, end
+        offsets = np.array(encoding.offsets, dtype=np.int64).reshape(-1, 2)  # (pieces, 2)
+        offsets = offsets[(np.array(encoding.special_tokens_mask, dtype=bool) == 0) & (offsets[:, 1] > offsets[:, 0])]
+        covered = ((offsets[None, :, 0] < spans[:, None, 1]) & (spans[:, None, 0] < offsets[None, :, 1])).any(axis=1)
+        dropped += [(number, text[start:end]) for start, end in spans[~covered].tolist()]
     words = unknown_words(loaded, texts)
-    if not words:
+    if not words and not dropped:
         return None
     unk = loaded.tokenizer.unk_token
     # WordPiece makes any word longer than this [UNK] whole, whatever its characters (BERT: 100)
@@ -235,6 +250,9 @@ def check_encodes(loaded: LoadedModel, texts: list[str]) -> str | None:
     if too_long:
         parts.append(f"{len(too_long)} word(s) are longer than the {limit} characters {loaded.choice.name}'s "
                      f"tokenizer takes in one word, so each became {unk} whole: {_listed(too_long)}")
+    if dropped:
+        parts.append(f"the tokenizer of {loaded.choice.name} deletes the characters of {len(dropped)} word(s), which "
+                     f"got no piece and are missing from the maps: {_listed(dropped)}")
     return "; ".join(parts)
 
 

@@ -1,30 +1,35 @@
 """The Starlette app of `real-attention serve`: the live page, POST /api/attend, /api/report, GET /api/health.
 
 The model is fixed when the app is made; a request names sentences and words, never a file, a folder or a model.
-Inference runs on the model thread (real_attention.live.engine); the answer is turned into JSON on a worker
-thread, so the event loop stays free. Every response carries a Content-Security-Policy that allows the page's
-own scripts and styles only, and no CORS header: other sites' pages cannot read the answers.
+Inference runs on the model thread (real_attention.live.engine); the answer is turned into JSON (or the report's
+HTML) on a worker thread, so the event loop stays free, once per answer: requests for the same answer share its
+bytes, and the last ones are kept (CACHED_BYTES). Every response carries a Content-Security-Policy that allows
+the page's own scripts and styles only, and no CORS header: other sites' pages cannot read the answers.
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import sys
 import traceback
 from collections import OrderedDict
+from collections.abc import Callable
 from importlib import resources
 
 import numpy as np
 
 from ..engine.checks import whole_number
-from ..engine.errors import RealAttentionError
-from ..engine.text import text_problem
-from .engine import Busy, Query, Worker
+from ..engine.errors import InputError, RealAttentionError
+from ..engine.text import is_blank, text_problem
+from .engine import BUSY, MAX_QUEUED, Answered, Busy, Query, Worker
 
 MAX_BODY = 256 * 1024  # bytes of a request body
 BODY_TIMEOUT = 30.0  # seconds a request body may take to arrive
-FIELDS = ("texts", "focus", "sense", "measure", "units", "page")
+FIELDS = ("texts", "focus", "sense", "measure", "units", "lang", "page")
 CACHED_ANSWERS = 16  # the last answers, so "download" gives the report of what is shown without a new pass
+CACHED_BYTES = 64 * 1024 * 1024  # the finished answers (JSON, report) kept, in bytes over all of them
+CHUNK = 1024 * 1024  # bytes of an answer handed to the connection at a time: it holds one, not a copy of all
 CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
                            "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 SECURITY_HEADERS = [
@@ -50,12 +55,16 @@ def _string(value, name: str) -> str:
     return value
 
 
-def _check_text(text: str, what: str) -> None:
-    """BadRequest (400) for a text no sentence can be (real_attention.engine.text); an empty one is left to
-    ra.attend, whose message names the argument (422)."""
+def _check_text(text: str, what: str, named: str) -> None:
+    """BadRequest (400) for a string no text can hold (a NUL character, an unpaired surrogate: the tokenizer
+    cannot take it); InputError (422, ra.attend's message: `named` is what it calls the argument) for one with no
+    visible character, as for an empty one, which is left to ra.attend (real_attention.engine.text)."""
     problem = text_problem(text) if text.strip() else None
-    if problem is not None:
-        raise BadRequest(f"{what} {problem}")
+    if problem is None:
+        return
+    if is_blank(text):
+        raise InputError(f"{named} {problem}")
+    raise BadRequest(f"{what} {problem}")
 
 
 def parse_query(body: bytes, measure: str = "weights") -> tuple[Query, bool]:
@@ -81,23 +90,26 @@ def parse_query(body: bytes, measure: str = "weights") -> tuple[Query, bool]:
     if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
         raise BadRequest("texts must be a list of strings, one sentence each")
     for number, text in enumerate(texts, start=1):
-        _check_text(text, f"sentence {number}")
+        _check_text(text, f"sentence {number}", f"texts: sentence {number}")
     focus = payload.get("focus")
     if focus is not None:
-        _check_text(_string(focus, "focus"), "focus")
+        _check_text(_string(focus, "focus"), "focus", "focus")
     sense = payload.get("sense")
     if isinstance(sense, str):
         sense = [sense]
     if sense is not None and (not isinstance(sense, list) or not all(isinstance(word, str) for word in sense)):
         raise BadRequest("sense must be a list of strings, one word per sentence")
     for number, word in enumerate(sense or (), start=1):
-        _check_text(word, f"sense word {number}")
+        _check_text(word, f"sense word {number}", f"sense: word {number}")
+    lang = _string(payload.get("lang", ""), "lang").strip()  # a label only; none unless the request gives one
+    if lang:
+        _check_text(lang, "lang", "lang")
     page = payload.get("page", False)
     if not isinstance(page, bool):
         raise BadRequest("page must be true or false")
     query = Query(texts=tuple(texts), focus=focus, sense=None if sense is None else tuple(sense),
                   measure=_string(payload.get("measure", measure), "measure"),
-                  units=_string(payload.get("units", "text"), "units"))
+                  units=_string(payload.get("units", "text"), "units"), lang=lang)
     return query, page
 
 
@@ -153,8 +165,8 @@ def answer_json(att, *, page: bool, notes: tuple[str, ...] = ()) -> bytes:
         if page:
             from ..outputs.report import header_text, report_data
 
-            data = report_data(att.result, head["summary"])
-            data["header"] = header_text(att.result, head["summary"], TOOL)
+            data = report_data(att.result, head["summary"], notes=notes)
+            data["header"] = header_text(att.result, head["summary"], TOOL, notes=notes)
             head["report"] = data
     parts = [json.dumps(head, sort_keys=True, ensure_ascii=False, allow_nan=False)[:-1], ',"sentences":[']
     for i, sentence in enumerate(att.sentences):
@@ -192,6 +204,34 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+def report_bytes(answered: Answered) -> bytes:
+    """The offline report of an answer, as report.html (with the answer's notes); InputError without a focus word."""
+    from ..outputs.report import report_html
+
+    att = answered.attention
+    if att.result is None:  # no focus word: the maps alone, which /api/attend gives; a report needs more
+        raise InputError('/api/report needs "focus" and "sense" (one sense word per sentence): the report is built '
+                         'around the focus word; /api/attend answers without them')
+    return report_html(att.result, att.summary(), notes=answered.notes).encode("utf-8")
+
+
+def sent(body: bytes, media_type: str, headers: dict[str, str] | None = None):
+    """A response of finished bytes, handed to the connection CHUNK bytes at a time (as the client reads them):
+    several clients of one big answer share its bytes instead of each holding a copy in its send buffer."""
+    from starlette.responses import Response, StreamingResponse
+
+    if len(body) <= CHUNK:
+        return Response(body, media_type=media_type, headers=headers)
+    view = memoryview(body)
+
+    async def chunks():
+        for start in range(0, len(body), CHUNK):
+            yield view[start:start + CHUNK]
+
+    return StreamingResponse(chunks(), media_type=media_type,
+                             headers={**(headers or {}), "content-length": str(len(body))})
 
 
 def error(status: int, message: str):
@@ -239,9 +279,16 @@ class LiveModel:
         self.model, self.measure = model, check_measure(measure)
         max_sentences = whole_number(max_sentences, "max_sentences")
         max_pieces = whole_number(max_pieces, "max_pieces")
-        page_lang, self.page = live_page(model, lang=lang, measure=measure)
-        self.worker = Worker(model, lang=page_lang, max_sentences=max_sentences, max_pieces=max_pieces)
-        self.answers: OrderedDict = OrderedDict()  # Query -> Attention, the last CACHED_ANSWERS
+        page = live_page(model, lang=lang, measure=self.measure, max_sentences=max_sentences, max_pieces=max_pieces)
+        if page.problem:  # the page says it too
+            print(f"Warning: {page.problem}", file=sys.stderr, flush=True)
+        self.page = page.html
+        self.worker = Worker(model, max_sentences=max_sentences, max_pieces=max_pieces)
+        self.answers: OrderedDict = OrderedDict()  # Query -> Answered, the last CACHED_ANSWERS
+        # (Query, "json" | "page" | "report") -> its finished bytes, the last ones up to CACHED_BYTES in all
+        self.finished: OrderedDict[tuple[Query, str], bytes] = OrderedDict()
+        self.finished_size = 0  # their bytes
+        self.building: dict[tuple[Query, str], asyncio.Task] = {}  # the bytes being made now, shared by asking
         self.assets = {
             "report.js": (_report_asset("js"), "text/javascript"),
             "report.css": (_report_asset("css") + "\n" + colour_rules() + "\n", "text/css"),
@@ -261,11 +308,48 @@ class LiveModel:
             self.answers.move_to_end(query)
         return answered
 
+    async def finished_bytes(self, query: Query, kind: str, make: Callable[[Answered], bytes]) -> bytes:
+        """The bytes of one form of a query's answer (kind: "json", "page" or "report"): kept from before; or those
+        another request is making now, shared; or made now by make(Answered) on a worker thread. Making them
+        counts against the waiting limit (Busy, 503), as the model's queue does: each can take tens of MB."""
+        key = (query, kind)
+        loop = asyncio.get_running_loop()
+        while True:
+            if key in self.finished:
+                self.finished.move_to_end(key)
+                return self.finished[key]
+            shared = self.building.get(key)
+            if shared is not None and shared.get_loop() is loop:
+                return await asyncio.shield(shared)  # a client that goes away leaves it to the others
+            answered = await self.attention(query)
+            if key in self.finished or (key in self.building and self.building[key].get_loop() is loop):
+                continue  # made, or begun, while this one waited for the model
+            if self.worker.waiting() + len(self.building) >= MAX_QUEUED:
+                raise Busy(BUSY)
+            task = loop.create_task(self._make(key, make, answered))
+            task.add_done_callback(lambda done: done.cancelled() or done.exception())  # each asker gets its error
+            self.building[key] = task
+            return await asyncio.shield(task)
+
+    async def _make(self, key: tuple[Query, str], make: Callable[[Answered], bytes], answered: Answered) -> bytes:
+        from starlette.concurrency import run_in_threadpool
+
+        try:
+            body = await run_in_threadpool(make, answered)
+        finally:
+            if self.building.get(key) is asyncio.current_task():
+                del self.building[key]
+        self.finished[key] = body
+        self.finished_size += len(body)
+        while self.finished_size > CACHED_BYTES:  # the oldest go first; a body over CACHED_BYTES alone is not kept
+            self.finished_size -= len(self.finished.popitem(last=False)[1])
+        return body
+
     async def handled(self, request, respond):
-        """respond(Answered, page wanted) for a POST's body, each failure turned into its status code."""
+        """respond(Query, page wanted) for a POST's body, each failure turned into its status code."""
         try:
             query, page = parse_query(await read_body(request), self.measure)
-            return await respond(await self.attention(query), page)  # respond(Answered, page wanted)
+            return await respond(query, page)
         except BadRequest as bad:
             return error(400, str(bad))
         except TooLarge:
@@ -280,28 +364,21 @@ class LiveModel:
 
     async def attend(self, request):
         """POST /api/attend: the answer as JSON (answer_json)."""
-        from starlette.concurrency import run_in_threadpool
-        from starlette.responses import Response
 
-        async def respond(answered, page):
-            return Response(await run_in_threadpool(answer_json, answered.attention, page=page, notes=answered.notes),
-                            media_type="application/json")
+        async def respond(query, page):
+            def make(answered):
+                return answer_json(answered.attention, page=page, notes=answered.notes)
+
+            return sent(await self.finished_bytes(query, "page" if page else "json", make), "application/json")
 
         return await self.handled(request, respond)
 
     async def report(self, request):
         """POST /api/report: the offline report of the same answer, as a download."""
-        from starlette.concurrency import run_in_threadpool
-        from starlette.responses import Response
 
-        async def respond(answered, _page):
-            att = answered.attention
-            if att.result is None:  # no focus word: the maps alone, which /api/attend gives; a report needs more
-                return error(422, '/api/report needs "focus" and "sense" (one sense word per sentence): the report '
-                                  'is built around the focus word; /api/attend answers without them')
-            page_html = await run_in_threadpool(att.report_html)
-            return Response(page_html, media_type="text/html; charset=utf-8",
-                            headers={"content-disposition": 'attachment; filename="report.html"'})
+        async def respond(query, _page):
+            return sent(await self.finished_bytes(query, "report", report_bytes), "text/html; charset=utf-8",
+                        {"content-disposition": 'attachment; filename="report.html"'})
 
         return await self.handled(request, respond)
 

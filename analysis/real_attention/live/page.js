@@ -79,8 +79,9 @@
       .catch(function (error) { say(error.message, true); });
   });
 
-  // The page opens with the examples already answered (their data inline): that is what it shows.
+  // The page opens with the examples already answered (their data inline): that is what it shows, labelled with
+  // the examples' language (a typed sentence has none unless a request gives one).
   const inline = byId("report-data");
-  if (inline && inline.textContent.trim()) shown = query();
+  if (inline && inline.textContent.trim()) shown = Object.assign(query(), form.dataset.lang ? { lang: form.dataset.lang } : {});
   else download.hidden = true;
 })();

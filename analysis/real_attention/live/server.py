@@ -87,8 +87,10 @@ def app(model: LoadedModel | str, *, lang: str | None = None, measure: str = "we
     """The live page and its JSON API as a Starlette (ASGI) app, for one model fixed now.
 
     model: a LoadedModel (`ra.load(...)`) or a name to load. lang: the packaged config's table whose sentences
-    fill the form (default: the lesson's "es"; "en-causal" for a decoder). measure: the form's default.
-    max_sentences, max_pieces: the most sentences, and word pieces over all of them, one request may have.
+    fill the form (default: the lesson's "es"; "en-causal" for a decoder); a request's answer has the language it
+    names, none by default. measure: that of a request that names none, the form's default.
+    max_sentences, max_pieces: the most sentences, and word pieces over all of them, one request may have (the
+    page opens on the examples that fit). InputError for measure value-zeroing with max_pieces under 16.
     Mount it under any path (`Mount("/attention", app=ra.app(model))`): its page uses relative URLs.
     """
     from .app import make_app
@@ -134,8 +136,9 @@ def serve(model: LoadedModel | str, *, host: str = LOCALHOST, port: int = 8000, 
           max_sentences: int = 16, max_pieces: int = 256, open_browser: bool = False, quiet: bool = False) -> None:
     """Serve the live page of `model` on host:port until Ctrl-C (or SIGTERM), then return.
 
-    Prints one line when it listens: the URL, the model and its revision (none with quiet), and a warning first if
-    `host` is not a loopback address (also with quiet). The arguments are those of `app`; open_browser opens the
+    Prints one line when it listens: the URL, the model and its revision (none with quiet, unless port is 0: then
+    only that line says which port it has), and a warning first if `host` is not a loopback address (also with
+    quiet). The arguments are those of `app`; open_browser opens the
     page in the default browser.
     """
     import uvicorn
@@ -149,7 +152,7 @@ def serve(model: LoadedModel | str, *, host: str = LOCALHOST, port: int = 8000, 
     warning = exposure_warning(host)
     if warning:  # a warning is shown even with quiet, as every command's --quiet promises
         print(f"Warning: {warning}", file=sys.stderr, flush=True)
-    if not quiet:
+    if not quiet or port == 0:  # a port the system chose: nothing else says which
         print(f"Serving {url} with {loaded.choice.name} @ {short_revision(loaded.revision)} (Ctrl-C stops it)",
               flush=True)
     if open_browser:

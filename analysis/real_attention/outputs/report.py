@@ -10,6 +10,7 @@ import html
 import re
 import zlib
 from importlib import resources
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -147,9 +148,12 @@ def start_head(summary: dict) -> dict:
     return {"layer": best["layer"], "head": best["head"]}
 
 
-def report_data(result: RunResult, summary: dict, max_sentences: int | None = REPORT_SENTENCES) -> dict:
+def report_data(result: RunResult, summary: dict, max_sentences: int | None = REPORT_SENTENCES,
+                notes: Sequence[str] = ()) -> dict:
     """Everything the page draws, as plain JSON: weights (K x (layers, heads, n, n)) as ten-thousandths, for the
     first K = shown_sentences(result, max_sentences) sentences; categories and scores count every sentence.
+    notes: what a reader must know beside the maps (e.g. words the vocabulary lacks, as `serve` lists them), shown
+    in the header.
 
     Every rule is applied here, not in the page's script: each head's category, each unit's marker flag,
     what each key unit is to the focus word (the bars' colours), the heatmap's colours and text rule.
@@ -167,6 +171,7 @@ def report_data(result: RunResult, summary: dict, max_sentences: int | None = RE
         "focus_word": result.sentence_set.focus,
         "measure": result.measure,
         "measure_text": MEASURE_TEXT[result.measure],
+        "notes": list(notes),
         "versions": result.versions,
         "layers": layers,
         "heads": heads,
@@ -276,15 +281,32 @@ FOOTERS = {
 }
 
 
-def header_text(result: RunResult, summary: dict, tool: str = "real-attention run") -> dict[str, str]:
+# The unit rules (--units, real_attention.engine.units), as the header says them
+UNITS_TEXT = {
+    "text": "the text rule: words as the reader sees them, by one rule for every tokenizer (whitespace separates "
+            "words; punctuation at a word's edge is a unit of its own, inside it stays: don't, 3.14; each CJK "
+            "ideograph is a unit; the focus and sense words always are)",
+    "tokenizer": "the tokenizer's own words (the pieces of one word id), as Clark et al.'s code has them",
+}
+NO_LANG = "not given"  # the header's language of sentences given with no lang (ra.attend, serve's typed ones)
+
+
+def notes_text(notes: Sequence[str]) -> str:
+    """The header's line of notes ("" for none: the page hides it)."""
+    return "Note: " + " ".join(notes) if notes else ""
+
+
+def header_text(result: RunResult, summary: dict, tool: str = "real-attention run",
+                notes: Sequence[str] = ()) -> dict[str, str]:
     """The page header's values as plain text, keyed by the template's placeholders (and the live page's
-    data-fill names): the report escapes them into the HTML, the live page sets them as text."""
+    data-fill names): the report escapes them into the HTML, the live page sets them as text. notes: what a
+    reader must know beside the maps (report_data's), one line."""
     rules = definitions(result.sentence_set.focus, result.causal)
     return {
         "title": f"real-attention: «{result.sentence_set.focus}» in every head of {result.model}",
         "model": result.model,
         "revision": result.revision,
-        "lang": result.sentence_set.lang,
+        "lang": result.sentence_set.lang or NO_LANG,
         "focus": result.sentence_set.focus,
         "tool": tool,
         "versions": ", ".join(f"{name} {version}" for name, version in sorted(result.versions.items())),
@@ -297,24 +319,28 @@ def header_text(result: RunResult, summary: dict, tool: str = "real-attention ru
         "rule_categories": rules["categories"],
         "rule_counting": rules["counting"],
         "rule_measure": MEASURE_TEXT[result.measure],
+        "rule_units": UNITS_TEXT.get(result.units, result.units),
         "rule_rollout": rules["rollout"],
+        "notes": notes_text(notes),
         "footer": FOOTERS.get(tool, FOOTERS["real-attention run"]),
     }
 
 
 def page_html(result: RunResult | None, summary: dict | None, *, styles: str, scripts: str, controls: str = "",
-              tool: str = "real-attention run", data: dict | None = None, header: dict[str, str] | None = None) -> str:
+              tool: str = "real-attention run", data: dict | None = None, header: dict[str, str] | None = None,
+              notes: Sequence[str] = ()) -> str:
     """The report template filled with a run: `styles` and `scripts` are the HTML that brings the CSS and the
     script (inline in report.html, same-origin files in the live page), `controls` goes after the header.
-    With no run (result None: the live page before an answer) `header` gives the header's text and nothing is drawn."""
+    With no run (result None: the live page before an answer) `header` gives the header's text and nothing is drawn.
+    notes: the header's notes (report_data's)."""
     if result is None:
         assert header is not None, "no run and no header"
         values = {name: html.escape(text) for name, text in header.items()}
         values.update({"sentences": "", "summary_lines": "", "data": ""})
     else:
         assert summary is not None, "a run comes with its summary"
-        data = report_data(result, summary) if data is None else data
-        values = {name: html.escape(text) for name, text in header_text(result, summary, tool).items()}
+        data = report_data(result, summary, notes=notes) if data is None else data
+        values = {name: html.escape(text) for name, text in header_text(result, summary, tool, notes).items()}
         values.update({
             "sentences": _header_sentences(result, len(data["sentences"])),
             "summary_lines": "<br>\n".join(html.escape(line) for line in data["summary_lines"]),
@@ -330,12 +356,14 @@ def colour_rules() -> str:
     return f":root {{ --focus: {html.escape(FOCUS_COLOUR)}; --sense: {html.escape(CATEGORY_COLOURS[SENSE])}; }}"
 
 
-def report_html(result: RunResult, summary: dict, max_sentences: int | None = REPORT_SENTENCES) -> str:
+def report_html(result: RunResult, summary: dict, max_sentences: int | None = REPORT_SENTENCES,
+                notes: Sequence[str] = ()) -> str:
     """The whole page as one string; the same inputs give the same string (no dates, sorted keys). It holds the
-    maps of the first max_sentences sentences (None: every one) and says so when the run has more."""
+    maps of the first max_sentences sentences (None: every one) and says so when the run has more. notes: what
+    a reader must know beside the maps (e.g. words the vocabulary lacks), in the header."""
     return page_html(result, summary, styles=f"<style>\n{_template('css')}\n{colour_rules()}\n</style>",
                      scripts=f"<script>\n{_template('js')}\n</script>",
-                     data=report_data(result, summary, max_sentences))
+                     data=report_data(result, summary, max_sentences, notes), notes=notes)
 
 
 def report_iframe(page_html: str, height: int = IFRAME_HEIGHT) -> str:
