@@ -813,3 +813,17 @@ def test_a_page_of_the_first_sentences_says_so_in_the_tooltip_and_bars_fit(brows
         "return Math.max(...[...svg.querySelectorAll('text.bar-text')].map(t => t.getBBox().x + t.getBBox().width))"
         " - width")
     assert overflow <= 0, overflow
+
+
+def test_run_puts_its_vocabulary_note_in_the_report(tiny_model_dir, tmp_path):
+    """run warned about words the vocabulary lacks on the terminal only; its report now says so too."""
+    import real_attention as ra
+
+    config = tmp_path / "c.toml"
+    config.write_text('[en]\nfocus = "bank"\n[[en.sentences]]\ntext = "I take out money at the bank."\n'
+                      'sense = "money"\n', encoding="utf-8")
+    output = ra.run(lang="en", config=config, model=str(tiny_model_dir), out=tmp_path / "out", figures=False)
+    assert output.unknown_note and "lacks characters" in output.unknown_note
+    page = output.runs[0].report.read_text(encoding="utf-8")
+    shown = re.search(r'<p class="notes" data-fill="notes">([^<]*)</p>', page)
+    assert shown is not None and "lacks characters" in html.unescape(shown.group(1)), page[:2000]

@@ -648,8 +648,8 @@ def importance_command(corpus, lang, model_name, revision, offline, device, obje
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on; 0.0.0.0 lets anyone on the network use the model (a warning says so).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="TCP port; 0: a free one.")
-@measure_option(f"The form's measure when the page opens: {MEASURE_TEXT}. Each request may name its own; nothing is "
-                "written.")
+@measure_option(f"The form's measure when the page opens, and that of every request that names none: {MEASURE_TEXT}. "
+                "Each request may name its own; nothing is written.")
 @click.option("--max-sentences", type=click.IntRange(min=1), default=16, show_default=True,
               help="The most sentences one request may have.")
 @click.option("--max-pieces", type=click.IntRange(min=1), default=256, show_default=True,

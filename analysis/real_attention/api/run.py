@@ -146,7 +146,8 @@ def run(lang: str = DEFAULT_LANG, config: str | Path | None = None, model: str |
         mixed = _mixing(loaded, sentence_set, units, quiet, progress, settings.batch_size) if mixing else None
         for m in measures:
             measure_run, note = _run_measure(settings, m, loaded, sentence_set, staging, pool, results_dirs[m],
-                                             mixed, want_note=pending_note is None)
+                                             mixed, want_note=pending_note is None,
+                                             notes=(unknown_note,) if unknown_note else ())
             runs.append(measure_run)
             pending_note = pending_note or note
         if compare_measures:
@@ -249,7 +250,7 @@ def _mixing(loaded, sentence_set: SentenceSet, units: str, quiet: bool,
 
 
 def _run_measure(settings: _Settings, measure: str, loaded, sentence_set: SentenceSet, staging, pool,
-                 results_dir: Path, mixed: Mixing | None, want_note: bool):
+                 results_dir: Path, mixed: Mixing | None, want_note: bool, notes: tuple[str, ...] = ()):
     """One measure: the maps and labels (tables streamed as each batch ends), the figures (drawn by the pool
     meanwhile), summary.json, the mixing files and the report. -> (its MeasureRun, the pool's pending font note
     if want_note, else None)."""
@@ -276,7 +277,7 @@ def _run_measure(settings: _Settings, measure: str, loaded, sentence_set: Senten
     mixing_figures: list[Path] = []
     if mixed is not None:  # before the report, which shows the summary
         summary, mixing_figures = _write_mixing(settings, results_dir, figures_dir, mixed, summary, result)
-    pending_report = _start_report(settings, figures_dir, result, summary, pool)
+    pending_report = _start_report(settings, figures_dir, result, summary, pool, notes)
     drawn = (drawing.wait(quiet=settings.quiet) if drawing is not None else []) + mixing_figures
     if pending_report is not None and pool is not None:
         pool.get(pending_report)
@@ -302,15 +303,17 @@ def _write_mixing(settings: _Settings, results_dir: Path, figures_dir: Path | No
                         settings.figure_sentences)
 
 
-def _start_report(settings: _Settings, figures_dir: Path | None, result: RunResult, summary: dict, pool):
-    """Write report.html: by the drawing pool (-> its pending job) or here (-> None)."""
+def _start_report(settings: _Settings, figures_dir: Path | None, result: RunResult, summary: dict, pool,
+                  notes: tuple[str, ...] = ()):
+    """Write report.html, with `notes` in its header (words the vocabulary lacks or the tokenizer deletes): by the
+    drawing pool (-> its pending job) or here (-> None)."""
     from ..outputs.report import REPORT_NAME, write_report
 
     if not settings.report or figures_dir is None:
         return None
     if pool is not None:
-        return pool.write_report(figures_dir / REPORT_NAME, result, summary, settings.report_sentences)
-    write_report(figures_dir / REPORT_NAME, result, summary, settings.report_sentences)
+        return pool.write_report(figures_dir / REPORT_NAME, result, summary, settings.report_sentences, notes)
+    write_report(figures_dir / REPORT_NAME, result, summary, settings.report_sentences, notes)
     return None
 
 

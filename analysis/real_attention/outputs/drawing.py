@@ -154,10 +154,11 @@ def _serve(end) -> None:
                 end.send((False, RuntimeError(f"a drawing job's result could not be sent back: {error!r}")))
 
 
-def _write_report(path: Path, result: RunResult, summary: dict, max_sentences: int | None = None) -> Path:
+def _write_report(path: Path, result: RunResult, summary: dict, max_sentences: int | None = None,
+                  notes: tuple[str, ...] = ()) -> Path:
     from .report import write_report
 
-    return write_report(path, result, summary, max_sentences)
+    return write_report(path, result, summary, max_sentences, notes)
 
 
 def font_note(texts: Sequence[str]) -> str | None:
@@ -353,11 +354,12 @@ class DrawingPool:
         """font_note(texts) in a worker, which has matplotlib's fonts loaded already; `.get()` the line."""
         return self.submit(font_note, list(texts))
 
-    def write_report(self, path: Path, result: RunResult, summary: dict, max_sentences: int | None = None) -> Pending:
+    def write_report(self, path: Path, result: RunResult, summary: dict, max_sentences: int | None = None,
+                     notes: tuple[str, ...] = ()) -> Pending:
         """real_attention.outputs.report.write_report in a worker, which has matplotlib's colour maps loaded
         already, after the figures handed over before it; `.get()` waits for it (and raises its error).
         max_sentences: as write_report's (None: every sentence whose maps the result kept)."""
-        return self.submit(_write_report, path, result, summary, max_sentences)
+        return self.submit(_write_report, path, result, summary, max_sentences, notes)
 
     def get(self, pending: Pending):
         """A task's value (Pending.get): OutputError if a worker died meanwhile."""

@@ -380,9 +380,10 @@ def report_iframe(page_html: str, height: int = IFRAME_HEIGHT) -> str:
     )
 
 
-def write_report(path: Path, result: RunResult, summary: dict, max_sentences: int | None = REPORT_SENTENCES) -> Path:
+def write_report(path: Path, result: RunResult, summary: dict, max_sentences: int | None = REPORT_SENTENCES,
+                 notes: Sequence[str] = ()) -> Path:
     """Write the report to `path` (e.g. figures/<lang>/report.html), with the first max_sentences sentences
-    (None: all); returns the path."""
+    (None: all) and `notes` in its header; returns the path."""
     path = Path(path)
-    path.write_text(report_html(result, summary, max_sentences), encoding="utf-8", newline="\n")
+    path.write_text(report_html(result, summary, max_sentences, notes), encoding="utf-8", newline="\n")
     return path
