@@ -175,7 +175,7 @@ def as_older_run(summary: dict) -> None:
     """A run's summary.json as the versions before the table records wrote it: no "tables", and none of the fields
     written since (an older run lacks them all; without "tables" alone, summary.json is damaged)."""
     del summary["tables"]
-    summary.pop("device", None)
+    summary.pop("device", None)  # older still
     summary.get("versions", {}).pop("real-attention", None)
 
 

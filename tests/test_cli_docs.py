@@ -105,3 +105,23 @@ def test_syntax_takes_no_wait_as_every_writing_command_does():
     --no-wait stops with an error; syntax lacked the option."""
     for name in ("run", "heads", "merge", "syntax", "compare", "detect", "importance"):
         assert "no_wait" in {param.name for param in cli.commands[name].params}, name
+
+
+def test_only_this_packages_warnings_become_warning_lines(capsys):
+    """compare's note on left-out sentences is a Warning: line; a warning of torch or transformers keeps Python's
+    form (it is not this tool's), and Python's filters still decide how often each is shown."""
+    import warnings
+
+    from real_attention.cli import relayed_warnings
+    from real_attention.engine import checks
+
+    own = {"__name__": "real_attention.engine.checks", "__file__": checks.__file__}
+    with warnings.catch_warnings(record=True) as passed_on:  # what Python itself would show
+        warnings.simplefilter("default")
+        with relayed_warnings():
+            for _ in range(3):  # one place, three times: shown once
+                exec(compile("import warnings; warnings.warn('ours', UserWarning)", checks.__file__, "exec"), own)
+            warnings.warn_explicit("theirs", UserWarning, "/elsewhere/torch/x.py", 7)
+    err = capsys.readouterr().err
+    assert err.count("Warning: ours") == 1
+    assert [str(item.message) for item in passed_on] == ["theirs"] and "Warning: theirs" not in err

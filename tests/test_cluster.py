@@ -396,7 +396,7 @@ def test_heads_workers_writes_the_single_process_files(tmp_path, tiny_model_dir)
         assert (got / name).read_text() == (expected / name).read_text(), name
     a, b = (json.loads((folder / "summary.json").read_text()) for folder in (expected, got))
     assert b.pop("engine") == {"name": "dask-local", "workers": 1, "torch_threads": 1, "partitions": 5,
-                               "partition_size": 4, "dask": __import__("dask").__version__, "device": "cpu", "shapes": 2,
+                               "partition_size": 4, "dask": __import__("dask").__version__, "device": "cpu", "shapes": 3,
                                "batch_size": 2}
     assert a.pop("engine")["name"] == "single-process"
     assert a == b

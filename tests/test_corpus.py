@@ -306,7 +306,7 @@ def test_shards_merge_to_the_unsharded_run(tmp_path, corpus_file, tiny_model_dir
     assert (got / "heads.csv").read_text() == (expected / "heads.csv").read_text()
     merged_summary, whole_summary = (json.loads((f / "summary.json").read_text()) for f in (got, expected))
     assert merged_summary.pop("engine") == {"name": "merge", "shards": 3, "batch_size": 1, "device": "cpu",
-                                            "torch_threads": whole_summary["engine"]["torch_threads"], "shapes": 2,
+                                            "torch_threads": whole_summary["engine"]["torch_threads"], "shapes": 3,
                                             "differs": []}
     assert whole_summary.pop("engine")["name"] == "single-process"
     assert merged_summary == whole_summary

@@ -277,16 +277,19 @@ def refused_line(out: Path) -> str:
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_a_removed_tables_record_of_a_newer_run_is_refused(fmt, written, tmp_path):
-    """A run that records `device` records its tables: deleting "tables" alone would switch the sha256 off and let a
-    changed table be read."""
+    """A run that records the real-attention version records its tables: deleting "tables" alone would switch the
+    sha256 off and let a changed table be read. (`device` is no sign: a few development versions wrote it alone.)"""
     out = edited_copy(written, fmt, tmp_path, lambda data: data.pop("tables"))
     name = Path("results") / "es" / f"attention.{fmt}"
     nudge_weights(written[fmt] / name, out / name)
     line = refused_line(out)
     assert line.startswith(f"Error: {out / 'results' / 'es' / 'summary.json'} is damaged: it has no field 'tables', "
-                           "which every run that writes 'device' records"), line
+                           "which every run that records the real-attention version"), line
     with pytest.raises(InputError, match="no field 'tables'"):
         ra.read_attention(out / "results" / "es")
+    older = edited_copy(written, fmt, tmp_path / "older", lambda data: data.pop("tables") and data["versions"].pop(
+        "real-attention"))
+    assert show(older).exit_code == 0  # as such a run wrote it: device, but no version and no tables
 
 
 def test_the_summary_records_the_tool_version(written):

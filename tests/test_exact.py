@@ -363,7 +363,7 @@ def test_merge_warns_when_the_shards_ran_at_different_batch_sizes(tmp_path, tiny
                                                               "--batch-size"), result.output
     engine = json.loads((tmp_path / "m" / "results" / "corpus" / "c" / "summary.json").read_text())["engine"]
     assert engine == {"name": "merge", "shards": 2, "batch_size": None, "torch_threads": engine["torch_threads"],
-                      "device": "cpu", "shapes": 2, "differs": ["batch_size"]}
+                      "device": "cpu", "shapes": 3, "differs": ["batch_size"]}
 
 
 def test_merge_warns_when_a_shard_was_padded_under_older_shape_rules(tmp_path, tiny_model_dir):
@@ -379,7 +379,7 @@ def test_merge_warns_when_a_shard_was_padded_under_older_shape_rules(tmp_path, t
         assert runner.invoke(cli, args).exit_code == 0
     folders = [tmp_path / "s" / "results" / "corpus" / f"c-shard-{i}-of-2" for i in (1, 2)]
     same = runner.invoke(cli, ["merge", *map(str, folders), "--out", str(tmp_path / "same"), "--quiet"])
-    assert same.exit_code == 0 and "Warning" not in same.output and SHAPES == 2
+    assert same.exit_code == 0 and "Warning" not in same.output and SHAPES == 3
     summary = folders[0] / "summary.json"
     data = json.loads(summary.read_text())
     del data["engine"]["shapes"]  # as written before the shape rules were recorded

@@ -291,6 +291,10 @@ def test_making_answers_counts_against_the_waiting_limit(tiny_loaded, monkeypatc
             gate.set()
             return await first, second
 
+    ran = []
+    original_many = engine.attend_many
+    monkeypatch.setattr(engine, "attend_many", lambda model, queries: ran.append(queries) or original_many(model,
+                                                                                                         queries))
     try:
         first, second = asyncio.run(main())
     finally:
@@ -298,6 +302,17 @@ def test_making_answers_counts_against_the_waiting_limit(tiny_loaded, monkeypatc
         application.state.worker.stop()
     assert first.status_code == 200
     assert second.status_code == 503 and "requests are waiting already" in second.json()["error"]
+    assert [query.texts for queries in ran for query in queries] == [(TEXT,)]  # refused before the model ran for it
+
+
+def test_an_empty_request_does_not_fail_those_it_would_share_a_pass_with(tiny_loaded):
+    from real_attention.live.engine import Query, attend_many
+
+    answers = attend_many(tiny_loaded, [Query(texts=()), Query(texts=("fui al banco .",)),
+                                        Query(texts=("el banco .",))])
+    assert isinstance(answers[0], ra.InputError) and "at least one sentence" in str(answers[0])
+    assert [answer[0].words for answer in answers[1:]] == [("[CLS]", "fui", "al", "banco", ".", "[SEP]"),
+                                                           ("[CLS]", "el", "banco", ".", "[SEP]")]
 
 
 def test_a_typed_sentence_has_no_language_unless_the_request_gives_one(client):

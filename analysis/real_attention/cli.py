@@ -92,20 +92,23 @@ def warn(message: str) -> None:
 
 @contextmanager
 def relayed_warnings():
-    """The library's UserWarnings raised inside the block as this tool's `Warning:` lines (Python's own form names
-    a file and a line of the code, as if it were a bug); other warnings are shown as Python shows them."""
+    """This package's own UserWarnings raised inside the block, shown as they come as this tool's `Warning:` lines
+    (Python's form names a file and a line of the code, as if it were a bug). Python's filters still decide
+    which are shown (once per place by default); other packages' warnings are shown as Python shows them."""
     import warnings
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", UserWarning)
-        try:
-            yield
-        finally:
-            for message in caught:
-                if issubclass(message.category, UserWarning):
-                    warn(str(message.message))
-                else:
-                    warnings.showwarning(message.message, message.category, message.filename, message.lineno)
+    package = str(Path(__file__).resolve().parent)
+    original = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, UserWarning) and str(Path(filename).resolve()).startswith(package):
+            warn(str(message))
+        else:
+            original(message, category, filename, lineno, file, line)
+
+    with warnings.catch_warnings():  # restores showwarning (and the filters) when the block ends
+        warnings.showwarning = show
+        yield
 
 
 def _out_folder(_ctx, _param, value: str) -> Path:

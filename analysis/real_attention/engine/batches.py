@@ -71,10 +71,12 @@ def padded_length(length: int, limit: int) -> int:
 
 
 UNIT_STEP = 8  # the kernel's unit widths on the CPU: multiples of this (padded_units)
-# The version of the shape rules (padded_length, batch_rows, padded_units): a sentence's bits follow them, so shards
-# computed under other rules are not exact together (summary.json's engine "shapes"; merge warns). 1: multiples of
-# 8 and units merged at the padded length (2026-12-05); 2: multiples of 4, unit widths (2026-12-06).
-SHAPES = 2
+# The version of the shape rules (padded_length, batch_rows, padded_units), and of how a sentence's totals are
+# rounded: a sentence's bits follow them, so shards computed under other rules are not exact together
+# (summary.json's engine "shapes"; merge warns). 1: multiples of 8 and units merged at the padded length
+# (2026-12-05); 2: multiples of 4, unit widths (2026-12-06); 3: the key-set statistics add each key's weight in
+# fixed point (engine.heads.sentence_totals, 2026-12-07).
+SHAPES = 3
 
 
 def padded_units(units: int, pieces: int) -> int:

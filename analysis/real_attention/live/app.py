@@ -321,11 +321,12 @@ class LiveModel:
             shared = self.building.get(key)
             if shared is not None and shared.get_loop() is loop:
                 return await asyncio.shield(shared)  # a client that goes away leaves it to the others
+            # refused before the model runs for it, never after: a finished pass is not thrown away
+            if self.worker.waiting() + len(self.building) >= MAX_QUEUED:
+                raise Busy(BUSY)
             answered = await self.attention(query)
             if key in self.finished or (key in self.building and self.building[key].get_loop() is loop):
                 continue  # made, or begun, while this one waited for the model
-            if self.worker.waiting() + len(self.building) >= MAX_QUEUED:
-                raise Busy(BUSY)
             task = loop.create_task(self._make(key, make, answered))
             task.add_done_callback(lambda done: done.cancelled() or done.exception())  # each asker gets its error
             self.building[key] = task

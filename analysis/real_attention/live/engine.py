@@ -137,7 +137,8 @@ def attend_many(model, queries: list[Query]) -> list:
     bounded memory (engine.batches.length_batches, as `ra.attend` runs them; shared_passes chooses queries of
     similar lengths); the focus and sense words of each query must be units of its sentences (the `required` words).
     """
-    if len(queries) == 1 or not all(text.strip() for query in queries for text in query.texts):
+    # with an empty query or sentence among them, each query alone: ra.attend's message names what is wrong
+    if len(queries) == 1 or not all(query.texts and all(text.strip() for text in query.texts) for query in queries):
         return [_alone(model, query) for query in queries]
     from ..engine.pipeline import attend_with_sums, classify_words, versions
     from ..api.arguments import sentence_set
@@ -273,7 +274,8 @@ class Worker:
         ready, lengths = [], []
         for job in batch:
             try:
-                lengths.append(check_limits(self.model, job[0], self.max_sentences, self.max_pieces))
+                with _FORWARD:  # the tokenizer is not to be shared between threads (another app's may use it)
+                    lengths.append(check_limits(self.model, job[0], self.max_sentences, self.max_pieces))
             except Exception as error:  # noqa: BLE001 - the library's message (422), or a bug (500)
                 self.held -= 1  # before the answer: its request may be counting the waiting ones at once
                 _settle(job, error)
@@ -292,7 +294,8 @@ class Worker:
         for job, answer in zip(ready, answers):
             if not isinstance(answer, BaseException):
                 try:
-                    answer = Answered(answer, notes_of(self.model, answer))
+                    with _FORWARD:  # notes_of tokenizes
+                        answer = Answered(answer, notes_of(self.model, answer))
                 except Exception as error:  # noqa: BLE001 - a bug: a 500 for this request alone
                     answer = error
             self.held -= 1

@@ -85,10 +85,6 @@ def read_summary(path: Path) -> dict:
     return data
 
 
-# Fields of a run's summary.json first written after "tables" (which records each table's rows and sha256).
-NEWER_THAN_TABLES = ("device",)
-
-
 def _records_tool_version(summary: dict) -> bool:
     versions = summary.get("versions")
     return isinstance(versions, dict) and "real-attention" in versions
@@ -102,14 +98,14 @@ def check_record(path: Path, summary: dict | None) -> dict | None:
         return None
     summary_path = path.with_name("summary.json")
     if "tables" not in summary:
-        # Only a run older than the record lacks it, and such a run has none of the fields written since: without
-        # this, deleting one key of summary.json would switch off the check of every table's bytes.
-        newer = next((name for name in NEWER_THAN_TABLES if name in summary), None)
-        if newer is None and not _records_tool_version(summary):
+        # Only a run older than the record lacks it, and such a run does not record the tool's version either
+        # (written since): without this, deleting one key of summary.json would switch off the check of every
+        # table's bytes.
+        if not _records_tool_version(summary):
             return None
-        raise damaged(summary_path, f"it has no field 'tables', which every run that writes "
-                                    f"{repr(newer) if newer else 'the real-attention version'} records (the record "
-                                    "of the tables' rows and sha256 was removed)")
+        raise damaged(summary_path, "it has no field 'tables', which every run that records the real-attention "
+                                    "version in 'versions' writes (the record of the tables' rows and sha256 was "
+                                    "removed)")
     # A record that is there but unreadable must not switch the check off either.
     tables = summary["tables"]
     if not isinstance(tables, dict):

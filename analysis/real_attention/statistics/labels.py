@@ -1,6 +1,8 @@
 """Labels of heads from their pooled means: the thresholds (Clark et al. 2019) and the rule of precedence."""
 from __future__ import annotations
 
+import numbers
+
 from dataclasses import asdict, dataclass
 from collections.abc import Iterable
 
@@ -75,8 +77,8 @@ def thresholds_from(value: object) -> Thresholds:
     if isinstance(value, Thresholds):
         return value
     if isinstance(value, dict):
-        value = [f"{name}={number!r}" if isinstance(number, (int, float)) and not isinstance(number, bool)
-                 else f"{name}={number}" for name, number in value.items()]
+        value = [f"{name}={float(number)!r}" if isinstance(number, numbers.Real) and not isinstance(number, bool)
+                 else f"{name}={number}" for name, number in value.items()]  # numpy's floats too, written plainly
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, (list, tuple)):

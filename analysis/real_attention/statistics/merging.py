@@ -278,7 +278,8 @@ def differing_settings_warning(engine: dict) -> str | None:
     if not differs:
         return None
     names = ", ".join({"batch_size": "--batch-size", "torch_threads": "torch threads",
-                       "shapes": "batch shapes (versions of real-attention that pad batches differently)",
+                       "shapes": "batch shapes (versions of real-attention that pad batches or round a "
+                                 "sentence's totals differently)",
                        "versions": "versions of Python, torch, transformers or real-attention (the merged summary "
                                    "records shard 1's)"}.get(key, key)
                       for key in differs)
