@@ -336,3 +336,11 @@ def test_a_mixing_shows_what_it_holds_and_is_a_sequence():
     mixing = Mixing(sentences=(), model="m", revision="r", causal=False)
     assert isinstance(mixing, Sequence) and repr(mixing).startswith("<Mixing: 0 sentence(s) of m, measures")
     assert "_API" not in dir(ra) and "Any" not in dir(ra) and "engine" in dir(ra)
+
+
+def test_thresholds_from_numpy_numbers():
+    from real_attention.statistics.labels import thresholds_from
+
+    assert thresholds_from({"broad": np.float64(0.7), "position": np.float32(0.25)}) == ra.Thresholds(broad=0.7,
+                                                                                                       position=0.25)
+    assert thresholds_from(None) == ra.Thresholds() and thresholds_from("broad=0.6") == ra.Thresholds(broad=0.6)
