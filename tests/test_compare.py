@@ -626,3 +626,9 @@ def test_detect_advances_its_progress_bar_by_samples(tiny):
     assert (bar.total, bar.desc, bar.done, bar.closed) == (5, "detect", 5, True)
     with pytest.raises(ra.InputError, match="progress must be"):
         ra.detect(tiny, length=3, repeats=2, samples=1, progress=3)
+
+
+def test_detect_records_how_the_weights_differ_from_the_published_ones(tiny):
+    result = ra.detect(tiny, length=4, repeats=2, samples=1)
+    assert "weights" in result.summary and result.summary["weights"] == tiny.choice.weights_note
+    assert "most recent copy" in result.summary["scores"]["induction"]

@@ -196,6 +196,7 @@ def detect(model: LoadedModel, *, length: int = 25, repeats: int = 4, samples: i
     summary = {
         "model": model.choice.name,
         "revision": model.revision,
+        "weights": model.choice.weights_note,  # how they differ from the published ones (None: they do not)
         "causal": model.causal,
         "layers": model.layers,
         "heads_per_layer": model.heads,
@@ -204,7 +205,8 @@ def detect(model: LoadedModel, *, length: int = 25, repeats: int = 4, samples: i
         "specials": {"before": offset, "after": int(ids.shape[1]) - offset - length * repeats},
         "vocabulary": vocabulary,
         "queries_per_sample": len(queries),
-        "scores": {"induction": "weight on i - L + 1", "duplicate": "weight on i - L", "previous": "weight on i - 1",
+        "scores": {"induction": "weight on i - L + 1 (the most recent copy's successor)",
+                   "duplicate": "weight on i - L (the most recent copy)", "previous": "weight on i - 1",
                    "first": "weight on position 0", "entropy": "row entropy in nats"},
         "chance": chance(queries, int(ids.shape[1]), model.causal),
         "top": {name: top_heads(heads, name) for name in SCORES},
