@@ -4,7 +4,7 @@
 Per head: `ablation`, the objective with only that head masked minus the intact objective (exact: one masked
 pass per head over the corpus), and `taylor`, Michel's I_h = E_x |dL(x)/dξ_h| at ξ = 1 (one backward pass per
 batch), with `taylor_normalized` each layer's scores divided by their l2 norm. Pruning: heads removed
-`prune_step` of all heads at a time, least important first by `taylor`, by `ablation`, and in a seeded random
+`prune_step` of all heads at a time, least important first by `taylor_normalized`, by `ablation`, and in a seeded random
 order; the scores are computed once on the intact model and are not recomputed after each step (Michel's
 figure; HF's bertology script recomputes them).
 """
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 RESULTS, FIGURES = "results", "figures"
 FOLDER = "importance"  # results/importance/NAME/, figures/importance/NAME/
 RELATIVE_TOLERANCE = 0.01  # "within 1% of the intact objective"
-EMBEDDING_TOLERANCE = 0.01  # the embedding objective is 0 intact: within 0.01 (cosine >= 0.99)
+EMBEDDING_TOLERANCE = 0.01  # the embedding objective is 0 intact: within 0.01 (a mean cosine >= 0.99)
 ORDERS = ("taylor", "ablation", "random")
 NO_TAYLOR = ("the embedding objective is at its minimum (0) on the intact model, so its gradient with respect "
              "to every head's mask is zero there and the Taylor score is empty")
@@ -337,8 +337,8 @@ def _importance(model: LoadedModel | str, sentences: Sequence[str | dict[str, An
         "spearman_taylor_ablation": _spearman(scores.reshape(-1), ablation.reshape(-1)) if has_taylor else None,
         **({} if has_taylor else {"taylor_empty_because": NO_TAYLOR}),
         "tolerance": tolerance,
-        "tolerance_rule": ("|objective - intact| <= 0.01 (cosine >= 0.99)" if scorer.objective == EMBEDDING
-                           else "|objective - intact| <= 1% of |intact|"),
+        "tolerance_rule": ("|objective - intact| <= 0.01 (the mean over sentences of 1 - cosine; a mean cosine >= "
+                           "0.99)" if scorer.objective == EMBEDDING else "|objective - intact| <= 1% of |intact|"),
         "largest_fraction_within_tolerance": {
             name: _within(pruning[pruning["order"] == name], intact_value, tolerance) for name in orders},
         "versions": versions(),
@@ -449,7 +449,7 @@ def write_importance(result: ImportanceResult, out: str | Path = ".", name: str 
         figures = staging.folder(out / FIGURES / FOLDER / folder)
         # the scores may be tiny (a confident classifier's ablation: 4e-6): significant digits, not decimals
         write_csv(result.heads, results / "heads.csv", float_format="%.6g")
-        write_csv(result.pruning, results / "pruning.csv")
+        write_csv(result.pruning, results / "pruning.csv", float_format="%.6g")  # as small: a label loss
         write_json(summary, results / "summary.json")
         for fmt in formats:
             save_figure(score_heatmap(result.heads, "ablation", f"{title}: ablation (objective rise when the head "
