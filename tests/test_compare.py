@@ -552,8 +552,9 @@ def test_detect_files(tiny_model_dir, tmp_path):
     with pytest.raises(ra.InputError, match="--repeats must be at least 2"):
         ra.detect(ra.load(str(tiny_model_dir)), repeats=1)
     summary = json.loads((tmp_path / "results/detect/tiny/summary.json").read_text())
-    # an encoder's query sees all 1 + 15 + 1 tokens: uniform attention puts 1/17 on each, entropy ln 17
-    assert summary["chance"] == {"induction": round(1 / 17, 6), "duplicate": round(1 / 17, 6),
+    # an encoder's query sees all 1 + 15 + 1 tokens: uniform attention puts 1/17 on each, entropy ln 17; a query of
+    # the second repeat has one earlier copy, of the third two: induction and duplicate add 1.5 of them on average
+    assert summary["chance"] == {"induction": round(1.5 / 17, 6), "duplicate": round(1.5 / 17, 6),
                                  "previous": round(1 / 17, 6), "first": round(1 / 17, 6),
                                  "entropy": round(math.log(17), 6)}
     assert "(uniform attention: 0.06)" in result.output and "entropy (lowest)" in result.output
@@ -573,6 +574,35 @@ def test_detect_chance_for_a_decoder():
     assert chance(queries, 6, causal=True) == {
         **dict.fromkeys(("induction", "duplicate", "previous", "first"), round((1 / 4 + 1 / 5 + 1 / 6) / 3, 6)),
         "entropy": round((math.log(4) + math.log(5) + math.log(6)) / 3, 6)}
+    assert chance(queries, 6, causal=True, copies=np.array([1, 2, 2]))["induction"] == round(
+        (1 / 4 + 2 / 5 + 2 / 6) / 3, 6)
+
+
+def test_detect_counts_every_earlier_copy_against_a_direct_loop(tiny):
+    """induction and duplicate sum the weight on every earlier copy (and the token after each), as TransformerLens's
+    detector counts them: checked against a plain loop over the model's own attentions."""
+    import torch
+
+    from real_attention.comparison.detect import sequences
+
+    length, repeats, samples = 4, 3, 2
+    result = ra.detect(tiny, length=length, repeats=repeats, samples=samples, seed=5)
+    ids, offset, _ = sequences(tiny, length, repeats, samples, 5)
+    with torch.no_grad():
+        attentions = tiny.model(input_ids=torch.tensor(ids), attention_mask=torch.ones(ids.shape, dtype=torch.long),
+                                output_attentions=True).attentions
+    induction = np.zeros((tiny.layers, tiny.heads))
+    duplicate = np.zeros_like(induction)
+    queries = range(offset + length, offset + length * repeats)
+    for sample in range(samples):
+        for i in queries:
+            for k in range(1, (i - offset) // length + 1):
+                for layer, maps in enumerate(attentions):
+                    induction[layer] += maps[sample, :, i, i - k * length + 1].double().numpy()
+                    duplicate[layer] += maps[sample, :, i, i - k * length].double().numpy()
+    count = samples * len(queries)
+    np.testing.assert_allclose(result.heads["induction"], induction.reshape(-1) / count, atol=1e-12)
+    np.testing.assert_allclose(result.heads["duplicate"], duplicate.reshape(-1) / count, atol=1e-12)
 
 
 def test_detect_leaves_out_bert_unused_tokens(minilm):
@@ -631,4 +661,4 @@ def test_detect_advances_its_progress_bar_by_samples(tiny):
 def test_detect_records_how_the_weights_differ_from_the_published_ones(tiny):
     result = ra.detect(tiny, length=4, repeats=2, samples=1)
     assert "weights" in result.summary and result.summary["weights"] == tiny.choice.weights_note
-    assert "most recent copy" in result.summary["scores"]["induction"]
+    assert "every earlier copy" in result.summary["scores"]["induction"]

@@ -2,18 +2,20 @@
 
 Each sample is `length` tokens drawn uniformly (seeded) from the vocabulary without special or byte-fallback tokens,
 repeated `repeats` times, with the specials the tokenizer puts around a text (BERT's [CLS] ... [SEP], a decoder's
-BOS when it uses one). In the repeats after the first, the token at position i has its previous occurrence at
-i - L (L = length), and per head:
+BOS when it uses one). In the repeats after the first, the token at position i of repeat r (from 0) has its earlier
+occurrences at i - kL, k = 1..r (L = length), and per head:
 
-    induction: mean weight from i to i - L + 1 (the token right after its previous occurrence);
-    duplicate: mean weight from i to i - L (its previous occurrence);
+    induction: mean over queries of the weight from i summed over i - kL + 1, the token right after each earlier
+               occurrence (as TransformerLens's detector and Olsson et al.'s prefix matching count them);
+    duplicate: mean over queries of the weight from i summed over i - kL, every earlier occurrence;
     previous:  mean weight from i to i - 1;
     first:     mean weight from i to position 0 (the first token, whatever it is: the attention sink);
     entropy:   mean entropy of the rows, in nats (0 ln 0 = 0).
 
 Means over every such query of every sample. The test looks back, as Olsson et al.'s does: an encoder's query also
 sees the later repeats, which these scores leave out. `chance` is each score under uniform attention over the keys a
-query sees (1/T each for an encoder, the mean of 1/(i + 1) for a decoder; entropy ln T, the mean of ln(i + 1)).
+query sees (1/T each for an encoder, the mean of 1/(i + 1) for a decoder, times the query's r earlier copies for
+induction and duplicate; entropy ln T, the mean of ln(i + 1)).
 One forward pass per batch of samples; each layer's maps are reduced to these five sums as the layer ends.
 """
 from __future__ import annotations
@@ -121,17 +123,32 @@ def sequences(loaded, length: int, repeats: int, samples: int, seed: int) -> tup
     return ids.astype(np.int64), len(before), len(candidates)
 
 
-def chance(queries: np.ndarray, tokens: int, causal: bool) -> dict[str, float]:
+def chance(queries: np.ndarray, tokens: int, causal: bool, copies: np.ndarray | None = None) -> dict[str, float]:
     """Each score under uniform attention over the keys a query sees: an encoder's query sees all `tokens`, a
-    decoder's query at position i the i + 1 up to it. queries: their positions."""
+    decoder's query at position i the i + 1 up to it. queries: their positions; copies: how many earlier copies
+    each has (induction and duplicate add the weight on every one; None: one each)."""
     seen = (queries + 1 if causal else np.full(len(queries), tokens)).astype(np.float64)
+    earlier = np.ones(len(queries)) if copies is None else np.asarray(copies, dtype=np.float64)
     weight = round(float(np.mean(1.0 / seen)), 6)
-    return {"induction": weight, "duplicate": weight, "previous": weight, "first": weight,
+    copied = round(float(np.mean(earlier / seen)), 6)
+    return {"induction": copied, "duplicate": copied, "previous": weight, "first": weight,
             "entropy": round(float(np.mean(np.log(seen))), 6)}
 
 
-def layer_scores(weights, queries, length: int):
-    """(B, H, T, T) one layer's maps -> (len(SCORES), H) float64 sums over the samples and the queries."""
+def copy_targets(queries: np.ndarray, offset: int, length: int) -> tuple[np.ndarray, np.ndarray]:
+    """(Q, K) the positions of every earlier copy of each query's token (K: the most a query has), and (Q, K) bool
+    which are real (a query in repeat r has r earlier copies: i - L, i - 2L, ...)."""
+    repeat = (np.asarray(queries) - offset) // length  # (Q,) 1 for the second repeat
+    most = int(repeat.max())
+    steps = np.arange(1, most + 1)  # (K,)
+    positions = np.asarray(queries)[:, None] - steps[None, :] * length  # (Q, K)
+    real = steps[None, :] <= repeat[:, None]
+    return np.where(real, positions, 0), real
+
+
+def layer_scores(weights, queries, length: int, offset: int = 0):
+    """(B, H, T, T) one layer's maps -> (len(SCORES), H) float64 sums over the samples and the queries.
+    offset: the position of the first drawn token (the copies of a query are found from it)."""
     import torch
 
     from ..engine.models import float64_device
@@ -140,8 +157,13 @@ def layer_scores(weights, queries, length: int):
     rows = weights[:, :, q, :].float()  # (B, H, Q, T)
     device = float64_device(rows.device)  # the sums are float64: on MPS, the CPU's
     rows, q = rows.to(device), q.to(device)
-    picked = [rows[:, :, torch.arange(len(q), device=q.device), target].sum(dim=(0, 2), dtype=torch.float64)
-              for target in (q - length + 1, q - length, q - 1, torch.zeros_like(q))]
+    index = torch.arange(len(q), device=q.device)
+    positions, real = (torch.as_tensor(array, device=device) for array in copy_targets(queries, offset, length))
+    # every earlier copy (duplicate) and the token after each (induction), as TransformerLens's detector counts them
+    copied = [(rows[:, :, index[:, None], targets] * real).sum(dim=(0, 2, 3), dtype=torch.float64)
+              for targets in (positions + 1, positions)]
+    picked = copied + [rows[:, :, index, target].sum(dim=(0, 2), dtype=torch.float64)
+                       for target in (q - 1, torch.zeros_like(q))]
     entropy = -(rows * rows.clamp(min=torch.finfo(rows.dtype).tiny).log()).sum(dim=-1).sum(dim=(0, 2),
                                                                                          dtype=torch.float64)
     return torch.stack([*picked, entropy])
@@ -180,7 +202,7 @@ def detect(model: LoadedModel, *, length: int = 25, repeats: int = 4, samples: i
             batch = Batch(input_ids=chunk, attention_mask=np.ones_like(chunk), units=empty, kinds=empty)
 
             def on_layer(layer: int, weights) -> None:
-                totals[:, layer] += layer_scores(weights, queries, length).cpu()
+                totals[:, layer] += layer_scores(weights, queries, length, offset).cpu()
 
             with out_of_memory_as_error(model.device, batch_size):
                 forward_layers(model, batch, on_layer)
@@ -205,10 +227,10 @@ def detect(model: LoadedModel, *, length: int = 25, repeats: int = 4, samples: i
         "specials": {"before": offset, "after": int(ids.shape[1]) - offset - length * repeats},
         "vocabulary": vocabulary,
         "queries_per_sample": len(queries),
-        "scores": {"induction": "weight on i - L + 1 (the most recent copy's successor)",
-                   "duplicate": "weight on i - L (the most recent copy)", "previous": "weight on i - 1",
+        "scores": {"induction": "weight on i - kL + 1 summed over every earlier copy k (the token after each)",
+                   "duplicate": "weight on i - kL summed over every earlier copy k", "previous": "weight on i - 1",
                    "first": "weight on position 0", "entropy": "row entropy in nats"},
-        "chance": chance(queries, int(ids.shape[1]), model.causal),
+        "chance": chance(queries, int(ids.shape[1]), model.causal, copy_targets(queries, offset, length)[1].sum(1)),
         "top": {name: top_heads(heads, name) for name in SCORES},
         "versions": versions(),
     }
