@@ -500,3 +500,41 @@ def test_a_sentences_totals_do_not_depend_on_its_batch_at_two_threads():
                                    batch[row]), (size, units, row)
     finally:
         torch.set_num_threads(threads)
+
+
+def test_the_kernel_gives_a_sentence_the_same_bits_alone_as_in_its_batch_at_padded_widths():
+    """The CPU kernel skips a batch's dummy rows and merges each run of one unit width alone: that is exact only if
+    a sentence's maps and totals do not depend on how many rows share its call. At the padded shapes (pieces a
+    multiple of 4, units engine.batches.padded_units) they do not, at two threads; at unpadded widths (7 units of
+    13 pieces, say) MKL's products were seen to differ with the batch count, which is why the widths are padded."""
+    import torch
+
+    from real_attention.engine.batches import padded_units
+    from real_attention.engine.heads import kernel, kernel_batch
+
+    generator = torch.Generator().manual_seed(1)
+    rng = np.random.default_rng(1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        for pieces in (8, 12, 20, 28, 40, 64):
+            size, units = int(rng.integers(2, 17)), int(rng.integers(max(1, pieces // 3), pieces + 1))
+            width = padded_units(units, pieces)
+            unit_of = np.full((size, pieces), -1, dtype=np.int64)
+            kinds = np.zeros((size, width), dtype=np.int64)
+            for row in range(size):  # each sentence `units` units over some of the pieces, the rest pads
+                used = int(rng.integers(units, pieces + 1))
+                cuts = np.sort(rng.choice(np.arange(1, used), size=units - 1, replace=False))
+                unit_of[row, :used] = np.searchsorted(cuts, np.arange(used), side="right")
+                kinds[row, :units] = rng.integers(1, 6, size=units)
+            weights = torch.rand(size, 12, pieces, pieces, generator=generator) * torch.as_tensor(unit_of >= 0)[
+                :, None, None, :]
+            weights /= weights.sum(-1, keepdim=True)
+            unit_t, kinds_t = torch.as_tensor(unit_of), torch.as_tensor(kinds)
+            maps, totals = kernel(weights, kernel_batch(unit_t, kinds_t), keep_maps=True)
+            for row in range(size):
+                alone_maps, alone = kernel(weights[row:row + 1].clone(), kernel_batch(
+                    unit_t[row:row + 1].clone(), kinds_t[row:row + 1].clone()), keep_maps=True)
+                assert torch.equal(alone_maps[0], maps[row]) and torch.equal(alone[0], totals[row]), (pieces, row)
+    finally:
+        torch.set_num_threads(threads)
