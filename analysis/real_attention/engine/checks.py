@@ -94,6 +94,17 @@ def optional_text(value: object, name: str, what: str) -> str | None:
     return None if value is None else text(value, name, what)
 
 
+def not_a_file(path) -> str | None:
+    """What stands at `path` when it is there but is no regular file ("a folder", "a link to nothing", "not a
+    regular file": a pipe, a device), so a reader does not take it for an absent file; None otherwise."""
+    from pathlib import Path
+
+    path = Path(path)
+    if not (path.exists() or path.is_symlink()) or path.is_file():
+        return None
+    return "a folder" if path.is_dir() else "a link to nothing" if not path.exists() else "not a regular file"
+
+
 def model_arg(value: object, name: str = "model") -> str | None:
     """A model argument: None, or a packaged name, Hub id or folder as a non-empty string or a path (os.PathLike)."""
     import os

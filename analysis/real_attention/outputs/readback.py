@@ -82,8 +82,10 @@ def load_run(out_dir: Path, lang: str, measure: str = "weights") -> StoredRun:
 def check_file_if_there(path: Path) -> None:
     """DamagedTable if something that is not a regular file (a folder, a dangling link, a pipe) is at `path`: a
     reader must not take it for an absent file and read the table beside it unchecked."""
-    if (path.exists() or path.is_symlink()) and not path.is_file():
-        what = "a folder" if path.is_dir() else "a link to nothing" if not path.exists() else "not a regular file"
+    from ..engine.checks import not_a_file
+
+    what = not_a_file(path)
+    if what is not None:
         raise damaged(path, f"it is {what}, not the file `run` writes")
 
 
@@ -223,10 +225,12 @@ def read_attention(path: str | Path) -> pd.DataFrame:
     from ..engine.checks import path_arg
 
     path = Path(path_arg(path, "path"))
-    if path.is_dir() and path.suffix not in TABLE_SUFFIXES:
-        summary_path = path / "summary.json"
-        check_file_if_there(summary_path)
-        found = table_path(path, "attention", read_summary(summary_path) if summary_path.is_file() else None)
+    is_folder = path.is_dir() and path.suffix not in TABLE_SUFFIXES
+    summary_path = (path if is_folder else path.parent) / "summary.json"  # read once, for the table's choice too
+    check_file_if_there(summary_path)
+    summary = read_summary(summary_path) if summary_path.is_file() else None
+    if is_folder:
+        found = table_path(path, "attention", summary)
         if found is None:
             raise ResultsError(f"no attention.csv or attention.parquet in {path}; run `real-attention run` first")
         path = found
@@ -235,9 +239,6 @@ def read_attention(path: str | Path) -> pd.DataFrame:
     if path.stem not in ("attention", "rollout") or path.suffix not in TABLE_SUFFIXES:
         raise ResultsError(f"{path} is not an attention or rollout table; read_attention takes attention.csv, "
                            "attention.parquet, rollout.csv or rollout.parquet, or the results folder that holds them")
-    summary_path = path.with_name("summary.json")
-    check_file_if_there(summary_path)
-    summary = read_summary(summary_path) if summary_path.is_file() else None
     if summary is not None and path.stem == "attention":  # the checks `show` makes of a run's summary.json
         check_run_summary(summary_path, summary)
     frame = read_checked(path, summary)

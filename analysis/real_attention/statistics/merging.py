@@ -8,7 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 from collections.abc import Iterable
 
-from ..engine.checks import is_number, is_whole, shown
+from ..engine.checks import is_number, is_whole, not_a_file, shown
 from ..engine.heads import HeadSums
 from ..engine.measure_names import MEASURES
 from ..engine.units import UNIT_RULES
@@ -23,8 +23,8 @@ def read_shard(folder: Path) -> tuple[dict, HeadSums]:
     folder = Path(folder)
     paths = [folder / "summary.json", folder / "sums.json"]
     for path in paths:
-        if (path.exists() or path.is_symlink()) and not path.is_file():
-            what = "a folder" if path.is_dir() else "a link to nothing" if not path.exists() else "not a regular file"
+        what = not_a_file(path)
+        if what is not None:
             raise CorpusError(f"{path} is {what}, not the file `heads --shard` writes; merge takes the shards as "
                               "`heads --shard` wrote them: run that shard again")
     if not all(path.is_file() for path in paths):
