@@ -245,3 +245,25 @@ def test_a_word_over_wordpieces_limit_is_named_as_too_long_not_as_unknown_charac
     assert "1 word(s) are longer than the 100 characters" in note and "so each became [UNK] whole" in note
     assert "lacks characters of 1 word(s)" in note and "sentence 2: 'ฉัน'" in note
     assert check_encodes(tiny_loaded, ["el banco de mi jardín"]) is None
+
+
+@pytest.mark.parametrize("args, says, where", [
+    (["run", "--measure", "weight"], "Invalid value for '--measure': 'weight' is not one of", "real-attention run"),
+    (["heads", "--batch-size", "x"], "Invalid value for '--batch-size'", "real-attention heads"),
+    (["run", "--bogus"], "No such option '--bogus'", "real-attention run"),
+    (["--bogus"], "No such option '--bogus'", "real-attention"),
+    (["nosuch"], "No such command 'nosuch'", "real-attention"),
+    (["merge"], "Missing argument", "real-attention merge"),
+    (["run", "extra"], "unexpected extra argument (extra)", "real-attention run"),
+])
+def test_a_usage_error_is_one_error_line_that_names_the_help(args, says, where):
+    result = shared_invoke(*args, prog_name="real-attention")
+    assert result.exit_code == 2
+    assert result.output.splitlines() == [error_line(result)]  # no usage block, no hint line before it
+    assert says in error_line(result)
+    assert error_line(result).endswith(f"See '{where} --help'.")
+
+
+def test_help_and_version_still_print_and_exit_0():
+    assert shared_invoke("run", "--help", prog_name="real-attention").output.startswith("Usage: real-attention run")
+    assert shared_invoke("--version").exit_code == 0

@@ -59,8 +59,23 @@ def loading_notice(quiet: bool):
         ON_LOADING.reset(token)
 
 
+def one_line_usage_error(error: click.UsageError) -> CommandError:
+    """Click's usage error as one `Error:` line that names the help to read (Click prints the usage block and a
+    hint first: three lines before the one that says what is wrong)."""
+    where = error.ctx.command_path if error.ctx is not None else "real-attention"
+    message = error.format_message().rstrip()
+    return CommandError(f"{message}{'' if message.endswith(('.', '?)')) else '.'} See '{where} --help'.", error.exit_code)
+
+
 class Group(click.Group):
-    """The command group: an unexpected exception is a bug; show its traceback, ask for a report, exit 1."""
+    """The command group: a usage error is one `Error:` line; an unexpected exception is a bug: show its
+    traceback, ask for a report, exit 1."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as error:  # the group's own options (`real-attention --bogus`)
+            raise one_line_usage_error(error) from None
 
     def invoke(self, ctx: click.Context):
         import signal
@@ -70,6 +85,8 @@ class Group(click.Group):
         try:
             with sigterm_as_interrupt():  # SIGTERM (kill, timeout, docker stop) cleans up as Ctrl-C does
                 return super().invoke(ctx)
+        except click.UsageError as error:  # a command's options and arguments, or no such command
+            raise one_line_usage_error(error) from None
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, BrokenPipeError):
             raise  # BrokenPipeError: the reader went away; main() ends quietly
         except Terminated:
