@@ -121,6 +121,18 @@ def test_empty_input_raises_input_error(tiny):
         ra.attend(tiny, ["el banco.", "  "])
 
 
+def test_an_attentions_sentences_are_word_maps_and_one_without_maps_is_refused(tiny_att):
+    first = tiny_att[0]
+    assert isinstance(first, ra.WordMaps) and isinstance(first, ra.WordAttention)
+    assert first.weights is tiny_att.sentences[0].weights  # the same arrays, no copy
+    plain = ra.WordAttention(first.text, first.words, first.kinds, first.weights)
+    again = ra.Attention(sentences=(plain,), model="m", revision="r", versions={})
+    assert isinstance(again[0], ra.WordMaps) and again[0].words == first.words
+    assert type(first.without_maps()) is ra.WordAttention
+    with pytest.raises(ra.InputError, match="maps were not kept"):
+        ra.Attention(sentences=(first.without_maps(),), model="m", revision="r", versions={})
+
+
 def test_heatmap_is_a_figure_of_the_head(tiny_att):
     from matplotlib.figure import Figure
 

@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # what editors and mypy read; at run time __getattr__ imports
     from .engine.errors import OutputError as OutputError, RealAttentionError as RealAttentionError
     from .engine.mixing.result import Mixing as Mixing
     from .engine.models import LoadedModel as LoadedModel
-    from .engine.words import WordAttention as WordAttention
+    from .engine.words import WordAttention as WordAttention, WordMaps as WordMaps
     from .api.api import attend as attend, classify as classify, corpus_stats as corpus_stats, heatmap as heatmap
     from .api.api import load as load, mixing as mixing
     from .api.attention import Attention as Attention
@@ -67,7 +67,7 @@ _API = {
     "detect": ".comparison.detect", "write_detect": ".comparison.detect", "DetectResult": ".comparison.detect",
     "importance": ".head_importance.run", "objective": ".head_importance.run",
     "write_importance": ".head_importance.run", "ImportanceResult": ".head_importance.run",
-    "LoadedModel": ".engine.models", "WordAttention": ".engine.words",
+    "LoadedModel": ".engine.models", "WordAttention": ".engine.words", "WordMaps": ".engine.words",
     "Thresholds": ".statistics.labels",
     "RealAttentionError": ".engine.errors", "InputError": ".engine.errors",
     "ModelUnavailable": ".engine.errors", "OutputError": ".engine.errors",

@@ -15,12 +15,13 @@ if TYPE_CHECKING:
 
     from ..engine.models import LoadedModel
     from ..engine.pipeline import RunResult
-    from ..engine.words import WordAttention
+    from ..engine.words import WordAttention, WordMaps
 
 
 @dataclass(frozen=True)
-class Attention(Sequence["WordAttention"]):  # the name only: numpy loads on first use
-    """Word-level attention of S sentences from one model: `att[i]` is sentence i's WordAttention.
+class Attention(Sequence["WordMaps"]):  # the name only: numpy loads on first use
+    """Word-level attention of S sentences from one model: `att[i]` is sentence i's WordMaps (a WordAttention
+    whose maps are there).
 
     Each `att[i].weights` is float32 numpy `(layers, heads, n_i, n_i)`, query rows by key columns, every row
     summing to 1; `att[i].words` are the n_i units as written (special tokens keep the tokenizer's text).
@@ -29,7 +30,7 @@ class Attention(Sequence["WordAttention"]):  # the name only: numpy loads on fir
     in Jupyter the object shows the interactive report inline (offline, in an iframe).
     """
 
-    sentences: tuple[WordAttention, ...]  # (S,)
+    sentences: tuple[WordMaps, ...]  # (S,) WordAttentions given are taken as WordMaps (they must have their maps)
     model: str  # as the user named it
     revision: str  # resolved commit, or sha256 of a folder's weights
     versions: dict[str, str]  # python, torch, transformers
@@ -44,30 +45,36 @@ class Attention(Sequence["WordAttention"]):  # the name only: numpy loads on fir
                   units: str, measure: str) -> Attention:
         """The Attention of the word maps (and their rollouts) that `model` has just computed, with no focus word."""
         from ..engine.pipeline import versions
+        from ..engine.words import WordMaps
 
-        return cls(sentences=tuple(sentences), model=model.choice.name, revision=model.revision, versions=versions(),
-                   units=units, measure=measure, rollout=tuple(rollout), causal=model.causal)
+        return cls(sentences=tuple(map(WordMaps.of, sentences)), model=model.choice.name, revision=model.revision,
+                   versions=versions(), units=units, measure=measure, rollout=tuple(rollout), causal=model.causal)
 
     @classmethod
     def from_result(cls, result: RunResult) -> Attention:
         """The Attention around a finished run (what `run` computed): its maps, located words and head labels."""
-        return cls(sentences=tuple(s.attention for s in result.sentences), model=result.model,
+        from ..engine.words import WordMaps
+
+        return cls(sentences=tuple(WordMaps.of(s.attention) for s in result.sentences), model=result.model,
                    revision=result.revision, versions=result.versions, result=result, units=result.units,
                    measure=result.measure, rollout=result.rollout, causal=result.causal)
 
     def __post_init__(self) -> None:
+        from ..engine.words import WordMaps
+
         if not self.sentences:  # layers and heads come from the sentences' maps
             raise InputError("an Attention holds at least one sentence")
+        object.__setattr__(self, "sentences", tuple(WordMaps.of(sentence) for sentence in self.sentences))
         shapes = {(s.layers, s.heads) for s in self.sentences}
         if len(shapes) > 1:
             raise InputError(f"the sentences of one Attention come from one model; got maps of {sorted(shapes)} "
                              "(layers, heads)")
 
     @overload
-    def __getitem__(self, index: int) -> WordAttention: ...
+    def __getitem__(self, index: int) -> WordMaps: ...
 
     @overload
-    def __getitem__(self, index: slice) -> tuple[WordAttention, ...]: ...
+    def __getitem__(self, index: slice) -> tuple[WordMaps, ...]: ...
 
     def __getitem__(self, index):
         return self.sentences[index]

@@ -105,6 +105,24 @@ class WordAttention:
         return self.checked_weights().shape[1]
 
 
+@dataclass(frozen=True)
+class WordMaps(WordAttention):
+    """A WordAttention whose maps are there: `weights` is the (layers, heads, n, n) float32 array, never None.
+    Each sentence of an ra.Attention is one, so that editors and type checkers know `att[i].weights` is an array."""
+
+    weights: np.ndarray
+
+    @classmethod
+    def of(cls, sentence: WordAttention) -> WordMaps:
+        """The same sentence as WordMaps (no copy of its arrays); InputError if its maps were not kept."""
+        if isinstance(sentence, WordMaps):
+            return sentence
+        sentence.checked_weights()
+        maps = object.__new__(cls)  # the fields were checked when `sentence` was made
+        maps.__dict__.update(sentence.__dict__)
+        return maps
+
+
 @functools.lru_cache(maxsize=1 << 16)  # a corpus repeats its words: most labels are looked up, not recomputed
 def is_punctuation(word: str) -> bool:
     """True for a word made only of punctuation characters (Unicode category P*)."""
