@@ -266,9 +266,9 @@ def test_a_treebank_word_like_a_special_token_is_text(minilm):
 
 
 @pytest.mark.parametrize("options, expected", [
-    (["--limit", "0"], "Error: --limit 0 is out of range: at least 1"),
-    (["--name", "../up"], "Error: --name '../up' cannot be a folder name"),
-    (["--name", "ewt-norm"], "Error: --name 'ewt-norm' ends in '-norm'"),
+    (["--limit", "0"], "Error: limit (--limit) 0 is out of range: at least 1"),
+    (["--name", "../up"], "Error: name (--name) '../up' cannot be a folder name"),
+    (["--name", "ewt-norm"], "Error: name (--name) 'ewt-norm' ends in '-norm'"),
     ([], "Error: syntax needs a model: pass --model ID_OR_PATH"),
     (["--lang", "en"], "Error: syntax takes --model or --lang (the pinned model of a language), not both"),
     (["--name", "blocked"], "Error: {tmp}/out/results/syntax/blocked is a file, not a folder"),
@@ -519,3 +519,16 @@ def test_a_treebank_whose_lines_end_in_cr_alone_says_so(tmp_path):
     assert result.exit_code == 2, result.output
     (line,) = result.output.strip().splitlines()
     assert line.startswith(f"Error: {path}, line 1: holds a carriage return (CR) inside the line"), line
+
+
+def test_the_relations_figure_says_when_no_relation_but_root_and_punct_is_there():
+    import pandas as pd
+    from real_attention.syntax_probe.figures import relations_figure
+    from real_attention.syntax_probe.scoring import ALL, DIRECTIONS
+
+    rows = [{"relation": relation, "direction": direction, "layer": 1, "head": head, "accuracy": 0.5, "total": 3}
+            for relation in (ALL, "root", "punct") for direction in DIRECTIONS for head in (1, 2)]
+    figure = relations_figure(pd.DataFrame(rows), pd.DataFrame(), "tiny")
+    texts = [text.get_text() for ax in figure.axes for text in ax.texts]
+    assert texts == ["no relation but root, punct in these sentences"]
+    assert figure.get_suptitle() == "tiny: accuracy of every head on its relations"
