@@ -1,5 +1,6 @@
 """The API's surface: bool label columns, batching, heatmaps titled by the Attention, piece maps, and every
 public input checked with InputError (also under python -O, where an assert would vanish)."""
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -217,7 +218,7 @@ def test_layer_and_head_from_the_tables_own_numbers(tiny_att):
     (lambda m, a: ra.corpus("c.txt", model=3), "model must be a non-empty string"),
     (lambda m, a: ra.corpus("c.txt", model="minilm", revision=3), "revision must be a non-empty string"),
     (lambda m, a: ra.corpus("c.txt", model="minilm", device=3), "device must be a non-empty string"),
-    (lambda m, a: ra.corpus("c.txt", model="minilm", lang="es"), "heads takes --model or --lang"),
+    (lambda m, a: ra.corpus("c.txt", model="minilm", lang="es"), r"heads takes model \(--model\) or lang \(--lang\)"),
     (lambda m, a: ra.attend(m, "el \ud800 banco"), "unpaired surrogate"),
     (lambda m, a: ra.attend(m, "   "), "texts: sentence 1 is empty"),
     (lambda m, a: ra.attend(m, words=[["el", "\ud800"]]), "words= sentence 1, word 2 .*unpaired surrogate"),
@@ -237,6 +238,53 @@ def test_layer_and_head_from_the_tables_own_numbers(tiny_att):
 def test_wrong_types_are_one_input_error_naming_the_argument(tiny, tiny_att, call, argument):
     with pytest.raises(ra.InputError, match=argument):
         call(tiny, tiny_att)
+
+
+# Messages that both interfaces reach name the argument as `python_name (--flag)`: a Python user never typed the
+# flag, a command-line user never wrote the keyword. Each call: (model folder, loaded model, a corpus file, a
+# folder to write to) -> the call that fails; then each name the message must hold.
+NAMED_BOTH_WAYS = [
+    (lambda d, m, c, o: ra.load("minilm", revision="abc"), ["revision (--revision)", "model (--model)"]),
+    (lambda d, m, c, o: ra.load(d, revision="abc"), ["revision (--revision)", "model (--model)"]),
+    (lambda d, m, c, o: ra.corpus(c, model=d, out=o, batch_size=0), ["batch_size (--batch-size)"]),
+    (lambda d, m, c, o: ra.corpus(c, model=d, out=o, thresholds=["nonsense"]), ["thresholds (--threshold) 'nonsense'"]),
+    (lambda d, m, c, o: ra.corpus(c, model=d, out=o, thresholds={"broad": 2}), ["thresholds (--threshold)"]),
+    (lambda d, m, c, o: ra.corpus(c, model=d, out=o, shard="one of two"), ["shard (--shard) 'one of two'"]),
+    (lambda d, m, c, o: ra.corpus(c, model=d, out=o, shard="3/2"), ["shard (--shard) i/N"]),
+    (lambda d, m, c, o: ra.corpus(c, model=d, out=o, workers=2, scheduler="tcp://127.0.0.1:8786"),
+     ["workers (--workers)", "scheduler (--scheduler)"]),
+    (lambda d, m, c, o: ra.corpus(c, model=d, out=o, threads=100_000), ["threads (--threads) 100000"]),
+    (lambda d, m, c, o: ra.corpus(c, model=d, out=o, partition_size=0), ["partition_size (--partition-size) 0"]),
+    (lambda d, m, c, o: ra.corpus(c, model=d, out=o, name="a/b"), ["name (--name) 'a/b'"]),
+    (lambda d, m, c, o: ra.corpus(Path(o) / "missing.txt", model=d, out=o), ["inputs (--corpus)"]),
+    (lambda d, m, c, o: ra.corpus(c, out=o), ["model (--model)", "lang (--lang)"]),
+    (lambda d, m, c, o: ra.run(model=d, out=o, compare_measures=True, measure="norm"),
+     ["compare_measures (--compare-measures)", "measure (--measure) norm"]),
+    (lambda d, m, c, o: ra.run(model=d, out=o, lang="es-norm"), ["lang (--lang) 'es-norm'", "measure (--measure)"]),
+    (lambda d, m, c, o: ra.syntax(m, Path(o) / "t.conllu", batch_size=0), ["batch_size (--batch-size)"]),
+    (lambda d, m, c, o: ra.syntax(m, Path(o) / "t.conllu", min_count=0), ["min_count (--min-count)"]),
+    (lambda d, m, c, o: ra.detect(m, repeats=1), ["repeats (--repeats)"]),
+    (lambda d, m, c, o: ra.detect(m, length=10, repeats=3), ["length (--length) 10 x repeats (--repeats) 3"]),
+    (lambda d, m, c, o: ra.compare([m], ["el banco."]), ["models (--model)"]),
+    (lambda d, m, c, o: ra.compare([m, m], ["el banco."], measure="value-zeroing"), ["measure (--measure)"]),
+    (lambda d, m, c, o: ra.importance(m, ["el banco."], batch_size=0), ["batch_size (--batch-size)"]),
+]
+
+
+@pytest.mark.parametrize(("call", "names"), NAMED_BOTH_WAYS)
+def test_an_argument_both_interfaces_take_is_named_both_ways(tiny_model_dir, tiny, tmp_path, call, names):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("Fui al banco.\n", encoding="utf-8")
+    with pytest.raises(ra.InputError) as raised:
+        call(str(tiny_model_dir), tiny, str(corpus), str(tmp_path / "out"))
+    message = str(raised.value)
+    assert "\n" not in message
+    for name in names:
+        assert name in message, message
+    # every flag the message names is given with the Python name before it
+    flags = re.findall(r"(?<![\w(])--[a-z-]+", message)
+    assert not flags, f"a flag without its Python name: {flags} in {message!r}"
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_single_string_is_one_sentence_for_corpus_stats(tiny):

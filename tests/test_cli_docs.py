@@ -96,7 +96,7 @@ def test_heads_with_an_unknown_language_is_one_line_and_no_progress_bar(tmp_path
     result = CliRunner().invoke(cli, ["heads", "--corpus", str(corpus), "--lang", "esp", "--out", str(tmp_path)])
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
-        "Error: no pinned model for language 'esp' (pinned: en, es); pass --model ID_OR_PATH"]
+        "Error: no pinned model for language 'esp' (pinned: en, es); pass model (--model) ID_OR_PATH"]
     assert not (tmp_path / "results").exists()
 
 

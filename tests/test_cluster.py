@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -100,20 +101,20 @@ def test_a_damaged_compressed_input_is_one_line(tmp_path, tiny_model_dir):
     result = CliRunner().invoke(cli, ["heads", "--corpus", str(tmp_path / "cut.txt.gz"), "--model",
                                       str(tiny_model_dir), "--out", str(tmp_path / "out"), "--quiet"])
     assert result.exit_code == 2, result.output  # bad input
-    assert result.output.startswith(f"Error: cannot read --corpus {tmp_path / 'cut.txt.gz'}: ")
+    assert result.output.startswith(f"Error: cannot read inputs (--corpus) {tmp_path / 'cut.txt.gz'}: ")
     assert len(result.output.strip().splitlines()) == 1
     assert [path for path in (tmp_path / "out").rglob("*") if path.is_file()] == []
 
 
 @pytest.mark.parametrize("specs, message", [
-    (["missing.txt"], "--corpus missing.txt: no such file"),
-    (["nothing-*.txt"], "--corpus nothing-*.txt matches no file"),
-    (["-", "a.txt"], "--corpus - reads stdin and cannot be combined with other inputs"),
+    (["missing.txt"], "inputs (--corpus) missing.txt: no such file"),
+    (["nothing-*.txt"], "inputs (--corpus) nothing-*.txt matches no file"),
+    (["-", "a.txt"], "inputs (--corpus) - reads stdin and cannot be combined with other inputs"),
 ])
 def test_bad_inputs_are_refused(tmp_path, monkeypatch, specs, message):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "a.txt").write_text("one\n")
-    with pytest.raises(CorpusError, match="^" + message.replace("*", r"\*") + "$"):
+    with pytest.raises(CorpusError, match="^" + re.escape(message) + "$"):
         expand(specs)
 
 
@@ -183,7 +184,8 @@ def test_the_single_process_streams_its_partitions_with_the_partitions_bits(tiny
 
 
 def test_engine_options_are_checked():
-    with pytest.raises(CorpusError, match="^--workers starts a local cluster and --scheduler connects to one"):
+    with pytest.raises(CorpusError, match=r"^workers \(--workers\) starts a local cluster and scheduler \(--scheduler\) "
+                                          "connects to one"):
         Engine(workers=2, scheduler="tcp://127.0.0.1:8786")
     assert Engine().kind == "single-process" and Engine(workers=2).worker_threads == 1
 
@@ -204,7 +206,7 @@ def test_an_unreachable_scheduler_is_one_line_that_says_what_to_do(tmp_path, tin
                                       "--scheduler", address, "--out", str(tmp_path / "out"), "--quiet"])
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"Error: --scheduler {address}: cannot reach a Dask scheduler")
+    assert len(lines) == 1 and lines[0].startswith(f"Error: scheduler (--scheduler) {address}: cannot reach a Dask scheduler")
     assert "dask scheduler" in lines[0]
     assert [path for path in (tmp_path / "out").rglob("*") if path.is_file()] == []
 
@@ -214,8 +216,8 @@ def test_workers_and_scheduler_together_are_bad_input(tmp_path):
     result = CliRunner().invoke(cli, ["heads", "--corpus", str(tmp_path / "c.txt"), "--model", "minilm",
                                       "--workers", "2", "--scheduler", "tcp://127.0.0.1:8786"])
     assert result.exit_code == 2
-    assert result.output.strip().splitlines()[-1] == ("Error: --workers starts a local cluster and --scheduler "
-                                                      "connects to one; pass only one")
+    assert result.output.strip().splitlines()[-1] == ("Error: workers (--workers) starts a local cluster and "
+                                                      "scheduler (--scheduler) connects to one; pass only one")
 
 
 def test_a_cluster_without_dask_is_one_line_that_says_what_to_install(tmp_path, tiny_model_dir, monkeypatch):
@@ -225,7 +227,7 @@ def test_a_cluster_without_dask_is_one_line_that_says_what_to_install(tmp_path, 
         result = CliRunner().invoke(cli, ["heads", "--corpus", str(tmp_path / "c.txt"), "--model", str(tiny_model_dir),
                                           option, value, "--out", str(tmp_path)])
         assert result.exit_code == 1
-        assert result.output.strip().splitlines() == [f'Error: {option} needs Dask: pip install "real-attention[dask]"']
+        assert result.output.strip().splitlines() == [f'Error: {option[2:]} ({option}) needs Dask: pip install "real-attention[dask]"']
     assert not (tmp_path / "results").exists()
 
 

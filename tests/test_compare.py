@@ -442,7 +442,7 @@ def test_a_damaged_compressed_corpus_is_one_error_line(tiny_model_dir, tmp_path)
                                       "--quiet", "--out", str(tmp_path / "out")])
     lines = result.output.strip().splitlines()
     assert result.exit_code != 0 and len(lines) == 1, result.output
-    assert lines[0].startswith(f"Error: cannot read --corpus {corpus}: ")
+    assert lines[0].startswith(f"Error: cannot read path (--corpus) {corpus}: ")
 
 
 @pytest.mark.parametrize("arguments, message", [
@@ -452,12 +452,12 @@ def test_a_damaged_compressed_corpus_is_one_error_line(tiny_model_dir, tmp_path)
     (["compare", "--corpus", "{long}", "--model", "{model}", "--model", "{model}"], "no words in common"),
     (["compare", "--corpus", "/dev/null", "--model", "{model}", "--model", "{model}"], "not a regular file"),
     (["compare", "--corpus", "{tmp}/missing.txt", "--model", "{model}", "--model", "{model}"], "no such file"),
-    (["detect", "--model", "{model}", "--length", "1"], "--length must be at least 3"),
+    (["detect", "--model", "{model}", "--length", "1"], "length (--length) must be at least 3"),
     (["detect", "--model", "{model}", "--lang", "en"], "detect takes --model or --lang"),
     (["detect", "--model", "{model}", "--length", "2"], "induction and previous would be one score"),
-    (["detect", "--model", "{model}", "--batch-size", "99999999999999999999"], "--batch-size must be at most 65,536"),
+    (["detect", "--model", "{model}", "--batch-size", "99999999999999999999"], "batch_size (--batch-size) must be at most 65,536"),
     (["detect", "--model", "{model}", "--length", "10", "--repeats", "3"], "takes at most 24"),
-    (["detect", "--model", "{model}", "--samples", "1000000000000"], "--samples must be at most 1,000,000"),
+    (["detect", "--model", "{model}", "--samples", "1000000000000"], "samples (--samples) must be at most 1,000,000"),
     (["compare", "--corpus", "{blank}", "--model", "{model}", "--model", "{model}"], "has no sentence"),
     (["compare", "--corpus", "{corpus}", "--model", "{model}", "--model", "{model}", "--name", ""],
      "cannot be a folder name"),
@@ -469,7 +469,7 @@ def test_bad_input_is_one_error_line(tiny_model_dir, tmp_path, arguments, messag
     blank.write_text("\n  \n\u200b\n", encoding="utf-8")
     values = {"corpus": str(corpus), "long": str(long), "model": str(tiny_model_dir), "tmp": str(tmp_path),
               "blank": str(blank)}
-    if message in ("has no sentence", "cannot be a folder name", "--samples must be at most 1,000,000"):
+    if message in ("has no sentence", "cannot be a folder name", "samples (--samples) must be at most 1,000,000"):
         import real_attention.engine.models as models
 
         def refuse(*args, **kwargs):
@@ -549,7 +549,7 @@ def test_detect_files(tiny_model_dir, tmp_path):
     assert (tmp_path / "results/detect/tiny/heads.csv").read_text().startswith(
         "layer,head,induction,duplicate,previous,first,entropy\n")
     assert (tmp_path / "figures/detect/tiny/scores.png").is_file()
-    with pytest.raises(ra.InputError, match="--repeats must be at least 2"):
+    with pytest.raises(ra.InputError, match=r"repeats \(--repeats\) must be at least 2"):
         ra.detect(ra.load(str(tiny_model_dir)), repeats=1)
     summary = json.loads((tmp_path / "results/detect/tiny/summary.json").read_text())
     # an encoder's query sees all 1 + 15 + 1 tokens: uniform attention puts 1/17 on each, entropy ln 17; a query of

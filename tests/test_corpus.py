@@ -314,7 +314,7 @@ def test_shards_merge_to_the_unsharded_run(tmp_path, corpus_file, tiny_model_dir
     for args, message in [
         (shards[:2], "Error: shard(s) 2/3 missing; merge needs all 3"),
         ([shards[0], shards[0], *shards[1:]], f"Error: {shards[0]} and {shards[0]} are both shard 3/3"),
-        ([expected], f"Error: {expected} was not written with --shard; merge takes the shards of one run"),
+        ([expected], f"Error: {expected} was not written with shard (--shard); merge takes the shards of one run"),
     ]:
         refused = runner.invoke(cli, ["merge", *map(str, args), "--out", str(tmp_path / "refused")])
         assert refused.exit_code == 2 and refused.output.strip().splitlines()[-1] == message
@@ -359,13 +359,13 @@ def test_stdin_and_jsonl(tmp_path, tiny_model_dir):
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (["--shard", "3/2"], "Error: shard 3/2 does not exist; use --shard i/N with 1 <= i <= N"),
-        (["--name", "a/b"], "Error: corpus name (--name) 'a/b' cannot be a folder name: use one plain name without "
+        (["--shard", "3/2"], "Error: shard 3/2 does not exist; use shard (--shard) i/N with 1 <= i <= N"),
+        (["--name", "a/b"], "Error: name (--name) 'a/b' cannot be a folder name: use one plain name without "
                             "slashes, like es or my-corpus"),
         (["--threshold", "wide=0.3"],
-         "Error: --threshold 'wide=0.3': expected NAME=VALUE with NAME one of position, marker, broad"),
-        (["--threshold", "broad=high"], "Error: --threshold 'broad=high': 'high' is not a number"),
-        (["--threshold", "marker=2"], "Error: --threshold 'marker=2': marker must be between 0 and 1"),
+         "Error: thresholds (--threshold) 'wide=0.3': expected NAME=VALUE with NAME one of position, marker, broad"),
+        (["--threshold", "broad=high"], "Error: thresholds (--threshold) 'broad=high': 'high' is not a number"),
+        (["--threshold", "marker=2"], "Error: thresholds (--threshold) 'marker=2': marker must be between 0 and 1"),
     ],
 )
 def test_bad_options_give_one_error_line(tmp_path, corpus_file, tiny_model_dir, extra, message):
@@ -376,13 +376,13 @@ def test_bad_options_give_one_error_line(tmp_path, corpus_file, tiny_model_dir, 
 
 def test_a_missing_or_empty_corpus_is_bad_input(tmp_path, tiny_model_dir):
     missing = CliRunner().invoke(cli, heads_args(tmp_path / "nope.txt", tiny_model_dir, tmp_path / "out"))
-    assert missing.exit_code == 2 and missing.output.strip() == f"Error: --corpus {tmp_path / 'nope.txt'}: no such file"
+    assert missing.exit_code == 2 and missing.output.strip() == f"Error: inputs (--corpus) {tmp_path / 'nope.txt'}: no such file"
     empty = tmp_path / "empty.txt"
     empty.write_text("\n  \n" + TOO_LONG + "\n")
     result = CliRunner().invoke(cli, heads_args(empty, tiny_model_dir, tmp_path / "out"))
     assert result.exit_code == 2
     assert result.output.strip() == ("Error: the corpus 'empty' has no sentences to analyse: 3 line(s) read, "
-                                     "2 blank, 1 too long; pass --truncate to cut long lines")
+                                     "2 blank, 1 too long; pass truncate (--truncate) to cut long lines")
     assert [p for p in (tmp_path / "out").rglob("*") if p.is_file()] == []
 
 

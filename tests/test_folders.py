@@ -39,7 +39,7 @@ def test_run_refuses_every_folder_another_command_owns(name, tiny_model_dir, tmp
     (owned / "file.txt").write_text("mine", encoding="utf-8")
     result = invoke("run", "--model", tiny_model_dir, "--lang", name, "--out", tmp_path, "--no-figures", "--no-report")
     assert result.exit_code == 2
-    assert f"--lang {name!r} names the folder that" in error_line(result)
+    assert f"lang (--lang) {name!r} names the folder that" in error_line(result)
     assert (owned / "file.txt").read_text(encoding="utf-8") == "mine"
 
 
@@ -98,7 +98,7 @@ def test_a_second_run_waits_or_with_no_wait_stops(tiny_model_dir, tmp_path):
     refused = invoke("run", "--model", tiny_model_dir, "--out", tmp_path, "--no-figures", "--no-report", "--no-wait")
     assert refused.exit_code == 1
     assert error_line(refused) == (f"Error: another real-attention run is writing {tmp_path / 'results' / 'es'}; "
-                                   "wait for it to finish, or run again without --no-wait to wait for it")
+                                   "wait for it to finish, or run again with wait=True (without --no-wait) to wait for it")
     assert not (tmp_path / "results" / "es").exists()
 
     messages: list[str] = []

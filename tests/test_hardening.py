@@ -39,7 +39,7 @@ def test_lang_must_be_one_plain_folder_name(lang, tiny_model_dir, tmp_path):
     # a model that does not exist: the name is checked before anything is loaded
     result = invoke("run", "--lang", lang, "--config", config, "--model", tmp_path / "no-model", "--out", out)
     assert result.exit_code == 2, result.output
-    assert error_line(result).startswith(f"Error: --lang {lang!r} cannot be a folder name")
+    assert error_line(result).startswith(f"Error: lang (--lang) {lang!r} cannot be a folder name")
     assert files_under(tmp_path) == before and (precious / "keep.txt").read_text() == "mine"
 
 
@@ -88,9 +88,9 @@ def test_words_the_vocabulary_lacks_run_as_unk_with_a_warning(tiny_model_dir, tm
 
 
 @pytest.mark.parametrize("value, message", [
-    ("/no/such/folder", "--model /no/such/folder: the folder does not exist"),
-    ("./missing", "--model ./missing: the folder does not exist"),
-    ("~/surely-not-here-ra", "--model ~/surely-not-here-ra: the folder does not exist"),
+    ("/no/such/folder", "model (--model) /no/such/folder: the folder does not exist"),
+    ("./missing", "model (--model) ./missing: the folder does not exist"),
+    ("~/surely-not-here-ra", "model (--model) ~/surely-not-here-ra: the folder does not exist"),
 ])
 def test_a_path_that_is_no_folder_is_never_sent_to_the_hub(value, message, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -105,10 +105,10 @@ def test_a_file_is_not_a_model_folder(tmp_path, monkeypatch):
     write(tmp_path / "some" / "file.txt", "x")
     result = run_tiny("some/file.txt", tmp_path / "out")
     assert result.exit_code == 1
-    assert error_line(result).startswith("Error: --model some/file.txt is a file, not a model folder")
+    assert error_line(result).startswith("Error: model (--model) some/file.txt is a file, not a model folder")
     (tmp_path / "noconfig").mkdir()
     result = run_tiny("./noconfig", tmp_path / "out")
-    assert error_line(result) == "Error: --model ./noconfig is not a model folder: it has no config.json"
+    assert error_line(result) == "Error: model (--model) ./noconfig is not a model folder: it has no config.json"
 
 
 @pytest.mark.parametrize("model", ["minilm", "FOLDER"])
@@ -116,7 +116,7 @@ def test_revision_with_a_folder_or_the_packaged_model_is_refused(model, tiny_mod
     model = str(tiny_model_dir) if model == "FOLDER" else model
     result = run_tiny(model, tmp_path / "out", "--revision", "abc123")
     assert result.exit_code == 2
-    assert error_line(result).startswith(f"Error: --revision applies to a Hub id, not to --model {model}")
+    assert error_line(result).startswith(f"Error: revision (--revision) applies to a Hub id, not to model (--model) {model}")
 
 
 # --- the config ------------------------------------------------------------------------------------------
@@ -207,7 +207,7 @@ def test_show_into_an_unwritable_folder_is_one_line(tiny_model_dir, tmp_path, mo
     result = invoke("show", "--layer", "1", "--head", "1", "--out", tmp_path)
     assert result.exit_code == 1
     assert error_line(result) == (f"Error: cannot write to {tmp_path / 'figures' / 'show' / 'es'}: Permission denied. "
-                                  "Choose a writable folder with --out.")
+                                  "Choose a writable folder as out (--out).")
 
 
 def test_a_bug_keeps_its_traceback_and_asks_for_a_report(tiny_model_dir, tmp_path, monkeypatch):
@@ -247,7 +247,7 @@ def test_heads_needs_a_model_or_a_lang(tmp_path):
 def test_heads_on_a_folder_says_it_is_a_folder(tiny_model_dir, tmp_path):
     result = invoke("heads", "--corpus", tmp_path, "--model", tiny_model_dir, "--out", tmp_path / "out")
     assert result.exit_code == 2
-    assert error_line(result) == f"Error: --corpus {tmp_path} is a folder; pass a text or .jsonl file (or - for stdin)"
+    assert error_line(result) == f"Error: inputs (--corpus) {tmp_path} is a folder; pass a text or .jsonl file (or - for stdin)"
 
 
 def test_heads_writes_the_asked_figure_format_and_a_short_revision(tiny_model_dir, tmp_path):

@@ -85,7 +85,7 @@ def test_an_overlong_lang_fails_before_the_model_loads(tiny_model_dir, tmp_path,
     config.write_text(SPANISH.replace("[es]", f"[{lang}]").replace("es.sentences", f"{lang}.sentences"))
     result = invoke("run", "--lang", lang, "--config", config, "--model", tiny_model_dir, "--out", tmp_path / "out")
     assert result.exit_code == 2, result.output
-    assert error_line(result) == (f"Error: --lang {'x' * 24!r}... is too long for a folder name: 300 bytes, at most "
+    assert error_line(result) == (f"Error: lang (--lang) {'x' * 24!r}... is too long for a folder name: 300 bytes, at most "
                                   "128 (UTF-8); choose a shorter name")
     assert not (tmp_path / "out").exists()
 
@@ -115,7 +115,7 @@ def test_a_plain_file_where_the_output_folder_goes_is_refused_untouched(kind, ti
     assert result.exit_code == 2, result.output
     assert error_line(result) == (f"Error: {tmp_path / kind / 'es'} is a file, not a folder; real-attention writes a "
                                   "folder there and will not replace a file. Move the file away, or choose another "
-                                  "--out")
+                                  "out (--out)")
     assert files_under(tmp_path) == before
 
 

@@ -288,7 +288,7 @@ def test_command_reports_an_unwritable_folder(fast_cli, tmp_path):
     assert run.exit_code == 1
     lines = run.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"Error: cannot write to {blocker / 'sub'}")
-    assert lines[0].endswith("Choose a writable folder with --out.")
+    assert lines[0].endswith("Choose a writable folder as out (--out).")
 
 
 def test_command_has_help():

@@ -231,18 +231,18 @@ def test_compare_measures_with_a_measure_is_one_error(tmp_path, tiny_model_dir):
     result = CliRunner().invoke(cli, ["run", "--model", str(tiny_model_dir), "--compare-measures", "--measure", "norm",
                                       "--out", str(tmp_path)])
     assert result.exit_code == 2
-    assert result.output.strip().splitlines() == ["Error: --compare-measures runs both measures; leave out --measure norm"]
+    assert result.output.strip().splitlines() == ["Error: compare_measures (--compare-measures) runs both measures; leave out measure (--measure) norm"]
     assert not any(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize("args, message", [
-    (["run", "--lang", "es-norm"], "Error: --lang 'es-norm' ends in '-norm', the ending of the folders of --measure "
-                                   "norm; choose another name"),
+    (["run", "--lang", "es-norm"], "Error: lang (--lang) 'es-norm' ends in '-norm', the ending of the folders of "
+                                   "measure (--measure) norm; choose another name"),
     (["heads", "--corpus", "CORPUS", "--name", "wiki-norm"],
-     "Error: corpus name (--name) 'wiki-norm' ends in '-norm', the ending of the folders of --measure norm; "
+     "Error: name (--name) 'wiki-norm' ends in '-norm', the ending of the folders of measure (--measure) norm; "
      "choose another name"),
     (["heads", "--corpus", "CORPUS", "--name", "wiki-shard-1-of-2"],
-     "Error: corpus name (--name) 'wiki-shard-1-of-2' ends like the folder of a shard (-shard-i-of-N); "
+     "Error: name (--name) 'wiki-shard-1-of-2' ends like the folder of a shard (-shard-i-of-N); "
      "choose another name"),
 ])
 def test_a_name_that_ends_like_a_norm_folder_is_refused(tmp_path, tiny_model_dir, args, message):

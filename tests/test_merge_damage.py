@@ -184,8 +184,8 @@ def test_a_shard_without_its_summary_json_is_still_refused(three, tmp_path):
 def test_shards_of_the_corpus_read_as_other_inputs_are_refused(made, tmp_path):
     two_files, one_file, split_elsewhere = shard(made, "ab", 1, 2), shard(made, "one", 2, 2), shard(made, "ab2", 2, 2)
     assert refused(tmp_path, two_files, one_file) == (
-        f"Error: {one_file} and {two_files} read the corpus as 1 and 2 inputs: --shard takes lines i, i+N, ... of each "
-        "input, so their lines overlap or are left out; run every shard with the same --corpus inputs")
+        f"Error: {one_file} and {two_files} read the corpus as 1 and 2 inputs: shard (--shard) takes lines i, i+N, ... of "
+        "each input, so their lines overlap or are left out; run every shard with the same inputs (--corpus)")
     assert f"Error: {split_elsewhere} and {two_files} read the corpus as inputs split at other lines: " in refused(
         tmp_path, two_files, split_elsewhere)
     # the same inputs merge to the whole corpus: 7 lines, not 8
@@ -351,11 +351,11 @@ def test_a_corpus_saved_under_another_name_is_named(three, tmp_path):
     edit(three[1] / "summary.json", lambda data: data["corpus"].update(name="copy"))
     assert refused(tmp_path, *three) == (
         f"Error: {three[1]} and {three[0]} differ in corpus name ('copy' against 'c'); {ONE_RUN} (the default "
-        "--name is the corpus file's name: give every shard the same --name)")
+        "name (--name) is the corpus file's name: give every shard the same name)")
 
 
 def test_heads_refuses_a_model_and_a_language(tiny_model_dir, made, tmp_path):
     result = invoke("heads", "--corpus", made / "c.txt", "--model", tiny_model_dir, "--lang", "es", "--out",
                     tmp_path, catch_exceptions=True)
     assert result.exit_code == 2
-    assert error_line(result) == "Error: heads takes --model or --lang (the pinned model of a language), not both"
+    assert error_line(result) == "Error: heads takes model (--model) or lang (--lang), the pinned model of a language, not both"

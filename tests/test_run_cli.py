@@ -65,8 +65,8 @@ def test_run_writes_exactly_the_five_tables(tiny_model_dir, tmp_path):
                                    "first_special", "last_special", "punct", "markers", "entropy"]
     assert len(heads) == 12 and set(heads.sense_head.astype(str).str.lower()) <= {"true", "false"}
     focus = pd.read_csv(folder / "focus.csv", keep_default_na=False)
-    assert list(focus.columns) == ["sentence", "layer", "head", "top_key", "top_weight", "sense_weight",
-                                   "marker_weight"]
+    assert list(focus.columns) == ["sentence", "layer", "head", "top_key_index", "top_key", "top_weight",
+                                   "sense_weight", "marker_weight"]
     assert len(focus) == 2 * 12
 
     summary = json.loads((folder / "summary.json").read_text())
@@ -81,6 +81,7 @@ def test_run_writes_exactly_the_five_tables(tiny_model_dir, tmp_path):
     banco = attention[(attention["query"] == "banco")]
     top = banco.loc[banco.groupby(["sentence", "layer", "head"])["weight"].idxmax()]
     assert top["key"].tolist() == focus["top_key"].tolist()
+    assert top["key_index"].tolist() == focus["top_key_index"].tolist()
 
 
 def test_two_runs_are_byte_identical(tiny_model_dir, tmp_path):
@@ -196,7 +197,7 @@ def test_model_that_cannot_be_had_exits_1_with_a_hint(tmp_path, hub_cache):
     line = error_line(result)
     assert line.startswith("Error: cannot load model google-bert/bert-base-uncased at revision "
                            "86b5e0934494bd15c9632b12f734a8a67f723594 (")
-    for hint in ("HF_HOME", "--model PATH", "--model minilm"):
+    for hint in ("HF_HOME", "folder as model (--model)", "model (--model) minilm"):
         assert hint in line
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())
 
@@ -257,7 +258,7 @@ def test_an_unreachable_hub_fails_fast_with_one_line(tmp_path, hub_cache, no_hub
     assert result.exit_code == 1 and time.perf_counter() - start < 30  # the Hub client alone retries for ~50 s
     line = error_line(result)
     assert "cannot reach http://127.0.0.1:9: " in line and "and it is not in the local cache" in line
-    assert "--model minilm" in line
+    assert "model (--model) minilm" in line
 
 
 def test_behind_a_proxy_the_hub_is_not_probed(monkeypatch, no_hub):

@@ -319,7 +319,7 @@ def test_host_warning_and_bind_errors():
     assert "anyone who can reach this machine" in exposure_warning("0.0.0.0")
     taken = bind("127.0.0.1", 0)
     try:
-        with pytest.raises(InputError, match="cannot listen on 127.0.0.1:.*--port"):
+        with pytest.raises(InputError, match=r"cannot listen on 127.0.0.1:.*port \(--port\)"):
             bind("127.0.0.1", taken.getsockname()[1])
     finally:
         taken.close()

@@ -390,7 +390,7 @@ def test_value_zeroing_is_not_offered_where_it_takes_no_piece(tiny_loaded):
     assert '<option value="norm">' in page and 'value="value-zeroing"' not in page
     with TestClient(ra.app(tiny_loaded, max_pieces=16)) as enough:
         assert 'value="value-zeroing"' in enough.get("/").text
-    with pytest.raises(InputError, match="with --max-pieces 15 that is no piece at all"):
+    with pytest.raises(InputError, match=r"of max_pieces \(--max-pieces\), .*with max_pieces 15 that is no piece at all"):
         ra.app(tiny_loaded, measure="value-zeroing", max_pieces=15)
 
 

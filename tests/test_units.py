@@ -249,7 +249,7 @@ def test_encoders_that_give_maps_only_through_output_attentions(family, xlmr_tok
         assert sentence.weights.shape[:2] == (2, 2)
         np.testing.assert_allclose(sentence.weights.sum(axis=-1), 1.0, atol=1e-5)
     # norm-based maps need a value projection per layer: these models give one clear error, no traceback
-    with pytest.raises(ra.ModelUnavailable, match="--measure norm needs one attention module per layer"):
+    with pytest.raises(ra.ModelUnavailable, match=r"measure \(--measure\) norm needs one attention module per layer"):
         ra.attend(model, ["Il boit de l'eau."], measure="norm")
 
 
@@ -371,7 +371,7 @@ def test_the_api_takes_the_rule_and_says_why_a_word_is_missing(tiny_loaded):
     assert ra.attend(tiny_loaded, text)[0].words[2] == "don't"
     att = ra.attend(tiny_loaded, text, units="tokenizer")
     assert att.units == "tokenizer" and att[0].words[2:5] == ("don", "'", "t")
-    with pytest.raises(InputError, match=r"the focus word \"don't\" is not in .*--units text, keeps it whole"):
+    with pytest.raises(InputError, match=r"the focus word \"don't\" is not in .*units \(--units\) text, keeps it whole"):
         ra.classify(att, focus="don't", sense="money")
     with pytest.raises(InputError, match=r"the focus word 'mone' is not in .*part of the word 'money'"):
         ra.attend(tiny_loaded, text, focus="mone", sense="get")

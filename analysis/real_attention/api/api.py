@@ -196,6 +196,7 @@ def corpus_stats(model: LoadedModel, lines: Iterable[str], *, batch_size: int = 
     lines: an iterable of strings (a list, a generator, an open text file); a single string is one sentence,
     never its characters. Anything that is no string (None, 3, bytes) is an InputError.
     units: the unit rule, and measure: "weights", "norm" or "value-zeroing", as in `attend`."""
+    from ..engine.batches import MAX_BATCH_SIZE
     from ..statistics.labels import thresholds_from
     from ..statistics.sums import CorpusReader, check_analysable, corpus_heads_frame, corpus_sums, label_heads
     from ..engine.measures import check_measure
@@ -203,7 +204,7 @@ def corpus_stats(model: LoadedModel, lines: Iterable[str], *, batch_size: int = 
     model = loaded_model(model, "corpus_stats")
     check_measure(measure)
     check_rule(units)
-    batch_size = whole_number(batch_size, "batch_size")
+    batch_size = whole_number(batch_size, "batch_size", 1, MAX_BATCH_SIZE)  # before corpus_sums' own check
     flag(truncate, "truncate")
     chosen = thresholds_from(thresholds)  # a Thresholds, a dict, "name=value" strings, as ra.corpus takes
     lines = checked_lines(lines)

@@ -94,10 +94,10 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
     optional_text(revision, "revision", "a branch, tag or commit")
     text_arg(device, "device", "cpu, cuda, mps or auto")
     if model is None and lang is None:
-        raise InputError("heads needs a model: pass --model ID_OR_PATH (e.g. --model minilm) or --lang es|en "
+        raise InputError("heads needs a model: pass model (--model) ID_OR_PATH (e.g. minilm) or lang (--lang) es|en "
                          "for that language's pinned model")
     if model is not None and lang is not None:  # --lang would be ignored: the model is the one named
-        raise InputError("heads takes --model or --lang (the pinned model of a language), not both")
+        raise InputError("heads takes model (--model) or lang (--lang), the pinned model of a language, not both")
     choose_model(lang, model, revision)  # an unknown --lang or a misplaced --revision, before the progress bar
     if shard is not None and not isinstance(shard, str):
         raise InputError(f"shard must be a string \"i/N\" or None, not {type(shard).__name__}")
@@ -114,7 +114,7 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
     specs = (inputs,) if isinstance(inputs, (str, Path)) else tuple(inputs)
     for spec in specs:
         path_arg(spec, "inputs")
-    whole_number(batch_size, "--batch-size", 1, MAX_BATCH_SIZE, error=CorpusError)  # before the model loads
+    whole_number(batch_size, "batch_size (--batch-size)", 1, MAX_BATCH_SIZE, error=CorpusError)  # before the model loads
     found = expand(tuple(str(spec) for spec in specs), input_format)
     name = name_from_file(found[0].stem, found[0].name) if name is None else name  # '': a bad name
     folder = folder_name(name, shard_range, measure)

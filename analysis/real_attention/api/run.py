@@ -230,7 +230,7 @@ def _checked(lang: str, out: str | Path, units: str, measure: str, compare_measu
     report_sentences = whole_number(report_sentences, "report_sentences")
     batch_size = whole_number(batch_size, "batch_size")
     if compare_measures and measure != COMPARED[0]:
-        raise InputError(f"--compare-measures runs both measures; leave out --measure {measure}")
+        raise InputError(f"compare_measures (--compare-measures) runs both measures; leave out measure (--measure) {measure}")
     settings = _Settings(lang=run_folder_name(lang), out=Path(out), units=units, figures=figures, report=report,
                          formats=checked_formats, all_figures=all_figures, quiet=quiet, table_format=table_format,
                          report_sentences=report_sentences, batch_size=batch_size)

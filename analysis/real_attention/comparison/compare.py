@@ -88,6 +88,9 @@ class CompareResult:
         return self.matrix[starts[a]:starts[a + 1], starts[b]:starts[b + 1]]
 
 
+CORPUS_PATH = "path (--corpus)"  # how messages name CorpusLines' file: its argument, and the compare command's option
+
+
 class CorpusLines:
     """A corpus file's sentences, read afresh on each iteration (compare reads them twice): text with one
     sentence per line, or JSONL with a "text" field; blank lines skipped. A name ending in .gz, .bz2 or .xz is
@@ -100,11 +103,11 @@ class CorpusLines:
 
         self.path = Path(path)
         if self.path.is_dir():
-            raise InputError(f"--corpus {self.path} is a folder; pass a text or .jsonl file")
+            raise InputError(f"{CORPUS_PATH} {self.path} is a folder; pass a text or .jsonl file")
         if self.path.exists() and not self.path.is_file():  # a device or a pipe: compare reads it twice
-            raise InputError(f"--corpus {self.path} is not a regular file; pass a text or .jsonl file")
+            raise InputError(f"{CORPUS_PATH} {self.path} is not a regular file; pass a text or .jsonl file")
         if not self.path.is_file():
-            raise InputError(f"--corpus {self.path}: no such file")
+            raise InputError(f"{CORPUS_PATH} {self.path}: no such file")
         self.fmt = corpus_format(plain_name(str(self.path)), fmt)  # corpus.jsonl.gz: JSONL
 
     @property
@@ -118,7 +121,7 @@ class CorpusLines:
 
             return file_sha256(self.path)
         digest = hashlib.sha256()  # the decompressed text's, so corpus.txt.gz and corpus.txt are one corpus
-        with Input(str(self.path), self.fmt).open() as handle:
+        with Input(str(self.path), self.fmt, CORPUS_PATH).open() as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
         return digest.hexdigest()
@@ -126,13 +129,13 @@ class CorpusLines:
     def check_has_sentence(self) -> None:
         """InputError unless the file has a line that is not blank (read up to the first one)."""
         if next(iter(self), None) is None:
-            raise InputError(f"--corpus {self.path} has no sentence (it is empty or every line is blank)")
+            raise InputError(f"{CORPUS_PATH} {self.path} has no sentence (it is empty or every line is blank)")
 
     def numbered(self) -> Iterator[tuple[int, str]]:
         """(line number from 1, blank lines counted; the sentence) of every line that is not blank."""
         from ..statistics.inputs import CorpusText, Input
 
-        corpus = CorpusText([Input(str(self.path), self.fmt)])  # decompresses; a damaged archive is one error
+        corpus = CorpusText([Input(str(self.path), self.fmt, CORPUS_PATH)])  # decompresses; a damaged archive is one error
         for text in corpus:
             yield corpus.lines, text  # one input, no shard: the lines read so far are this line's number
 
@@ -352,14 +355,14 @@ def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: S
     callable_or_none(progress, "progress", "a factory progress(total=, desc=) of a tqdm-like bar")
     models = list(models)
     if len(models) < 2:
-        raise InputError(f"compare needs at least two models (got {len(models)}); give --model twice or more "
+        raise InputError(f"compare needs at least two models (got {len(models)}); give two or more models (--model) "
                          "(the same model twice compares it with itself)")
     for number, model in enumerate(models, start=1):
         if not isinstance(model, LoadedModel):
             raise InputError(f"compare: model {number} must be a loaded model (ra.load(...)), not "
                              f"{type(model).__name__}")
     if check_measure(measure) not in MEASURES:
-        raise InputError(f"compare takes --measure weights or norm, not {measure}")
+        raise InputError(f"compare takes measure (--measure) weights or norm, not {measure}")
     check_rule(units)
     whole_number(batch_size, "batch_size", 1, MAX_BATCH_SIZE)
     if limit is not None:
@@ -596,7 +599,7 @@ def folder_name(name: str, measure: str = WEIGHTS) -> str:
     from ..engine.measures import check_own_folder, folder_suffix
     from ..outputs.folders import plain_folder_name
 
-    return check_own_folder(plain_folder_name(name, "--name"), "--name") + folder_suffix(measure)
+    return check_own_folder(plain_folder_name(name, "name (--name)"), "name (--name)") + folder_suffix(measure)
 
 
 def write_compare(result: CompareResult, out: str | Path = ".", name: str | None = None,

@@ -67,19 +67,21 @@ def check_options(length, repeats, samples, seed, batch_size=32) -> None:
     """InputError naming the first bad option (before any model loads)."""
     from ..engine.batches import MAX_BATCH_SIZE
 
-    for name, value, low in (("--length", length, MIN_LENGTH), ("--repeats", repeats, 2), ("--samples", samples, 1),
-                             ("--seed", seed, 0), ("--batch-size", batch_size, 1)):
+    for name, value, low in (("length (--length)", length, MIN_LENGTH), ("repeats (--repeats)", repeats, 2),
+                             ("samples (--samples)", samples, 1), ("seed (--seed)", seed, 0),
+                             ("batch_size (--batch-size)", batch_size, 1)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
             raise InputError(f"{name} must be a whole number, not {value!r}")
         if value < low:
-            why = {"--length": " (at 2 the token after a previous occurrence is the previous token: induction "
-                               "and previous would be one score)",
-                   "--repeats": " (the scores are read in the repeats after the first)"}.get(name, "")
+            why = {"length (--length)": " (at 2 the token after a previous occurrence is the previous token: "
+                                          "induction and previous would be one score)",
+                   "repeats (--repeats)": " (the scores are read in the repeats after the first)"}.get(name, "")
             raise InputError(f"{name} must be at least {low}, not {value}{why}")
     if batch_size > MAX_BATCH_SIZE:
-        raise InputError(f"--batch-size must be at most {MAX_BATCH_SIZE:,}, not {batch_size:,}")
+        raise InputError(f"batch_size (--batch-size) must be at most {MAX_BATCH_SIZE:,}, not {batch_size:,}")
     if samples > MAX_SAMPLES:  # every sequence is drawn at once: 10**12 of them would ask for terabytes
-        raise InputError(f"--samples must be at most {MAX_SAMPLES:,}, not {samples:,} (a few dozen give stable scores)")
+        raise InputError(f"samples (--samples) must be at most {MAX_SAMPLES:,}, not {samples:,} (a few dozen give stable "
+                         "scores)")
 
 
 def candidate_ids(loaded) -> np.ndarray:
@@ -114,8 +116,8 @@ def sequences(loaded, length: int, repeats: int, samples: int, seed: int) -> tup
     before, after = around(loaded.tokenizer)
     total = len(before) + length * repeats + len(after)
     if total > loaded.max_tokens:
-        raise InputError(f"--length {length} x --repeats {repeats} with {len(before) + len(after)} special token(s) "
-                         f"is {total} tokens; {loaded.choice.short} takes at most {loaded.max_tokens}")
+        raise InputError(f"length (--length) {length} x repeats (--repeats) {repeats} with {len(before) + len(after)} "
+                         f"special token(s) is {total} tokens; {loaded.choice.short} takes at most {loaded.max_tokens}")
     drawn = np.random.default_rng(seed).choice(candidates, size=(samples, length), replace=True)
     body = np.tile(drawn, (1, repeats))  # (samples, length * repeats)
     ids = np.concatenate([np.tile(np.array(before, dtype=np.int64), (samples, 1)), body,
@@ -267,7 +269,7 @@ def write_detect(result: DetectResult, out: str | Path = ".", name: str | None =
         raise InputError(f"write_detect takes the result of ra.detect(...), not {type(result).__name__}")
     path_arg(out, "out")
     formats = check_formats(formats) if formats else ()  # one name or several, as every writer takes them
-    folder = plain_folder_name(default_name(result.summary["model"]) if name is None else name, "--name")
+    folder = plain_folder_name(default_name(result.summary["model"]) if name is None else name, "name (--name)")
     out = Path(out)
     s = result.summary
     title = (f"{Path(s['model']).name}: repeated random tokens ({s['samples']} x {s['length']} tokens, "

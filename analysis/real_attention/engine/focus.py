@@ -57,8 +57,8 @@ def _absent_hint(attention: WordAttention, word: str) -> str:
     longer = [w for w in attention.words if folded in w.casefold()]
     if longer:
         return f"; it is only part of the word {longer[0]!r}: name the whole word"
-    return ("; it is in the text but no unit: under --units tokenizer the tokenizer's own words cut it (the text "
-            "rule, --units text, keeps it whole), or the tokenizer gives its characters no piece")
+    return ("; it is in the text but no unit: under units (--units) tokenizer the tokenizer's own words cut it (the "
+            "text rule, units (--units) text, keeps it whole), or the tokenizer gives its characters no piece")
 
 
 def check_words_in_text(sentence_set: SentenceSet) -> None:

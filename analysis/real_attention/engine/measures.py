@@ -46,8 +46,8 @@ def check_own_folder(name: str, what: str) -> str:
     for measure in MEASURES:
         suffix = folder_suffix(measure)
         if suffix and name.endswith(suffix):
-            raise InputError(f"{what} {name!r} ends in {suffix!r}, the ending of the folders of --measure {measure}; "
-                             "choose another name")
+            raise InputError(f"{what} {name!r} ends in {suffix!r}, the ending of the folders of measure (--measure) "
+                             f"{measure}; choose another name")
     return name
 
 

@@ -134,15 +134,15 @@ def local_folder(model: str) -> Path:
     """The model folder a path-like --model names; ModelUnavailable says what is wrong with it."""
     folder = Path(model).expanduser()
     if not folder.exists():
-        raise ModelUnavailable(f"--model {model}: the folder does not exist")
+        raise ModelUnavailable(f"model (--model) {model}: the folder does not exist")
     if not folder.is_dir():
-        raise ModelUnavailable(f"--model {model} is a file, not a model folder; pass the folder that holds "
+        raise ModelUnavailable(f"model (--model) {model} is a file, not a model folder; pass the folder that holds "
                                "config.json, the weights and the tokenizer files")
     if not (folder / "config.json").is_file():
-        raise ModelUnavailable(f"--model {model} is not a model folder: it has no config.json")
+        raise ModelUnavailable(f"model (--model) {model} is not a model folder: it has no config.json")
     if not any((folder / name).is_file() for name in TOKENIZER_FILES):
         raise ModelUnavailable(
-            f"--model {model}: the tokenizer files are missing (none of {', '.join(TOKENIZER_FILES)}); "
+            f"model (--model) {model}: the tokenizer files are missing (none of {', '.join(TOKENIZER_FILES)}); "
             "save the tokenizer into the folder too (tokenizer.save_pretrained)"
         )
     return folder
@@ -154,16 +154,16 @@ def choose_model(lang: str | None, model: str | None, revision: str | None) -> M
         if lang not in PINNED_MODELS:
             raise InputError(
                 f"no pinned model for language {lang!r} (pinned: {', '.join(sorted(PINNED_MODELS))}); "
-                "pass --model ID_OR_PATH"
+                "pass model (--model) ID_OR_PATH"
             )
         name, pinned = PINNED_MODELS[lang]
         return ModelChoice(name=name, revision=revision or pinned, path=None)
     if model in PACKAGED_ALIASES or looks_like_path(model):
         if revision is not None:
             raise InputError(
-                f"--revision applies to a Hub id, not to --model {model}: a "
+                f"revision (--revision) applies to a Hub id, not to model (--model) {model}: a "
                 f"{'packaged model' if model in PACKAGED_ALIASES else 'local folder'} is identified by the sha256 "
-                "of its weights; drop --revision"
+                "of its weights; drop it"
             )
         if model in PACKAGED_ALIASES:
             return packaged_choice(model)
@@ -181,7 +181,7 @@ def check_hub_id(model: str) -> None:
         validate_repo_id(model)
     except HFValidationError as error:
         raise InputError(
-            f"--model {model!r} is not a packaged model ({', '.join(sorted(PACKAGED_ALIASES))}), a local folder or a "
+            f"model (--model) {model!r} is not a packaged model ({', '.join(sorted(PACKAGED_ALIASES))}), a local folder or a "
             f"Hub id: {str(error).splitlines()[0].split(' Use `repo_type`')[0]}"
         ) from None
 
@@ -284,8 +284,8 @@ def unavailable_message(choice: ModelChoice, reason: str) -> str:
     where = f"{choice.name} at revision {choice.revision}" if choice.revision else str(choice.path)
     return (
         f"cannot load model {where} ({reason}). "
-        "Check the network, point HF_HOME to a cache that holds it, pass --model PATH "
-        f"to a local copy, or try the offline demo with --model {MINILM_ALIAS}"
+        "Check the network, point HF_HOME to a cache that holds it, pass a local copy's folder as model (--model), "
+        f"or try the offline demo, model (--model) {MINILM_ALIAS}"
     )
 
 

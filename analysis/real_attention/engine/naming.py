@@ -15,7 +15,7 @@ def short_revision(revision: str) -> str:
     return f"{prefix}:{digest[:8]}" if prefix else digest[:8]
 
 
-def name_from_file(stem: str, source: str, what: str = "--name") -> str:
+def name_from_file(stem: str, source: str, what: str = "name (--name)") -> str:
     """The folder name a command takes from an input file's `stem` when no `what` is given: the stem without
     leading dots (".notes.txt" -> "notes"; "corpus" if nothing is left). InputError saying to pass `what` if it
     still cannot be a folder name: the user named a file (`source`), not that option."""
@@ -23,8 +23,8 @@ def name_from_file(stem: str, source: str, what: str = "--name") -> str:
     try:
         return plain_folder_name(name, what)
     except InputError:
-        raise InputError(f"the name taken from {source!r}, {name!r}, cannot be a folder name; pass {what} NAME "
-                         "(one plain name without slashes, like my-corpus)") from None
+        raise InputError(f"the name taken from {source!r}, {name!r}, cannot be a folder name; pass {what}: one "
+                         "plain name without slashes, like my-corpus") from None
 
 
 def plain_folder_name(name: str, what: str) -> str:

@@ -54,8 +54,8 @@ def projections(model, heads: int) -> list[Projections]:
         # MPNet and DeBERTa name no attention module; ALBERT shares one across its layers
         why = ("gives its maps only through output_attentions" if parts is None
                else "shares one attention module across its layers")
-        raise ModelUnavailable(f"--measure norm needs one attention module per layer with a value and an output "
-                               f"projection; {type(model).__name__} {why}. Use --measure weights")
+        raise ModelUnavailable(f"measure (--measure) norm needs one attention module per layer with a value and an output "
+                               f"projection; {type(model).__name__} {why}. Use measure (--measure) weights")
     found = []
     for part in parts:
         module, value, output = part.attention, part.value, part.output
@@ -64,15 +64,15 @@ def projections(model, heads: int) -> list[Projections]:
             found.append(fused)
             continue
         if value is None or output is None or not hasattr(output, "weight"):
-            raise ModelUnavailable(f"{type(module).__name__} has no value or output projection that --measure "
-                                   "norm knows (BERT's value and output.dense, v_proj and o_proj, or GPT-2's "
-                                   "c_attn and c_proj)")
+            raise ModelUnavailable(f"{type(module).__name__} has no value or output projection that measure "
+                                   "(--measure) norm knows (BERT's value and output.dense, v_proj and o_proj, or "
+                                   "GPT-2's c_attn and c_proj)")
         weight = output.weight  # (hidden, heads * d): torch's Linear stores W_O transposed
         d = weight.shape[1] // heads
         kv_heads = value.weight.shape[0] // d
         if not (d * heads == weight.shape[1] and kv_heads * d == value.weight.shape[0] and heads % kv_heads == 0):
             raise ModelUnavailable(f"{type(module).__name__}: its value and output projections do not split into "
-                                   f"{heads} heads, so --measure norm cannot take them apart")
+                                   f"{heads} heads, so measure (--measure) norm cannot take them apart")
         # (heads, d, hidden): W_O^h, in float64 on the CPU (MPS has no float64)
         per_head = weight.detach().cpu().T.reshape(heads, d, weight.shape[0]).double()
         gram = (per_head @ per_head.transpose(1, 2)).float()  # (heads, d, d), in float64 then rounded once

@@ -415,7 +415,7 @@ def objective_for(choice, objective: str, labels: list | None, offline: bool = F
 def folder_name(name: str) -> str:
     from ..outputs.folders import plain_folder_name
 
-    return plain_folder_name(name, "--name")
+    return plain_folder_name(name, "name (--name)")
 
 
 def default_name(result: ImportanceResult) -> str:

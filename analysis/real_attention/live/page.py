@@ -41,9 +41,9 @@ def check_page_measure(measure: str, max_pieces: int) -> None:
     from .engine import VALUE_ZEROING_SHARE
 
     if measure not in offered_measures(max_pieces):
-        raise InputError(f"measure {measure} takes a sixteenth of --max-pieces (it runs every layer again for each "
-                         f"piece): with --max-pieces {max_pieces} that is no piece at all; raise --max-pieces to "
-                         f"{VALUE_ZEROING_SHARE} or more, or choose weights or norm")
+        raise InputError(f"measure (--measure) {measure} takes a sixteenth of max_pieces (--max-pieces), as it runs "
+                         f"every layer again for each piece: with max_pieces {max_pieces} that is no piece at all; "
+                         f"raise max_pieces to {VALUE_ZEROING_SHARE} or more, or choose weights or norm")
 
 
 def controls(sentence_set, measure: str, units: str = "text", measures: tuple[str, ...] = MEASURES,

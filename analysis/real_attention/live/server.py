@@ -121,7 +121,7 @@ def bind(host: str, port: int) -> socket.socket:
         sock.listen(128)
     except OSError as error:
         sock.close()
-        hint = "; choose another with --port" if error.errno in (98, 48, 10048) else ""
+        hint = "; choose another port (--port)" if error.errno in (98, 48, 10048) else ""
         raise InputError(f"cannot listen on {host}:{port}: {error.strerror or error}{hint}") from None
     return sock
 

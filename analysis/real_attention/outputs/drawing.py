@@ -33,7 +33,7 @@ PARENT_CHECK_SECONDS = 1.0  # where prctl is missing: how often a worker checks 
 START_SECONDS = 120.0  # DrawingPool.pids waits this long for the workers to start
 STOP_SECONDS = 10.0  # DrawingPool.terminate waits this long for a worker just forked to say its pid
 DIED = ("a drawing process died before it finished (killed, or out of memory?); nothing was written. "
-        "Run again, or with --no-figures")
+        "Run again, or with figures=False (--no-figures)")
 
 # The lesson's four heads: file prefix, the HeadReport property that picks it, and its name in titles.
 LESSON_HEADS = (

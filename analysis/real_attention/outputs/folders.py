@@ -31,7 +31,7 @@ OWNED = {
 }
 
 
-def run_folder_name(lang: str, what: str = "--lang") -> str:
+def run_folder_name(lang: str, what: str = "lang (--lang)") -> str:
     """The folder of `run --lang LANG` under results/ and figures/: LANG itself, unless another command owns that
     name (compared without case, as macOS and Windows file systems do) or it ends like another measure's folder."""
     from ..engine.measures import check_own_folder

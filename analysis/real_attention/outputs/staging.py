@@ -43,7 +43,7 @@ def write_failure(error: OSError, where: Path | str | None = None) -> OutputErro
     path = error.filename or where
     cause = error.strerror or str(error)
     space = " (or free some space)" if error.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT) else ""
-    return OutputError(f"cannot write to {path}: {cause}. Choose a writable folder with --out{space}.")
+    return OutputError(f"cannot write to {path}: {cause}. Choose a writable folder as out (--out){space}.")
 
 
 class Staging:
@@ -70,7 +70,7 @@ class Staging:
         if not self._take(target, lock):
             if not self._wait:
                 raise OutputError(f"another real-attention run is writing {target}; wait for it to finish, or run "
-                                  "again without --no-wait to wait for it")
+                                  "again with wait=True (without --no-wait) to wait for it")
             if self._on_wait is not None:
                 self._on_wait(f"waiting for another real-attention run that is writing {target} ...")
             while not self._take(target, lock):  # Ctrl-C and SIGTERM end the wait between tries
@@ -105,7 +105,7 @@ class Staging:
             raise
         except OSError as error:
             raise OutputError(
-                f"cannot write to {target.parent}: {error.strerror or error}. Choose a writable folder with --out."
+                f"cannot write to {target.parent}: {error.strerror or error}. Choose a writable folder as out (--out)."
             ) from None
         return staging
 
@@ -224,10 +224,10 @@ def check_replaceable(target: Path) -> None:
     target = Path(target)
     if target.is_symlink():
         raise InputError(f"{target} is a symbolic link; real-attention replaces its output folders whole and will "
-                         "not replace a link. Remove the link, or pass the folder it points to as --out")
+                         "not replace a link. Remove the link, or pass the folder it points to as out (--out)")
     if target.exists() and not target.is_dir():
         raise InputError(f"{target} is a file, not a folder; real-attention writes a folder there and will not "
-                         "replace a file. Move the file away, or choose another --out")
+                         "replace a file. Move the file away, or choose another out (--out)")
 
 
 def check_targets(targets) -> None:

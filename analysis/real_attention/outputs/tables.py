@@ -15,7 +15,7 @@ from .files import FLOAT_FORMAT, csv_flags, write_csv, write_csv_chunks, write_j
 from .table_checks import table_records
 
 ATTENTION_COLUMNS = ["sentence", "layer", "head", "query_index", "query", "key_index", "key", "weight"]
-FOCUS_COLUMNS = ["sentence", "layer", "head", "top_key", "top_weight", "sense_weight", "marker_weight"]
+FOCUS_COLUMNS = ["sentence", "layer", "head", "top_key_index", "top_key", "top_weight", "sense_weight", "marker_weight"]
 HEADS_COLUMNS = ["layer", "head", "sense_head", "marker_head", *STATISTICS]
 ROLLOUT_COLUMNS = ["sentence", "layer", "query_index", "query", "key_index", "key", "weight"]
 
@@ -153,7 +153,7 @@ def check_table_format(table_format: str) -> str:
         from importlib.util import find_spec
 
         if find_spec("pyarrow") is None:
-            raise InputError("--table-format parquet needs pyarrow: pip install \"real-attention[parquet]\"")
+            raise InputError("table_format (--table-format) parquet needs pyarrow: pip install \"real-attention[parquet]\"")
     return table_format
 
 
@@ -186,7 +186,8 @@ class SentenceTables:
 
 
 def focus_frame(sentences: list[FocusedSentence], report: HeadReport) -> pd.DataFrame:
-    """One row per sentence and head: where the focus word looks most, and its sense and marker weight."""
+    """One row per sentence and head: where the focus word looks most (the unit's index from 0, as attention.csv's
+    key_index, and its word: a word may occur twice), and its sense and marker weight."""
     count, layers, heads = report.top_key.shape
     sentence, layer, head = np.indices((count, layers, heads)).reshape(3, -1)
     top_words = np.concatenate(
@@ -197,6 +198,7 @@ def focus_frame(sentences: list[FocusedSentence], report: HeadReport) -> pd.Data
             "sentence": sentence + 1,
             "layer": layer + 1,
             "head": head + 1,
+            "top_key_index": report.top_key.reshape(-1).astype(np.int64),
             "top_key": top_words,
             "top_weight": report.top_weight.reshape(-1).astype(np.float64),
             "sense_weight": report.sense_weight.reshape(-1).astype(np.float64),

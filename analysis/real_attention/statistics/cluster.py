@@ -60,12 +60,13 @@ class Engine:
 
     def __post_init__(self) -> None:
         if self.workers is not None and self.scheduler is not None:
-            raise CorpusError("--workers starts a local cluster and --scheduler connects to one; pass only one")
+            raise CorpusError("workers (--workers) starts a local cluster and scheduler (--scheduler) connects to one; "
+                              "pass only one")
         for name in ("workers", "threads", "partition_size"):
             value = getattr(self, name)
             if value is not None:  # thousands of threads or worker processes only fail later, as a bug would
-                whole_number(value, f"--{name.replace('_', '-')}", 1, None if name == "partition_size" else MAX_PARALLEL,
-                             error=CorpusError)
+                whole_number(value, f"{name} (--{name.replace('_', '-')})", 1,
+                             None if name == "partition_size" else MAX_PARALLEL, error=CorpusError)
 
     @property
     def kind(self) -> str:
@@ -75,7 +76,7 @@ class Engine:
     def check(self) -> None:
         """DaskMissing now, before any work, if this engine needs Dask and it is not installed."""
         if self.kind != SINGLE_PROCESS:
-            require_dask("--workers" if self.kind == DASK_LOCAL else "--scheduler")
+            require_dask("workers (--workers)" if self.kind == DASK_LOCAL else "scheduler (--scheduler)")
 
     @property
     def worker_threads(self) -> int | None:

@@ -107,10 +107,10 @@ def connect(workers: int | None, scheduler: str | None, threads: int) -> Iterato
             get_address_host_port(scheduler)
             client = Client(scheduler, timeout=CONNECT_TIMEOUT)
         except (OSError, TimeoutError) as error:
-            raise CorpusError(f"--scheduler {scheduler}: cannot reach a Dask scheduler there ({error}); start one "
+            raise CorpusError(f"scheduler (--scheduler) {scheduler}: cannot reach a Dask scheduler there ({error}); start one "
                               "with `dask scheduler` or check the address") from None
         except (ValueError, TypeError) as error:
-            raise CorpusError(f"--scheduler {scheduler!r} is not a scheduler address ({error}); give one as "
+            raise CorpusError(f"scheduler (--scheduler) {scheduler!r} is not a scheduler address ({error}); give one as "
                               "tcp://HOST:PORT") from None
         with client:
             yield client

@@ -51,6 +51,7 @@ class Input:
 
     name: str  # as the user wrote it, or a glob's match: what error messages show
     format: str  # "text" or "jsonl"
+    what: str = "inputs (--corpus)"  # how error messages name the argument it came from (ra.corpus's, heads')
 
     @property
     def is_url(self) -> bool:
@@ -87,16 +88,16 @@ class Input:
             suffix = compression(self.name)
             return COMPRESSIONS[suffix][0](self.name, "rb") if suffix else Path(self.name).open("rb")
         except FileNotFoundError:  # fsspec's has no strerror: its text is the bare path
-            raise CorpusError(f"cannot read --corpus {self.name}: no such file") from None
+            raise CorpusError(f"cannot read {self.what} {self.name}: no such file") from None
         except (OSError, ValueError) as error:
-            raise CorpusError(f"cannot read --corpus {self.name}: {getattr(error, 'strerror', None) or error}") from None
+            raise CorpusError(f"cannot read {self.what} {self.name}: {getattr(error, 'strerror', None) or error}") from None
 
 
 def _fsspec():
     try:
         import fsspec
     except ImportError:
-        raise CorpusError('--corpus URLs need fsspec: pip install "real-attention[dask]" (and the filesystem\'s '
+        raise CorpusError('URLs in inputs (--corpus) need fsspec: pip install "real-attention[dask]" (and the filesystem\'s '
                           "package, e.g. s3fs for s3://)") from None
     return fsspec
 
@@ -111,9 +112,9 @@ def _check_url_file(file, spec: str) -> None:
     except Exception:  # noqa: BLE001  any filesystem's own failure: the read reports it
         return
     if kind == "directory":
-        raise CorpusError(f"--corpus {spec}: {file.path} is a folder; pass a text or .jsonl file")
+        raise CorpusError(f"inputs (--corpus) {spec}: {file.path} is a folder; pass a text or .jsonl file")
     if kind not in (None, "file"):
-        raise CorpusError(f"--corpus {spec}: {file.path} is not a regular file ({kind}); pass a text or .jsonl file")
+        raise CorpusError(f"inputs (--corpus) {spec}: {file.path} is not a regular file ({kind}); pass a text or .jsonl file")
 
 
 def expand(specs: list[str] | tuple[str, ...], fmt: str = "auto") -> list[Input]:
@@ -122,13 +123,13 @@ def expand(specs: list[str] | tuple[str, ...], fmt: str = "auto") -> list[Input]
     CorpusError for a missing file, a folder, a glob or URL that matches nothing, or '-' among other inputs.
     """
     if not specs:
-        raise CorpusError("heads needs --corpus FILE (one or more files, globs or URLs; '-' for stdin)")
+        raise CorpusError("heads needs inputs (--corpus): one or more files, globs or URLs ('-' for stdin)")
     if STDIN in specs and len(specs) > 1:
-        raise CorpusError("--corpus - reads stdin and cannot be combined with other inputs")
+        raise CorpusError("inputs (--corpus) - reads stdin and cannot be combined with other inputs")
     names: list[str] = []
     for spec in specs:
         if spec == "":  # Path('') is the current folder
-            raise CorpusError("--corpus is empty; pass a text or .jsonl file (or - for stdin)")
+            raise CorpusError("inputs (--corpus) is empty; pass a text or .jsonl file (or - for stdin)")
         if spec == STDIN:
             names.append(spec)
         elif "://" in spec:
@@ -136,26 +137,26 @@ def expand(specs: list[str] | tuple[str, ...], fmt: str = "auto") -> list[Input]
             try:
                 files = fsspec.open_files(spec, "rb")
             except (OSError, ValueError, ImportError) as error:
-                raise CorpusError(f"--corpus {spec}: {error}") from None
+                raise CorpusError(f"inputs (--corpus) {spec}: {error}") from None
             if not files:
-                raise CorpusError(f"--corpus {spec} matches no file")
+                raise CorpusError(f"inputs (--corpus) {spec} matches no file")
             for file in files:
                 _check_url_file(file, spec)
             names.extend(file.fs.unstrip_protocol(file.path) for file in files)
         elif any(char in spec for char in GLOB_CHARACTERS) and not Path(spec).exists():
             matches = sorted(path for path in glob.glob(spec, recursive=True) if Path(path).is_file())
             if not matches:
-                raise CorpusError(f"--corpus {spec} matches no file")
+                raise CorpusError(f"inputs (--corpus) {spec} matches no file")
             names.extend(matches)
         else:
             path = Path(spec)
             if path.is_dir():
-                raise CorpusError(f"--corpus {spec} is a folder; pass a text or .jsonl file (or - for stdin)")
+                raise CorpusError(f"inputs (--corpus) {spec} is a folder; pass a text or .jsonl file (or - for stdin)")
             if path.exists() and not path.is_file():  # a device or a pipe: read by name it may never end
-                raise CorpusError(f"--corpus {spec} is not a regular file; pass a text or .jsonl file (or - for "
+                raise CorpusError(f"inputs (--corpus) {spec} is not a regular file; pass a text or .jsonl file (or - for "
                                   "stdin)")
             if not path.is_file():
-                raise CorpusError(f"--corpus {spec}: no such file")
+                raise CorpusError(f"inputs (--corpus) {spec}: no such file")
             names.append(spec)
     return [Input(name, corpus_format(plain_name(name), fmt)) for name in names]
 
@@ -169,7 +170,7 @@ class CorpusText:
 
     def __init__(self, inputs: list[Input], shard: Shard = Shard()):  # noqa: B008  (a frozen dataclass)
         if not inputs:
-            raise CorpusError("no corpus input: give at least one --corpus FILE")
+            raise CorpusError("no corpus input: give at least one file in inputs (--corpus)")
         self.inputs, self.shard = inputs, shard
         self._digest = hashlib.sha256()
         self._readers: list[CorpusReader] = []
@@ -194,21 +195,21 @@ class CorpusText:
     def blank(self) -> int:
         return sum(reader.blank for reader in self._readers)
 
-    def _hashed(self, handle: BinaryIO, last: bool, name: str) -> Iterator[bytes]:
+    def _hashed(self, handle: BinaryIO, last: bool, item: Input) -> Iterator[bytes]:
         raw = b"\n"
         try:
             for raw in handle:
                 self._digest.update(raw)
                 yield raw
         except (OSError, EOFError, lzma.LZMAError, zlib.error) as error:  # a damaged or cut compressed file shows now
-            raise CorpusError(f"cannot read --corpus {name}: {error or type(error).__name__}") from None
+            raise CorpusError(f"cannot read {item.what} {item.name}: {error or type(error).__name__}") from None
         if not last and not raw.endswith(b"\n"):  # the next input starts on a line of its own
             self._digest.update(b"\n")
 
     def __iter__(self) -> Iterator[str]:
         for number, item in enumerate(self.inputs, start=1):
             with item.open() as handle:
-                reader = CorpusReader(self._hashed(handle, number == len(self.inputs), item.name), item.format, self.shard,
+                reader = CorpusReader(self._hashed(handle, number == len(self.inputs), item), item.format, self.shard,
                                       source="stdin" if item.name == STDIN else item.name)
                 self._readers.append(reader)
                 yield from reader

@@ -58,13 +58,14 @@ class Thresholds:
             name, equals, text = setting.partition("=")
             name = name.strip()
             if not equals or name not in names:
-                raise CorpusError(f"--threshold {setting!r}: expected NAME=VALUE with NAME one of {', '.join(names)}")
+                raise CorpusError(f"thresholds (--threshold) {setting!r}: expected NAME=VALUE with NAME one of "
+                                  f"{', '.join(names)}")
             try:
                 value = float(text)
             except ValueError:
-                raise CorpusError(f"--threshold {setting!r}: {text.strip()!r} is not a number") from None
+                raise CorpusError(f"thresholds (--threshold) {setting!r}: {text.strip()!r} is not a number") from None
             if not 0.0 <= value <= 1.0:
-                raise CorpusError(f"--threshold {setting!r}: {name} must be between 0 and 1")
+                raise CorpusError(f"thresholds (--threshold) {setting!r}: {name} must be between 0 and 1")
             values[name] = value
         return cls(**values)
 

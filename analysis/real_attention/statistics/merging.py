@@ -178,12 +178,12 @@ def merge_shards(folders: Iterable[Path]) -> tuple[CorpusRun, HeadSums]:
     first_folder, first, _ = shards[0]
     for folder, data, _ in shards:
         if data.get("shard") is None:
-            raise CorpusError(f"{folder} was not written with --shard; merge takes the shards of one run")
+            raise CorpusError(f"{folder} was not written with shard (--shard); merge takes the shards of one run")
         for key in SAME_IN_EVERY_SHARD:
             if _setting(data, key) != _setting(first, key):
                 raise CorpusError(f"{folder} and {first_folder} differ in {_difference(key, data, first)}; merge "
-                                  "takes the shards of one run" + (" (the default --name is the corpus file's name: "
-                                  "give every shard the same --name)" if _only_the_name_differs(key, data, first)
+                                  "takes the shards of one run" + (" (the default name (--name) is the corpus file's "
+                                  "name: give every shard the same name)" if _only_the_name_differs(key, data, first)
                                   else ""))
         if data["shard"]["count"] != first["shard"]["count"]:
             raise CorpusError(f"{folder} and {first_folder} come from runs with different shard counts")
@@ -194,9 +194,9 @@ def merge_shards(folders: Iterable[Path]) -> tuple[CorpusRun, HeadSums]:
         if layout != base:
             how = (f"{layout['count']} and {base['count']} inputs" if layout["count"] != base["count"]
                    else "inputs split at other lines")
-            raise CorpusError(f"{folder} and {base_folder} read the corpus as {how}: --shard takes lines i, i+N, "
-                              "... of each input, so their lines overlap or are left out; run every shard with the "
-                              "same --corpus inputs")
+            raise CorpusError(f"{folder} and {base_folder} read the corpus as {how}: shard (--shard) takes lines i, "
+                              "i+N, ... of each input, so their lines overlap or are left out; run every shard with "
+                              "the same inputs (--corpus)")
     count = first["shard"]["count"]
     by_index: dict[int, tuple[Path, HeadSums]] = {}
     for folder, data, sums in shards:

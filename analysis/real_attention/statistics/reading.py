@@ -25,7 +25,7 @@ class Shard:
 
     def __post_init__(self) -> None:
         if not 1 <= self.index <= self.count:
-            raise CorpusError(f"shard {self.index}/{self.count} does not exist; use --shard i/N with 1 <= i <= N")
+            raise CorpusError(f"shard {self.index}/{self.count} does not exist; use shard (--shard) i/N with 1 <= i <= N")
 
     @classmethod
     def parse(cls, text: str) -> Shard:
@@ -33,7 +33,7 @@ class Shard:
         parts = text.split("/")
         # ASCII digits only: str.isdigit takes "²", which int() refuses
         if len(parts) != 2 or not all(part.strip().isascii() and part.strip().isdigit() for part in parts):
-            raise CorpusError(f"--shard {text!r} is not of the form i/N, e.g. 1/4")
+            raise CorpusError(f"shard (--shard) {text!r} is not of the form i/N, e.g. 1/4")
         return cls(int(parts[0]), int(parts[1]))
 
     def takes(self, line_number: int) -> bool:

@@ -48,9 +48,9 @@ def folder_name(name: str, shard: Shard | None, measure: str = "weights") -> str
     from ..engine.measures import check_own_folder, folder_suffix
     from ..engine.naming import plain_folder_name
 
-    check_own_folder(plain_folder_name(name, "corpus name (--name)"), "corpus name (--name)")
+    check_own_folder(plain_folder_name(name, "name (--name)"), "name (--name)")
     if re.search(r"-shard-\d+-of-\d+$", name):  # where `--shard i/N` of another corpus writes
-        raise CorpusError(f"corpus name (--name) {name!r} ends like the folder of a shard (-shard-i-of-N); "
+        raise CorpusError(f"name (--name) {name!r} ends like the folder of a shard (-shard-i-of-N); "
                           "choose another name")
     name += folder_suffix(measure)
     return name if shard is None else f"{name}-shard-{shard.index}-of-{shard.count}"
@@ -119,7 +119,7 @@ def corpus_summary(run: CorpusRun, sums: HeadSums, labels: np.ndarray) -> dict:
 def check_analysable(sums: HeadSums, what: str) -> None:
     """CorpusError unless some word of some sentence enters the statistics (means of nothing are no result)."""
     if sums.sentences == 0:
-        hint = "; pass --truncate to cut long lines" if sums.skipped else ""
+        hint = "; pass truncate (--truncate) to cut long lines" if sums.skipped else ""
         raise CorpusError(f"{what} has no sentences to analyse: {sums.lines} line(s) read, {sums.blank} blank, "
                           f"{sums.skipped} too long{hint}")
     if sums.units == 0:  # a decoder's first word sees only itself and enters no statistic

@@ -189,7 +189,7 @@ def corpus_sums(
 
     from ..engine.measures import forward_measured
 
-    whole_number(batch_size, "--batch-size", 1, MAX_BATCH_SIZE, error=CorpusError)
+    whole_number(batch_size, "batch_size (--batch-size)", 1, MAX_BATCH_SIZE, error=CorpusError)
     device = torch.device(loaded.device)
     together = layers_at_once(device)
     accumulator = FixedAccumulator(loaded.layers, loaded.heads, device)

@@ -68,7 +68,7 @@ def scan_treebank(path: str | Path, limit: int | None = None) -> Treebank:
     """Check the treebank (every sentence up to `limit`) and count its sentences; TreebankError names the file
     and line of a problem, InputError a bad limit."""
     if limit is not None:
-        whole_number(limit, "--limit")
+        whole_number(limit, "limit (--limit)")
     path = check_treebank(path)
     kept: list[TreeSentence] | None = []
     count = 0
@@ -83,8 +83,8 @@ def scan_treebank(path: str | Path, limit: int | None = None) -> Treebank:
 
 
 def check_options(batch_size: int, min_count: int) -> None:
-    whole_number(batch_size, "--batch-size", 1, MAX_BATCH_SIZE)
-    whole_number(min_count, "--min-count")
+    whole_number(batch_size, "batch_size (--batch-size)", 1, MAX_BATCH_SIZE)
+    whole_number(min_count, "min_count (--min-count)")
 
 
 @dataclass(frozen=True)
@@ -319,7 +319,7 @@ def folder_name(name: str, measure: str = WEIGHTS) -> str:
     from ..engine.measures import check_own_folder, folder_suffix
     from ..outputs.staging import plain_folder_name
 
-    return check_own_folder(plain_folder_name(name, "--name"), "--name") + folder_suffix(measure)
+    return check_own_folder(plain_folder_name(name, "name (--name)"), "name (--name)") + folder_suffix(measure)
 
 
 def output_name(name: str | None, treebank: str | Path, measure: str) -> str:

@@ -34,12 +34,12 @@ def _unsupported(loaded, why: str) -> InputError:
 
     try:
         projections(loaded.model, loaded.heads)
-        instead = "--measure weights or norm"
+        instead = "measure (--measure) weights or norm"
     except ModelUnavailable:
-        instead = "--measure weights"
-    return InputError(f"--mixing and --measure value-zeroing re-run each layer, so they need one attention module "
-                      f"per layer inside one layer module; {type(loaded.model).__name__} {why}. Use {instead} "
-                      "without --mixing")
+        instead = "measure (--measure) weights"
+    return InputError(f"mixing (--mixing) and measure (--measure) value-zeroing re-run each layer, so they need one "
+                      f"attention module per layer inside one layer module; {type(loaded.model).__name__} {why}. Use "
+                      f"{instead} without mixing (--mixing)")
 
 
 @dataclass(frozen=True)
@@ -82,8 +82,8 @@ def blocks(loaded) -> list[Block]:
         elif hasattr(layer, "pre_feedforward_layernorm") and hasattr(layer, "post_attention_layernorm"):
             after, kind = "post_attention_layernorm", "sandwich"  # Gemma 2 and 3: a norm on the attention output
         if output is None:
-            raise _unsupported(loaded, "has no output projection that --mixing knows (o_proj, out_proj, c_proj or "
-                                      "BERT's output.dense)")
+            raise _unsupported(loaded, "has no output projection that mixing (--mixing) knows (o_proj, out_proj, "
+                                      "c_proj or BERT's output.dense)")
         found.append(Block(layer=layer, attention=attention, output=output, after=after, kind=kind))
     return found
 
@@ -304,8 +304,8 @@ class Layer64:
         self.attention = self.layer.get_submodule(block.attention)
         config = getattr(self.attention, "config", None)
         if config is None:
-            raise InputError(f"{type(self.attention).__name__} has no config, so --mixing cannot set its attention "
-                             "function")
+            raise InputError(f"{type(self.attention).__name__} has no config, so mixing (--mixing) cannot set its "
+                             "attention function")
         config._attn_implementation = ATTENTION_FUNCTION  # the copy's own config: the model's is untouched
         self.output = self.layer.get_submodule(block.output)
         self.after = None if block.after is None else self.layer.get_submodule(block.after)
