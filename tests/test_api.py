@@ -1,4 +1,5 @@
 """The Python API (`import real_attention as ra`): the same numbers as the CLI, no global state, a notebook."""
+import dataclasses
 import json
 import re
 import subprocess
@@ -131,6 +132,8 @@ def test_an_attentions_sentences_are_word_maps_and_one_without_maps_is_refused(t
     assert type(first.without_maps()) is ra.WordAttention
     with pytest.raises(ra.InputError, match="maps were not kept"):
         ra.Attention(sentences=(first.without_maps(),), model="m", revision="r", versions={})
+    with pytest.raises(ra.InputError, match="maps were not kept"):
+        dataclasses.replace(first, weights=None)
 
 
 def test_heatmap_is_a_figure_of_the_head(tiny_att):

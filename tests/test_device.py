@@ -51,7 +51,7 @@ def test_out_of_device_memory_is_one_line_that_suggests_a_smaller_batch(tmp_path
     lines = [line for line in result.output.splitlines() if line.strip()]
     # the corpus's batches have a fixed shape: 8 rows (2 sentences and 6 dummy rows) of 8 pieces
     assert lines == [lines[-1]] and lines[-1].startswith("Error: the device cpu ran out of memory on a batch of 8")
-    assert "smaller batch_size (--batch-size) (this run used 8)" in lines[-1]
+    assert "smaller batch_size (--batch-size); this run used 8" in lines[-1]
     assert "Traceback" not in result.output
     assert not [p for p in out.rglob("*") if p.is_file()]  # nothing written
 
@@ -116,7 +116,7 @@ def test_out_of_device_memory_in_the_other_commands_is_one_line(command, tmp_pat
     assert result.exit_code != 0
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert lines == [lines[-1]] and lines[-1].startswith("Error: the device cpu ran out of memory"), result.output
-    assert "smaller batch_size (--batch-size) (this run used 8)" in lines[-1] and "Traceback" not in result.output
+    assert "smaller batch_size (--batch-size); this run used 8" in lines[-1] and "Traceback" not in result.output
     assert not [p for p in out.rglob("*") if p.is_file()]
 
 
@@ -156,7 +156,7 @@ def test_out_of_device_memory_in_run_is_one_line_that_suggests_a_smaller_batch(t
     assert result.exit_code != 0
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert lines == [lines[-1]] and lines[-1].startswith("Error: the device cpu ran out of memory on a batch of 2 sentence")
-    assert "smaller batch_size (--batch-size) (this run used 4)" in lines[-1] and "Traceback" not in result.output
+    assert "smaller batch_size (--batch-size); this run used 4" in lines[-1] and "Traceback" not in result.output
     assert not [p for p in out.rglob("*") if p.is_file()]
 
 

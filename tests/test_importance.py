@@ -586,7 +586,7 @@ def test_too_short_for_max_tokens_says_so(tmp_path, mlm_dir):
                                       "--objective", "mlm", "--max-tokens", "2", "--quiet", "--out", str(tmp_path / "out")])
     assert result.exit_code == 2
     assert result.output.strip() == ("Error: no sentence to score: all 3 sentence(s) are too short for the mlm "
-                                     "objective once cut to 2 pieces (raise max_tokens (--max-tokens))")
+                                     "objective once cut to 2 pieces; raise max_tokens (--max-tokens)")
 
 
 def test_skipped_sentences_still_fill_the_progress_total(gpt2_dir, tmp_path):

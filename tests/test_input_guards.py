@@ -255,13 +255,20 @@ def test_a_word_over_wordpieces_limit_is_named_as_too_long_not_as_unknown_charac
     (["nosuch"], "No such command 'nosuch'", "real-attention"),
     (["merge"], "Missing argument", "real-attention merge"),
     (["run", "extra"], "unexpected extra argument (extra)", "real-attention run"),
+    (["ru"], "No such command 'ru'. Did you mean 'run'?", "real-attention"),  # no "?." before the hint
 ])
 def test_a_usage_error_is_one_error_line_that_names_the_help(args, says, where):
     result = shared_invoke(*args, prog_name="real-attention")
     assert result.exit_code == 2
     assert result.output.splitlines() == [error_line(result)]  # no usage block, no hint line before it
     assert says in error_line(result)
-    assert error_line(result).endswith(f"See '{where} --help'.")
+    assert error_line(result).endswith(f"See '{where} --help'.") and "?." not in error_line(result)
+
+
+def test_the_command_alone_prints_its_help_not_an_error():
+    result = shared_invoke(prog_name="real-attention")
+    assert result.output.startswith("Usage: real-attention [OPTIONS] COMMAND") and "Error" not in result.output
+    assert "Commands:" in result.output
 
 
 def test_help_and_version_still_print_and_exit_0():

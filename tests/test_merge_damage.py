@@ -351,7 +351,7 @@ def test_a_corpus_saved_under_another_name_is_named(three, tmp_path):
     edit(three[1] / "summary.json", lambda data: data["corpus"].update(name="copy"))
     assert refused(tmp_path, *three) == (
         f"Error: {three[1]} and {three[0]} differ in corpus name ('copy' against 'c'); {ONE_RUN} (the default "
-        "name (--name) is the corpus file's name: give every shard the same name)")
+        "name is the corpus file's: give every shard the same name (--name))")
 
 
 def test_heads_refuses_a_model_and_a_language(tiny_model_dir, made, tmp_path):

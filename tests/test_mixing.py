@@ -406,9 +406,9 @@ def test_an_unsupported_model_is_one_error_before_any_work(mpnet_dir, tmp_path, 
                                       "--out", str(out), "--quiet", *option])
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: mixing (--mixing) and measure (--measure) value-zeroing re-run each layer")
+    assert len(lines) == 1 and lines[0].startswith("Error: context mixing and the value-zeroing measure re-run each layer")
     assert "MPNetModel gives its maps only through output_attentions" in lines[0]
-    assert lines[0].endswith("Use measure (--measure) weights without mixing (--mixing)")  # --measure norm fails on MPNet too
+    assert lines[0].endswith("Only the weights measure works with it, without context mixing")  # norm fails on MPNet too
     assert not out.exists() or not any(out.rglob("*.csv"))
 
 
@@ -428,8 +428,9 @@ def test_the_unsupported_model_error_suggests_norm_only_where_norm_works(mpnet_d
     with pytest.raises(ModelUnavailable, match="AlbertModel shares one attention module across its layers"):
         projections(albert, 4)
     assert str(_unsupported(replace(tiny_loaded, model=albert), "why")).endswith(
-        "Use measure (--measure) weights without mixing (--mixing)")
-    assert str(_unsupported(tiny_loaded, "why")).endswith("Use measure (--measure) weights or norm without mixing (--mixing)")
+        "Only the weights measure works with it, without context mixing")
+    assert str(_unsupported(tiny_loaded, "why")).endswith("Only the weights and norm measures work with it, without "
+                                                          "context mixing")
 
 
 def test_a_sentence_too_long_is_one_error(tiny_model_dir, tiny_loaded, tmp_path):

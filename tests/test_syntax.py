@@ -530,5 +530,5 @@ def test_the_relations_figure_says_when_no_relation_but_root_and_punct_is_there(
             for relation in (ALL, "root", "punct") for direction in DIRECTIONS for head in (1, 2)]
     figure = relations_figure(pd.DataFrame(rows), pd.DataFrame(), "tiny")
     texts = [text.get_text() for ax in figure.axes for text in ax.texts]
-    assert texts == ["no relation but root, punct in these sentences"]
-    assert figure.get_suptitle() == "tiny: accuracy of every head on its relations"
+    assert texts == ["no relation but root and punct in these sentences"]
+    assert figure.get_suptitle() == "tiny: no relation to draw"

@@ -207,8 +207,8 @@ def out_of_memory_as_error(device, batch_size: int, batch: Batch | None = None) 
             raise
         where = "" if batch is None else " on a batch of {} sentence(s) of up to {} pieces".format(
             *batch.input_ids.shape)
-        raise OutOfDeviceMemory(f"the device {device} ran out of memory{where}; pass a smaller batch_size (--batch-size) (this "
-                                f"run used {batch_size})") from None
+        raise OutOfDeviceMemory(f"the device {device} ran out of memory{where}; pass a smaller batch_size (--batch-size); this "
+                                f"run used {batch_size}") from None
 
 
 def to_device(array, device):

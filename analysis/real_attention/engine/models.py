@@ -163,7 +163,7 @@ def choose_model(lang: str | None, model: str | None, revision: str | None) -> M
             raise InputError(
                 f"revision (--revision) applies to a Hub id, not to model (--model) {model}: a "
                 f"{'packaged model' if model in PACKAGED_ALIASES else 'local folder'} is identified by the sha256 "
-                "of its weights; drop it"
+                "of its weights; drop revision (--revision)"
             )
         if model in PACKAGED_ALIASES:
             return packaged_choice(model)

@@ -112,6 +112,10 @@ class WordMaps(WordAttention):
 
     weights: np.ndarray
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.checked_weights()  # a WordMaps without maps (made so, or by dataclasses.replace) is refused
+
     @classmethod
     def of(cls, sentence: WordAttention) -> WordMaps:
         """The same sentence as WordMaps (no copy of its arrays); InputError if its maps were not kept."""

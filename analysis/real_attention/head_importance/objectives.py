@@ -209,7 +209,7 @@ def prepare(scorer: Scorer, texts: Sequence[str], labels: np.ndarray | None = No
         rows.append((index, ids, targets))
     if not rows:
         raise InputError(f"no sentence to score: all {skipped} sentence(s) are too short for the {objective} objective"
-                         + (f" once cut to {max_tokens} pieces (raise max_tokens (--max-tokens))" if max_tokens else
+                         + (f" once cut to {max_tokens} pieces; raise max_tokens (--max-tokens)" if max_tokens else
                             " (lm needs 2 pieces, mlm one that is not special)"))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     order = sorted(range(len(rows)), key=lambda i: len(rows[i][1]))  # stable: equal lengths keep corpus order

@@ -55,7 +55,7 @@ def check_limits(model, query: Query, max_sentences: int, max_pieces: int) -> tu
     pieces over all its sentences, than allowed."""
     if len(query.texts) > max_sentences:
         raise InputError(f"{len(query.texts)} sentences; this server takes at most {max_sentences} per request "
-                         "(set by max_sentences (--max-sentences))")
+                         "(its --max-sentences, max_sentences= of ra.serve)")
     if not query.texts:  # ra.attend says what is wrong
         return ()
     # as the run encodes them (engine.extract.encode): a typed "[MASK]" is the pieces of its characters, not one
@@ -64,11 +64,11 @@ def check_limits(model, query: Query, max_sentences: int, max_pieces: int) -> tu
     pieces = sum(lengths)
     if pieces > max_pieces:
         raise InputError(f"the sentences have {pieces} word pieces together; this server takes at most {max_pieces} "
-                         "per request (set by max_pieces (--max-pieces))")
+                         "per request (its --max-pieces, max_pieces= of ra.serve)")
     if query.measure == VALUE_ZEROING and pieces > max_pieces // VALUE_ZEROING_SHARE:
         raise InputError(f"the sentences have {pieces} word pieces together; value-zeroing runs every layer again "
                          f"for each piece, so this server takes at most {max_pieces // VALUE_ZEROING_SHARE} per "
-                         f"request for it (max_pieces (--max-pieces) / {VALUE_ZEROING_SHARE}); weights and norm take "
+                         f"request for it (a {VALUE_ZEROING_SHARE}th of --max-pieces); weights and norm take "
                          f"{max_pieces}")
     return lengths
 

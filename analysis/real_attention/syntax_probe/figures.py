@@ -91,12 +91,12 @@ def relations_figure(heads: pd.DataFrame, best: pd.DataFrame, title: str):
     for ax in axes[len(chosen):]:
         ax.set_axis_off()
     if not chosen:  # a treebank of root and punct arcs alone: say so rather than draw an empty page
-        axes[0].text(0.5, 0.5, f"no relation but {', '.join(UNREPORTED)} in these sentences", ha="center",
+        axes[0].text(0.5, 0.5, f"no relation but {' and '.join(UNREPORTED)} in these sentences", ha="center",
                      va="center", fontsize=9, transform=axes[0].transAxes)
     if image is not None:
         fig.colorbar(image, ax=list(axes), label="accuracy (%), better direction", shrink=0.8)
-    what = f"the {len(chosen)} most frequent relations" if chosen else "its relations"
-    fig.suptitle(f"{title}: accuracy of every head on {what}", fontsize=10)
+    fig.suptitle(f"{title}: accuracy of every head on the {len(chosen)} most frequent relations" if chosen else
+                 f"{title}: no relation to draw", fontsize=10)
     return fig
 
 

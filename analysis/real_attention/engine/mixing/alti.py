@@ -156,8 +156,8 @@ def _residual_after_attention(layer: Layer64, recorded: dict, expected):
         if value.shape[-2:] == expected.shape and float((value[0] - expected).abs().max()) <= tolerance:
             return value[0]
     raise InputError(f"ALTI needs the residual stream x + attention(x) after each attention block; no part of "
-                     f"{type(layer.layer).__name__} receives it, so its block is of another form. Leave out "
-                     "mixing (--mixing)")
+                     f"{type(layer.layer).__name__} receives it, so its block is of another form: context mixing "
+                     "cannot run on this model")
 
 
 def alti_contributions(decomposition: Decomposition):

@@ -127,7 +127,8 @@ def compute_mixing(loaded, texts: list[str], *, units: str = "text",
         longest = max(len(s.ids) for s in encoded)
         raise OutOfDeviceMemory(
             f"the device {loaded.device} ran out of memory in the context mixing, which re-runs each layer in float64 "
-            f"one sentence at a time (the longest has {longest} pieces); use shorter sentences, or device (--device) cpu"
+            f"one sentence at a time (the longest has {longest} pieces); use shorter sentences, or load the model on "
+            "the CPU (--device cpu; ra.load(..., device=\"cpu\"))"
         ) from None
     sentences, smallest, near = [], None, []
     for row, (sentence, piece) in enumerate(zip(encoded, pieces)):

@@ -28,18 +28,19 @@ ATTENTION_FUNCTION = "real_attention_mixing"  # its name in transformers' attent
 
 
 def _unsupported(loaded, why: str) -> InputError:
-    """The error for a model whose layers cannot be re-run; it suggests --measure norm only where that works."""
+    """The error for a model whose layers cannot be re-run; it names the norm measure only where that works. (It
+    names what the user asked for, not an argument: ra.mixing, ra.attend and `run` reach it by different ones.)"""
     from ..errors import ModelUnavailable
     from ..norm import projections
 
     try:
         projections(loaded.model, loaded.heads)
-        instead = "measure (--measure) weights or norm"
+        instead = "the weights and norm measures work"
     except ModelUnavailable:
-        instead = "measure (--measure) weights"
-    return InputError(f"mixing (--mixing) and measure (--measure) value-zeroing re-run each layer, so they need one "
-                      f"attention module per layer inside one layer module; {type(loaded.model).__name__} {why}. Use "
-                      f"{instead} without mixing (--mixing)")
+        instead = "the weights measure works"
+    return InputError(f"context mixing and the value-zeroing measure re-run each layer, so they need one attention "
+                      f"module per layer inside one layer module; {type(loaded.model).__name__} {why}. Only "
+                      f"{instead} with it, without context mixing")
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ def blocks(loaded) -> list[Block]:
         elif hasattr(layer, "pre_feedforward_layernorm") and hasattr(layer, "post_attention_layernorm"):
             after, kind = "post_attention_layernorm", "sandwich"  # Gemma 2 and 3: a norm on the attention output
         if output is None:
-            raise _unsupported(loaded, "has no output projection that mixing (--mixing) knows (o_proj, out_proj, "
+            raise _unsupported(loaded, "has no output projection that context mixing knows (o_proj, out_proj, "
                                       "c_proj or BERT's output.dense)")
         found.append(Block(layer=layer, attention=attention, output=output, after=after, kind=kind))
     return found
@@ -304,7 +305,7 @@ class Layer64:
         self.attention = self.layer.get_submodule(block.attention)
         config = getattr(self.attention, "config", None)
         if config is None:
-            raise InputError(f"{type(self.attention).__name__} has no config, so mixing (--mixing) cannot set its "
+            raise InputError(f"{type(self.attention).__name__} has no config, so context mixing cannot set its "
                              "attention function")
         config._attn_implementation = ATTENTION_FUNCTION  # the copy's own config: the model's is untouched
         self.output = self.layer.get_submodule(block.output)
