@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,7 @@ from real_attention.engine.heads import NEXT_OFFSET, PREVIOUS_OFFSET, kernel, wo
 from real_attention.engine.pipeline import attend_with_sums
 from real_attention.engine.words import FIRST_SPECIAL, LAST_SPECIAL, PAD, PUNCT, WORD, merge_maps
 from real_attention import cli
+from conftest import error_line
 
 # Words of the tiny vocabulary; "sentí", "jardín" and "unos" are split into pieces.
 SENTENCES = [
@@ -382,7 +384,7 @@ def test_a_missing_or_empty_corpus_is_bad_input(tmp_path, tiny_model_dir):
     result = CliRunner().invoke(cli, heads_args(empty, tiny_model_dir, tmp_path / "out"))
     assert result.exit_code == 2
     assert result.output.strip() == ("Error: the corpus 'empty' has no sentences to analyse: 3 line(s) read, "
-                                     "2 blank, 1 too long; pass truncate (--truncate) to cut long lines")
+                                     "2 blank, 1 too long; pass truncate=True (--truncate) to cut long lines")
     assert [p for p in (tmp_path / "out").rglob("*") if p.is_file()] == []
 
 
@@ -525,3 +527,78 @@ def test_a_half_precision_model_gives_run_and_corpus_the_same_statistics(tiny_mo
     got = corpus_sums(loaded, reader(SENTENCES), batch_size=4).means()
     for name in STATISTICS:
         np.testing.assert_allclose(got[name], expected[name], rtol=0, atol=2e-6, err_msg=name)
+
+
+def test_limit_reads_the_first_lines_as_a_file_of_them_would(tmp_path, corpus_file, tiny_model_dir):
+    """--limit N: the corpus's first N lines (a blank one counted), the same sums and sha256 as a file of them."""
+    runner = CliRunner()
+    lines = corpus_file.read_text(encoding="utf-8").splitlines(keepends=True)
+    first = tmp_path / "first" / "tiny.txt"
+    first.parent.mkdir()
+    first.write_text("".join(lines[:8]), encoding="utf-8")  # 6 sentences, the blank line and the long one
+    limited = runner.invoke(cli, [arg for arg in heads_args(corpus_file, tiny_model_dir, tmp_path / "limited", "--limit",
+                                                            "8", "--no-figures") if arg != "--quiet"])
+    alone = runner.invoke(cli, heads_args(first, tiny_model_dir, tmp_path / "alone", "--no-figures"))
+    assert limited.exit_code == 0 and alone.exit_code == 0, limited.output + alone.output
+    assert "corpus 'tiny', its first 8 line(s) (sha256" in limited.output
+    got, expected = (tmp_path / name / "results" / "corpus" / "tiny" for name in ("limited", "alone"))
+    for name in ("heads.csv", "sums.json"):
+        assert (got / name).read_bytes() == (expected / name).read_bytes(), name
+    summary, plain = (json.loads((folder / "summary.json").read_text()) for folder in (got, expected))
+    assert summary["corpus"] == {**plain["corpus"], "limit": 8}  # the sha256 of the lines read
+    assert summary["counts"] == plain["counts"] and summary["counts"]["lines"] == 8
+    assert "limit" not in plain["corpus"]  # a run without it writes what it wrote before
+
+
+def test_shards_of_a_limited_run_merge_to_it_and_other_limits_do_not(tmp_path, corpus_file, tiny_model_dir):
+    runner = CliRunner()
+    whole = runner.invoke(cli, heads_args(corpus_file, tiny_model_dir, tmp_path / "whole", "--batch-size", "1",
+                                          "--limit", "9", "--no-figures"))
+    assert whole.exit_code == 0, whole.output
+    for i, limit in ((1, "9"), (2, "9"), (3, "9"), (3, "10")):
+        out = tmp_path / ("shards" if limit == "9" else "other")
+        shard = runner.invoke(cli, heads_args(corpus_file, tiny_model_dir, out, "--shard", f"{i}/3", "--batch-size",
+                                              "1", "--limit", limit, "--no-figures"))
+        assert shard.exit_code == 0, shard.output
+    shards = [tmp_path / "shards" / "results" / "corpus" / f"tiny-shard-{i}-of-3" for i in (1, 2, 3)]
+    counts = [json.loads((folder / "summary.json").read_text())["counts"]["lines"] for folder in shards]
+    assert counts == [3, 3, 3]  # lines 1-9: 1, 4, 7 / 2, 5, 8 / 3, 6, 9
+    merged = runner.invoke(cli, ["merge", *map(str, shards), "--out", str(tmp_path / "merged"), "--no-figures"])
+    assert merged.exit_code == 0, merged.output
+    expected, got = (tmp_path / name / "results" / "corpus" / "tiny" for name in ("whole", "merged"))
+    for name in ("heads.csv", "sums.json"):
+        assert (got / name).read_bytes() == (expected / name).read_bytes(), name
+    summaries = [json.loads((folder / "summary.json").read_text()) for folder in (got, expected)]
+    assert summaries[0]["corpus"] == summaries[1]["corpus"] and summaries[0]["corpus"]["limit"] == 9
+    other = tmp_path / "other" / "results" / "corpus" / "tiny-shard-3-of-3"
+    refused = runner.invoke(cli, ["merge", *map(str, shards[:2]), str(other), "--out", str(tmp_path / "refused")])
+    assert refused.exit_code == 2 and "differ in" in error_line(refused) and "corpus" in error_line(refused)
+
+
+def test_a_limit_counts_the_lines_of_every_input_in_order(tmp_path):
+    from real_attention.statistics.inputs import CorpusText, expand
+
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("one\ntwo\n\nthree\n", encoding="utf-8")
+    b.write_text("four\nfive\nsix\n", encoding="utf-8")
+    text = CorpusText(expand([str(a), str(b)]), limit=6)
+    assert text.total_lines() == 6
+    assert list(text) == ["one", "two", "three", "four", "five"] and (text.lines, text.blank) == (6, 1)
+    both = tmp_path / "both.txt"
+    both.write_text("one\ntwo\n\nthree\nfour\nfive\n", encoding="utf-8")
+    whole = CorpusText(expand([str(both)]))
+    list(whole)
+    assert text.sha256 == whole.sha256  # the bytes read, as one file of them
+    sharded = CorpusText(expand([str(a), str(b)]), Shard(2, 2), limit=6)  # lines 2 and 4 of a, 2 of b
+    assert sharded.total_lines() == 3 and list(sharded) == ["two", "three", "five"]
+    assert CorpusText(expand([str(a), str(b)]), limit=100).total_lines() == 7
+
+
+@pytest.mark.parametrize("limit, message", [(0, "limit (--limit) 0 is out of range: at least 1"),
+                                            (2.5, "limit (--limit) must be a whole number")])
+def test_a_bad_limit_is_refused_before_the_model_loads(tmp_path, corpus_file, tiny_model_dir, limit, message):
+    import real_attention as ra
+
+    with pytest.raises(ra.InputError, match=re.escape(message)):
+        ra.corpus(corpus_file, model=tiny_model_dir, limit=limit, out=tmp_path / "out")
+    assert not (tmp_path / "out").exists()

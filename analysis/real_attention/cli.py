@@ -64,7 +64,13 @@ def one_line_usage_error(error: click.UsageError) -> CommandError:
     hint first: three lines before the one that says what is wrong)."""
     where = error.ctx.command_path if error.ctx is not None else "real-attention"
     message = error.format_message().rstrip()
-    return CommandError(f"{message}{'' if message.endswith(('.', '?)')) else '.'} See '{where} --help'.", error.exit_code)
+    return CommandError(f"{message}{'' if message.endswith(('.', '?', ')')) else '.'} See '{where} --help'.",
+                        error.exit_code)
+
+
+# `real-attention` alone prints the help (Click 8.2 and later raise it as a usage error; earlier ones print it)
+NO_ARGS_IS_HELP: tuple[type[Exception], ...] = tuple(
+    error for error in (getattr(click.exceptions, "NoArgsIsHelpError", None),) if error is not None)
 
 
 class Group(click.Group):
@@ -74,6 +80,8 @@ class Group(click.Group):
     def make_context(self, info_name, args, parent=None, **extra):
         try:
             return super().make_context(info_name, args, parent, **extra)
+        except NO_ARGS_IS_HELP:
+            raise
         except click.UsageError as error:  # the group's own options (`real-attention --bogus`)
             raise one_line_usage_error(error) from None
 
@@ -85,6 +93,8 @@ class Group(click.Group):
         try:
             with sigterm_as_interrupt():  # SIGTERM (kill, timeout, docker stop) cleans up as Ctrl-C does
                 return super().invoke(ctx)
+        except NO_ARGS_IS_HELP:
+            raise
         except click.UsageError as error:  # a command's options and arguments, or no such command
             raise one_line_usage_error(error) from None
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, BrokenPipeError):
@@ -352,6 +362,9 @@ def show_command(lang, layer, head, sentence, out_dir, measure, formats, quiet) 
 @click.option("--truncate", is_flag=True, help="Cut lines over the model's maximum length instead of skipping them.")
 @click.option("--shard", "shard", metavar="i/N",
               help="Process lines i, i+N, i+2N, ... (counted from 1) into NAME-shard-i-of-N; see `merge`.")
+@click.option("--limit", type=click.IntRange(min=1), metavar="N",
+              help="Read the first N lines of the corpus only (blank ones counted; the inputs in order, as one "
+                   "corpus); every shard of a run takes its lines of those N.")
 @click.option("--threshold", "thresholds", metavar="NAME=VALUE", multiple=True,
               help="Change a labelling threshold: position (0.5), marker (0.5) or broad (0.8); repeatable.")
 @click.option("--workers", type=click.IntRange(min=1), metavar="N",

@@ -57,7 +57,8 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
            model: str | os.PathLike[str] | None = None,
            lang: str | None = None, revision: str | None = None, out: str | Path = ".", units: str = "text",
            measure: str = "weights", input_format: str = "auto", batch_size: int = 32, truncate: bool = False,
-           shard: str | None = None, thresholds: Thresholds | dict[str, float] | Sequence[str] | None = None,
+           shard: str | None = None, limit: int | None = None,
+           thresholds: Thresholds | dict[str, float] | Sequence[str] | None = None,
            workers: int | None = None, scheduler: str | None = None, threads: int | None = None,
            partition_size: int = 1024, formats: str | Sequence[str] = ("png",), figures: bool = True,
            offline: bool = False, device: str = "cpu", progress: Callable[..., ProgressBar] | None = None,
@@ -65,7 +66,8 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
     """Pool every head's statistics over a corpus and write the files of `heads --corpus`.
 
     inputs: files, globs or fsspec URLs ('-' for stdin), read in order as one corpus. shard: "i/N" for lines
-    i, i+N, ... (see `merge`). thresholds: {"position": 0.5, ...} or ["position=0.5", ...]. `progress`: a
+    i, i+N, ... (see `merge`). limit: the corpus's first `limit` lines only (blank ones counted; each shard takes
+    its lines of those). thresholds: {"position": 0.5, ...} or ["position=0.5", ...]. `progress`: a
     factory `progress(total=, desc=)` of a tqdm-like bar (None: no bar). figures=False: the tables alone, and
     no figures folder (an earlier run's is removed: it would not show these sums). Returns a CorpusOutput.
     """
@@ -115,6 +117,8 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
     for spec in specs:
         path_arg(spec, "inputs")
     whole_number(batch_size, "batch_size (--batch-size)", 1, MAX_BATCH_SIZE, error=CorpusError)  # before the model loads
+    if limit is not None:
+        limit = whole_number(limit, "limit (--limit)", 1, error=CorpusError)
     found = expand(tuple(str(spec) for spec in specs), input_format)
     name = name_from_file(found[0].stem, found[0].name) if name is None else name  # '': a bad name
     folder = folder_name(name, shard_range, measure)
@@ -126,7 +130,7 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
         pool = DrawingPool.start(2) if figures else None
         if pool is not None:
             drawing_processes.enter_context(pool)
-        text = CorpusText(found, shard_range or Shard())
+        text = CorpusText(found, shard_range or Shard(), limit)
         bar = progress(total=text.total_lines(), desc=folder) if progress is not None else None
         try:
             result: CorpusResult = run_corpus(
@@ -140,7 +144,7 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
                         format=found[0].format if len(formats_read) == 1 else "mixed", truncate=truncate,
                         versions=versions(), shard=shard_range,
                         thresholds=chosen_thresholds, engine=result.engine, units=units, measure=measure,
-                        inputs=None if shard_range is None else text.layout)
+                        inputs=None if shard_range is None else text.layout, limit=limit)
         summary = write_corpus(results_folder, figures_folder, run, result.sums, formats if figures else (), pool)
     return CorpusOutput(run=run, summary=summary, results_dir=out / "results" / "corpus" / folder,
                         figures_dir=out / "figures" / "corpus" / folder if figures else None, engine=dict(result.engine),

@@ -105,7 +105,8 @@ def corpus_lines(output: CorpusView) -> list[str]:
     else:
         where = f", {output.engine['workers']} Dask worker(s), {output.engine['partitions']} partition(s)"
     shard = "" if run.shard is None else f", shard {run.shard.index}/{run.shard.count}"
-    return [f"{run.model} @ {short_revision(run.revision)}, corpus {run.name!r} (sha256 {run.sha256[:12]})"
+    first = "" if run.limit is None else f", its first {run.limit:,} line(s)"
+    return [f"{run.model} @ {short_revision(run.revision)}, corpus {run.name!r}{first} (sha256 {run.sha256[:12]})"
             f"{shard}{where}",
             describe_corpus(output.summary),
             f"wrote {output.results_dir}" + ("" if output.figures_dir is None or not _labelled(output.summary)

@@ -168,12 +168,16 @@ class CorpusText:
     included) and `blank`.
     """
 
-    def __init__(self, inputs: list[Input], shard: Shard = Shard()):  # noqa: B008  (a frozen dataclass)
+    def __init__(self, inputs: list[Input], shard: Shard = Shard(), limit: int | None = None):  # noqa: B008
+        """limit: read the first `limit` lines of the corpus only (of all inputs in order, blank lines counted);
+        `sha256` is then that of those lines, and each shard takes its lines of them."""
         if not inputs:
             raise CorpusError("no corpus input: give at least one file in inputs (--corpus)")
-        self.inputs, self.shard = inputs, shard
+        assert limit is None or limit >= 1, limit
+        self.inputs, self.shard, self.limit = inputs, shard, limit
         self._digest = hashlib.sha256()
         self._readers: list[CorpusReader] = []
+        self._read = 0  # lines of the corpus read (of every shard), for the limit
 
     @property
     def sha256(self) -> str:
@@ -199,6 +203,9 @@ class CorpusText:
         raw = b"\n"
         try:
             for raw in handle:
+                if self._reached():
+                    return  # the limit: the lines after it are neither hashed nor read
+                self._read += 1
                 self._digest.update(raw)
                 yield raw
         except (OSError, EOFError, lzma.LZMAError, zlib.error) as error:  # a damaged or cut compressed file shows now
@@ -206,8 +213,13 @@ class CorpusText:
         if not last and not raw.endswith(b"\n"):  # the next input starts on a line of its own
             self._digest.update(b"\n")
 
+    def _reached(self) -> bool:
+        return self.limit is not None and self._read >= self.limit
+
     def __iter__(self) -> Iterator[str]:
         for number, item in enumerate(self.inputs, start=1):
+            if self._reached():
+                return
             with item.open() as handle:
                 reader = CorpusReader(self._hashed(handle, number == len(self.inputs), item), item.format, self.shard,
                                       source="stdin" if item.name == STDIN else item.name)
@@ -217,5 +229,12 @@ class CorpusText:
     def total_lines(self) -> int | None:
         """How many lines of the shard the inputs hold, if every input is a local file (for the progress bar)."""
         counts = [item.lines() for item in self.inputs]
-        known = [count for count in counts if count is not None]
-        return None if len(known) < len(counts) else sum(self.shard.lines_of(count) for count in known)
+        if any(count is None for count in counts):
+            return None
+        total, left = 0, self.limit
+        for count in counts:  # --shard counts lines within each input; the limit, lines of the whole corpus
+            assert count is not None
+            read = count if left is None else min(count, left)
+            total += self.shard.lines_of(read) if read else 0
+            left = None if left is None else left - read
+        return total

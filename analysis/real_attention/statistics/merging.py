@@ -127,7 +127,9 @@ SUMMARY_FIELDS = {
     "model": (lambda v: isinstance(v, str) and v, "a model name"),
     "revision": (lambda v: isinstance(v, str) and v, "a revision string"),
     "corpus": (lambda v: isinstance(v, dict) and all(isinstance(v.get(k), str) for k in ("name", "sha256"))
-               and v.get("format") in ("text", "jsonl", "mixed"), 'an object with string "name", "sha256" and "format"'),
+               and v.get("format") in ("text", "jsonl", "mixed")
+               and ("limit" not in v or (is_whole(v["limit"]) and v["limit"] >= 1)),
+               'an object with string "name", "sha256" and "format" (and a whole number "limit" >= 1, if any)'),
     "shard": (_shard_record, 'null or an object with whole numbers "index" and "count", 1 <= index <= count '
                              '(and "inputs": an object with a whole number "count" and a "sha256")'),
     "truncate": (lambda v: isinstance(v, bool), "true or false"),
@@ -182,8 +184,8 @@ def merge_shards(folders: Iterable[Path]) -> tuple[CorpusRun, HeadSums]:
         for key in SAME_IN_EVERY_SHARD:
             if _setting(data, key) != _setting(first, key):
                 raise CorpusError(f"{folder} and {first_folder} differ in {_difference(key, data, first)}; merge "
-                                  "takes the shards of one run" + (" (the default name (--name) is the corpus file's "
-                                  "name: give every shard the same name)" if _only_the_name_differs(key, data, first)
+                                  "takes the shards of one run" + (" (the default name is the corpus file's: give "
+                                  "every shard the same name (--name))" if _only_the_name_differs(key, data, first)
                                   else ""))
         if data["shard"]["count"] != first["shard"]["count"]:
             raise CorpusError(f"{folder} and {first_folder} come from runs with different shard counts")
@@ -222,6 +224,7 @@ def merge_shards(folders: Iterable[Path]) -> tuple[CorpusRun, HeadSums]:
         name=first["corpus"]["name"],
         sha256=first["corpus"]["sha256"],
         format=first["corpus"]["format"],
+        limit=first["corpus"].get("limit"),
         truncate=first["truncate"],
         versions=first["versions"],
         thresholds=Thresholds(**first["thresholds"]),

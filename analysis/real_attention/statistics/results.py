@@ -24,7 +24,7 @@ class CorpusRun:
     model: str  # the model as the user named it
     revision: str  # resolved commit, or sha256 of local weights
     name: str  # the corpus name: the output folder under results/corpus/ (shards add a suffix)
-    sha256: str  # of the whole corpus file, every byte
+    sha256: str  # of the whole corpus (its first `limit` lines with a limit), every byte
     format: str  # "text" or "jsonl", "mixed" for inputs of both
     truncate: bool
     versions: dict[str, str]  # python, torch, transformers
@@ -36,6 +36,7 @@ class CorpusRun:
     # A shard's input layout (statistics.inputs.CorpusText.layout): merge refuses shards of one corpus read as other
     # inputs. None for a whole corpus, or a shard written before it was recorded.
     inputs: dict | None = None
+    limit: int | None = None  # --limit: the corpus's first `limit` lines only (sha256 is theirs); None: every line
 
     @property
     def folder_name(self) -> str:
@@ -84,7 +85,8 @@ def corpus_summary(run: CorpusRun, sums: HeadSums, labels: np.ndarray) -> dict:
     return {
         "model": run.model,
         "revision": run.revision,
-        "corpus": {"name": run.name, "sha256": run.sha256, "format": run.format},
+        "corpus": {"name": run.name, "sha256": run.sha256, "format": run.format,
+                   **({} if run.limit is None else {"limit": run.limit})},
         "shard": None if run.shard is None else {"index": run.shard.index, "count": run.shard.count,
                                                  **({} if run.inputs is None else {"inputs": run.inputs})},
         "truncate": run.truncate,
@@ -119,7 +121,7 @@ def corpus_summary(run: CorpusRun, sums: HeadSums, labels: np.ndarray) -> dict:
 def check_analysable(sums: HeadSums, what: str) -> None:
     """CorpusError unless some word of some sentence enters the statistics (means of nothing are no result)."""
     if sums.sentences == 0:
-        hint = "; pass truncate (--truncate) to cut long lines" if sums.skipped else ""
+        hint = "; pass truncate=True (--truncate) to cut long lines" if sums.skipped else ""
         raise CorpusError(f"{what} has no sentences to analyse: {sums.lines} line(s) read, {sums.blank} blank, "
                           f"{sums.skipped} too long{hint}")
     if sums.units == 0:  # a decoder's first word sees only itself and enters no statistic
