@@ -592,6 +592,12 @@ def test_a_limit_counts_the_lines_of_every_input_in_order(tmp_path):
     sharded = CorpusText(expand([str(a), str(b)]), Shard(2, 2), limit=6)  # lines 2 and 4 of a, 2 of b
     assert sharded.total_lines() == 3 and list(sharded) == ["two", "three", "five"]
     assert CorpusText(expand([str(a), str(b)]), limit=100).total_lines() == 7
+    from real_attention.statistics.reading import count_lines
+
+    big = tmp_path / "big.txt"
+    big.write_bytes(b"a line\n" * 400_000)  # 2.8 MB: three blocks of 1 MiB
+    assert (count_lines(big), count_lines(big, 5), count_lines(big, 10**9)) == (400_000, 5, 400_000)
+    assert CorpusText(expand([str(big)]), limit=5).total_lines() == 5
 
 
 @pytest.mark.parametrize("limit, message", [(0, "limit (--limit) 0 is out of range: at least 1"),

@@ -62,12 +62,13 @@ class Input:
         """The default corpus name: the file's name without its suffix ('stdin' for -)."""
         return "stdin" if self.name == STDIN else Path(plain_name(self.name).rstrip("/").split("/")[-1]).stem
 
-    def lines(self) -> int | None:
-        """The number of lines of a local file (for the progress bar); None for stdin, URLs and compressed files
-        (counting those would mean decompressing them twice)."""
+    def lines(self, most: int | None = None) -> int | None:
+        """The number of lines of a local file (for the progress bar), or `most` if it has more (a limit need not
+        count the rest of a large file); None for stdin, URLs and compressed files (counting those would mean
+        decompressing them twice)."""
         if self.name == STDIN or self.is_url or compression(self.name):
             return None
-        return count_lines(Path(self.name))
+        return count_lines(Path(self.name), most)
 
     def open(self) -> contextlib.AbstractContextManager[BinaryIO]:
         """The input's bytes; CorpusError if it cannot be read."""
@@ -228,12 +229,11 @@ class CorpusText:
 
     def total_lines(self) -> int | None:
         """How many lines of the shard the inputs hold, if every input is a local file (for the progress bar)."""
-        counts = [item.lines() for item in self.inputs]
-        if any(count is None for count in counts):
-            return None
         total, left = 0, self.limit
-        for count in counts:  # --shard counts lines within each input; the limit, lines of the whole corpus
-            assert count is not None
+        for item in self.inputs:  # --shard counts lines within each input; the limit, lines of the whole corpus
+            count = item.lines(left)
+            if count is None:
+                return None
             read = count if left is None else min(count, left)
             total += self.shard.lines_of(read) if read else 0
             left = None if left is None else left - read

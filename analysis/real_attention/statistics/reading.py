@@ -51,13 +51,16 @@ def corpus_format(path: str, fmt: str = "auto") -> str:
     return "jsonl" if path.lower().endswith(".jsonl") else "text"
 
 
-def count_lines(path: Path) -> int:
-    """The number of lines of a file, a last line without a newline included (for the progress bar)."""
+def count_lines(path: Path, most: int | None = None) -> int:
+    """The number of lines of a file, a last line without a newline included (for the progress bar); once it
+    passes `most`, `most` (the rest of the file is not read)."""
     count, last = 0, b"\n"
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             count += block.count(b"\n")
             last = block[-1:]
+            if most is not None and count >= most:
+                return most
     return count + (last != b"\n")
 
 
