@@ -67,11 +67,13 @@ def test_fsspec_urls_are_read(tmp_path):
         memory.rm("/corpus", recursive=True)
 
 
-@pytest.mark.parametrize("suffix, opener", [(".gz", "gzip"), (".bz2", "bz2"), (".xz", "lzma")])
+@pytest.mark.parametrize("suffix, opener", [(".gz", "gzip"), (".bz2", "bz2"), (".xz", "lzma"), (".zst", "zstandard")])
 def test_compressed_inputs_are_read_as_their_text(tmp_path, suffix, opener):
     import importlib
 
     plain = b'{"text": "one"}\n\n{"text": "two"}\n'
+    if opener == "zstandard":
+        pytest.importorskip("zstandard")
     with importlib.import_module(opener).open(tmp_path / f"corpus.jsonl{suffix}", "wb") as handle:
         handle.write(plain)
     inputs = expand([str(tmp_path / f"corpus.jsonl{suffix}")])
@@ -92,6 +94,55 @@ def test_compressed_urls_are_read(tmp_path):
         assert list(CorpusText(expand(["memory://packed/*.txt.gz"]))) == ["one", "two"]
     finally:
         memory.rm("/packed", recursive=True)
+
+
+def test_zstandard_frames_are_read_in_turn_and_a_cut_or_foreign_one_is_an_error(tmp_path, monkeypatch):
+    """The zstandard package's own reader returns a file cut inside a frame as a shorter text: ours says so, as
+    gzip and lzma do, and reads a file of several frames (zstd -c a b > ab.zst) whole, also through fsspec."""
+    zstandard = pytest.importorskip("zstandard")
+    import builtins
+
+    compress = zstandard.ZstdCompressor().compress
+    text = "".join(f"sentence {i}\n" for i in range(20_000)).encode()  # 0.3 MB: several reads of 64 KiB
+    (tmp_path / "frames.txt.zst").write_bytes(compress(text[:1000]) + compress(text[1000:]))
+    (tmp_path / "cut.txt.zst").write_bytes(compress(text)[:-5])
+    (tmp_path / "foreign.txt.zst").write_bytes(b"plain text, not Zstandard\n")
+    real_import = builtins.__import__
+
+    def without_stdlib_zstd(name, *args, **kwargs):  # Python 3.14's compression.zstd: this test is of the package
+        if name == "compression":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", without_stdlib_zstd)
+    read = CorpusText(expand([str(tmp_path / "frames.txt.zst")]))
+    assert len(list(read)) == 20_000 and read.sha256 == hashlib.sha256(text).hexdigest()
+    for name, message in (("cut", "ended inside a Zstandard frame"), ("foreign", "not a valid Zstandard stream")):
+        with pytest.raises(CorpusError, match=f"cannot read inputs \\(--corpus\\) .*{name}.txt.zst: .*{message}"):
+            list(CorpusText(expand([str(tmp_path / f"{name}.txt.zst")])))
+    fsspec = pytest.importorskip("fsspec")
+    memory = fsspec.filesystem("memory")
+    memory.pipe({"/zst/part.txt.zst": compress(b"one\n") + compress(b"two\n")})
+    try:
+        assert list(CorpusText(expand(["memory://zst/part.txt.zst"]))) == ["one", "two"]
+    finally:
+        memory.rm("/zst", recursive=True)
+
+
+def test_a_zst_input_without_zstandard_says_what_to_install(tmp_path, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def missing(name, *args, **kwargs):
+        if name in ("compression", "zstandard"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    (tmp_path / "c.txt.zst").write_bytes(b"\x28\xb5\x2f\xfd")
+    monkeypatch.setattr(builtins, "__import__", missing)
+    with pytest.raises(CorpusError, match="c.txt.zst: reading .zst needs the zstandard package: pip install zstandard"):
+        list(CorpusText(expand([str(tmp_path / "c.txt.zst")])))
 
 
 def test_a_damaged_compressed_input_is_one_line(tmp_path, tiny_model_dir):

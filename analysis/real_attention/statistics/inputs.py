@@ -6,8 +6,9 @@ input that does not end with one (unless it is the last): for one file, the sha2
 takes lines i, i+N, ... of each input, so every input is split the same way. Each input keeps its own format
 (`auto`: jsonl for a .jsonl name) and its own line numbers in error messages.
 
-A name ending in .gz, .bz2 or .xz is decompressed as it is read (local files and URLs alike); the identity is
-that of the decompressed text, so `corpus.txt.gz` and `corpus.txt` are the same corpus.
+A name ending in .gz, .bz2, .xz or .zst is decompressed as it is read (local files and URLs alike; .zst needs the
+zstandard package, or Python 3.14's compression.zstd); the identity is that of the decompressed text, so
+`corpus.txt.gz` and `corpus.txt` are the same corpus. A compressed input cut short is an error, never a shorter corpus.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import contextlib
 import glob
 import gzip
 import hashlib
+import io
 import lzma
 import zlib
 import sys
@@ -28,13 +30,79 @@ from .sums import CorpusError, CorpusReader, Shard, corpus_format, count_lines
 
 STDIN = "-"
 GLOB_CHARACTERS = "*?["
-# Compressed inputs, by suffix: the standard library's reader of each, and fsspec's name for it.
-COMPRESSIONS: dict[str, tuple[Callable[..., Any], str]] = {
-    ".gz": (gzip.open, "gzip"), ".bz2": (bz2.open, "bz2"), ".xz": (lzma.open, "xz")}
+ZSTD = ".zst"
+
+
+def zstd_open(name: str | BinaryIO, mode: str = "rb") -> BinaryIO:
+    """The decompressed bytes of a Zstandard file (a path, or a binary stream such as fsspec's): Python 3.14's
+    compression.zstd, else the zstandard package (OSError naming it if neither is there)."""
+    assert mode == "rb", mode
+    try:
+        from compression import zstd  # Python 3.14 and later
+
+        return zstd.open(name, "rb")
+    except ImportError:
+        pass
+    try:
+        import zstandard
+    except ImportError:
+        raise OSError("reading .zst needs the zstandard package: pip install zstandard") from None
+    raw = Path(name).open("rb") if isinstance(name, (str, Path)) else name
+    return io.BufferedReader(ZstdFrames(raw, zstandard), 1 << 16)  # lines, as the other readers give them
+
+
+class ZstdFrames(io.RawIOBase):
+    """The zstandard package's decompression of a stream, frame after frame, that fails as gzip and lzma do: its own
+    stream reader returns a file cut inside a frame as a shorter text, without a word."""
+
+    def __init__(self, raw: BinaryIO, zstandard) -> None:
+        self.raw, self.zstandard = raw, zstandard
+        self.decompressor = zstandard.ZstdDecompressor()
+        self.frame = self.decompressor.decompressobj()
+        self.inside = False  # part of a frame read, its end not yet
+        self.pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self.pending:
+            chunk = self.raw.read(1 << 16)
+            if not chunk:
+                if self.inside:
+                    raise EOFError("the compressed file ended inside a Zstandard frame (cut short?)")
+                return 0
+            self._decompress(chunk)
+        size = min(len(buffer), len(self.pending))
+        buffer[:size] = self.pending[:size]
+        self.pending = self.pending[size:]
+        return size
+
+    def _decompress(self, data: bytes) -> None:
+        while data:
+            self.inside = True
+            try:
+                self.pending += self.frame.decompress(data)
+            except self.zstandard.ZstdError as error:
+                raise OSError(f"not a valid Zstandard stream ({error})") from None
+            if not self.frame.eof:
+                return
+            data, self.inside = self.frame.unused_data, False  # the next frame starts there
+            self.frame = self.decompressor.decompressobj()
+
+    def close(self) -> None:
+        self.raw.close()
+        super().close()
+
+
+# Compressed inputs, by suffix: the reader of each, and fsspec's name for it (None: the reader wraps fsspec's raw
+# stream, as fsspec's own zstd reader has the zstandard package's silence on a cut file).
+COMPRESSIONS: dict[str, tuple[Callable[..., Any], str | None]] = {
+    ".gz": (gzip.open, "gzip"), ".bz2": (bz2.open, "bz2"), ".xz": (lzma.open, "xz"), ZSTD: (zstd_open, None)}
 
 
 def compression(name: str) -> str | None:
-    """The compressed suffix of a name (.gz, .bz2, .xz), or None."""
+    """The compressed suffix of a name (.gz, .bz2, .xz, .zst), or None."""
     suffix = Path(name.rstrip("/").split("/")[-1]).suffix.lower()
     return suffix if suffix in COMPRESSIONS else None
 
@@ -85,6 +153,8 @@ class Input:
                 import fsspec
 
                 suffix = compression(self.name)
+                if suffix == ZSTD:
+                    return zstd_open(fsspec.open(self.name, "rb").open())
                 return fsspec.open(self.name, "rb", compression=suffix and COMPRESSIONS[suffix][1]).open()
             suffix = compression(self.name)
             return COMPRESSIONS[suffix][0](self.name, "rb") if suffix else Path(self.name).open("rb")
