@@ -263,12 +263,24 @@ def test_heads_writes_the_asked_figure_format_and_a_short_revision(tiny_model_di
         assert (f"strongest {label}:" in result.output) == bool(summary["labels"][label])
 
 
-def shard_folders(tiny_model_dir, tmp_path):
-    corpus = write(tmp_path / "c.txt", "me senté en el banco.\nfui al banco.\nmi jardín.\n")
+@pytest.fixture(scope="module")
+def written_shards(tiny_model_dir, tmp_path_factory) -> Path:
+    """The two shards of a small corpus, written once for the module (merge reads their tables alone)."""
+    out = tmp_path_factory.mktemp("shards")
+    corpus = write(out / "c.txt", "me senté en el banco.\nfui al banco.\nmi jardín.\n")
     for index in (1, 2):
-        assert invoke("heads", "--corpus", corpus, "--model", tiny_model_dir, "--out", tmp_path, "--quiet",
-                      "--shard", f"{index}/2").exit_code == 0
-    return [tmp_path / "results" / "corpus" / f"c-shard-{i}-of-2" for i in (1, 2)]
+        assert invoke("heads", "--corpus", corpus, "--model", tiny_model_dir, "--out", out, "--quiet",
+                      "--shard", f"{index}/2", "--no-figures").exit_code == 0
+    return out / "results" / "corpus"
+
+
+def shard_folders(written_shards: Path, tmp_path: Path) -> list[Path]:
+    """A copy of the two shards that a test may edit."""
+    copies = []
+    for index in (1, 2):
+        name = f"c-shard-{index}-of-2"
+        copies.append(Path(shutil.copytree(written_shards / name, tmp_path / "results" / "corpus" / name)))
+    return copies
 
 
 @pytest.mark.parametrize("field, value, message", [
@@ -278,8 +290,8 @@ def shard_folders(tiny_model_dir, tmp_path):
     ("corpus", None, "field 'corpus' is None"),
     ("model", None, "field 'model' is None, expected a model name"),
 ])
-def test_merge_validates_a_hand_edited_summary(field, value, message, tiny_model_dir, tmp_path):
-    shards = shard_folders(tiny_model_dir, tmp_path)
+def test_merge_validates_a_hand_edited_summary(field, value, message, written_shards, tmp_path):
+    shards = shard_folders(written_shards, tmp_path)
     path = shards[1] / "summary.json"
     data = json.loads(path.read_text())
     data[field] = value
@@ -290,8 +302,8 @@ def test_merge_validates_a_hand_edited_summary(field, value, message, tiny_model
     assert line.startswith(f"Error: {shards[1]}/summary.json") and message in line
 
 
-def test_merge_validates_hand_edited_sums(tiny_model_dir, tmp_path):
-    shards = shard_folders(tiny_model_dir, tmp_path)
+def test_merge_validates_hand_edited_sums(written_shards, tmp_path):
+    shards = shard_folders(written_shards, tmp_path)
     path = shards[0] / "sums.json"
     data = json.loads(path.read_text())
     data["units"] = "many"

@@ -223,7 +223,13 @@ def printed(tmp_path_factory):
     return run
 
 
+# The tests that read `printed` share one xdist worker, so each command runs once (the seed corpus's `heads` is shown
+# twice and counted once: about 7 s a run).
+printed_once = pytest.mark.xdist_group("printed")
+
+
 @pytest.mark.slow
+@printed_once
 @pytest.mark.parametrize(("name", "command", "lines"), OUTPUTS, ids=[f"{name}: {command}" for name, command, _ in OUTPUTS])
 def test_a_shown_output_is_what_the_command_prints(name, command, lines, printed, needs_minilm):
     got = printed(command).splitlines()
@@ -232,6 +238,7 @@ def test_a_shown_output_is_what_the_command_prints(name, command, lines, printed
 
 
 @pytest.mark.slow
+@printed_once
 def test_the_seed_corpus_word_count_in_prose_is_what_heads_prints(printed, needs_minilm):
     words = re.search(r"^182 sentence\(s\), (\d+) words;", printed(SEED_COMMAND), flags=re.M)
     assert words, printed(SEED_COMMAND)
