@@ -104,7 +104,7 @@ def test_whole_numbers_are_checked_once_for_every_stage():
         whole_number(True, "n", 1, 3)
     with pytest.raises(ConfigError, match="occurrence 0 is out of range"):
         whole_number(0, "occurrence", error=ConfigError)
-    with pytest.raises(ra.InputError, match="report_sentences 0 is out of range: at least 1"):
+    with pytest.raises(ra.InputError, match=re.escape("report_sentences (--report-sentences) 0 is out of range: at least 1")):
         ra.run(report_sentences=0)
 
 

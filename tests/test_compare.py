@@ -442,7 +442,24 @@ def test_a_damaged_compressed_corpus_is_one_error_line(tiny_model_dir, tmp_path)
                                       "--quiet", "--out", str(tmp_path / "out")])
     lines = result.output.strip().splitlines()
     assert result.exit_code != 0 and len(lines) == 1, result.output
-    assert lines[0].startswith(f"Error: cannot read path (--corpus) {corpus}: ")
+    assert lines[0].startswith(f"Error: cannot read --corpus {corpus}: ")
+
+
+def test_a_corpus_damaged_past_the_limit_is_one_error_line_too(tiny_model_dir, tmp_path):
+    """--limit reads the first lines only, but the corpus's sha256 is of the whole file: damage past the lines
+    compared is found while hashing, and is one line too (it was a traceback)."""
+    import gzip
+
+    corpus = tmp_path / "lines.txt.gz"
+    whole = gzip.compress(("\n".join(SENTENCES * 2000) + "\n").encode())
+    corpus.write_bytes(whole[:len(whole) * 4 // 5])  # the first lines are whole
+    model = str(tiny_model_dir)
+    result = CliRunner().invoke(cli, ["compare", "--corpus", str(corpus), "--model", model, "--model", model,
+                                      "--limit", "3", "--quiet", "--out", str(tmp_path / "out")])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert lines[0].startswith(f"Error: cannot read --corpus {corpus}: ")
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("arguments, message", [

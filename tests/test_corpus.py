@@ -572,7 +572,13 @@ def test_shards_of_a_limited_run_merge_to_it_and_other_limits_do_not(tmp_path, c
     assert summaries[0]["corpus"] == summaries[1]["corpus"] and summaries[0]["corpus"]["limit"] == 9
     other = tmp_path / "other" / "results" / "corpus" / "tiny-shard-3-of-3"
     refused = runner.invoke(cli, ["merge", *map(str, shards[:2]), str(other), "--out", str(tmp_path / "refused")])
-    assert refused.exit_code == 2 and "differ in" in error_line(refused) and "corpus" in error_line(refused)
+    assert refused.exit_code == 2 and "differ in corpus limit (10 against 9)" in error_line(refused)
+    whole_shard = runner.invoke(cli, heads_args(corpus_file, tiny_model_dir, tmp_path / "unlimited", "--shard", "3/3",
+                                                "--batch-size", "1", "--no-figures"))
+    assert whole_shard.exit_code == 0, whole_shard.output
+    unlimited = tmp_path / "unlimited" / "results" / "corpus" / "tiny-shard-3-of-3"
+    refused = runner.invoke(cli, ["merge", *map(str, shards[:2]), str(unlimited), "--out", str(tmp_path / "refused")])
+    assert refused.exit_code == 2 and "differ in corpus limit (no limit against 9)" in error_line(refused)
 
 
 def test_a_limit_counts_the_lines_of_every_input_in_order(tmp_path):

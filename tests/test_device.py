@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -164,7 +165,7 @@ def test_run_batch_size_is_checked_and_passed_on(tmp_path, tiny_model_dir):
     import real_attention as ra
     from real_attention.engine.errors import InputError
 
-    with pytest.raises(InputError, match="batch_size 0 is out of range: at least 1"):
+    with pytest.raises(InputError, match=re.escape("batch_size (--batch-size) 0 is out of range: at least 1")):
         ra.run(model=str(tiny_model_dir), out=tmp_path, batch_size=0, figures=False, report=False)
     small = ra.run(model=str(tiny_model_dir), out=tmp_path / "a", batch_size=1, figures=False, report=False)
     assert small.runs[0].result.report is not None

@@ -59,15 +59,17 @@ def loading_notice(quiet: bool):
         ON_LOADING.reset(token)
 
 
-def one_line_usage_error(error: click.UsageError) -> CommandError:
+def one_line_usage_error(error: click.UsageError, where: str = "real-attention") -> CommandError:
     """Click's usage error as one `Error:` line that names the help to read (Click prints the usage block and a
-    hint first: three lines before the one that says what is wrong)."""
-    where = error.ctx.command_path if error.ctx is not None else "real-attention"
+    hint first: three lines before the one that says what is wrong). where: the command whose help to name when
+    the error has no context (Click's parser raises "requires an argument" without one)."""
+    where = error.ctx.command_path if error.ctx is not None else where
     message = error.format_message().rstrip()
-    return CommandError(f"{message}{'' if message.endswith(('.', '?', ')')) else '.'} See '{where} --help'.",
+    return CommandError(f"{message}{'' if message.endswith(('.', '?')) else '.'} See '{where} --help'.",
                         error.exit_code)
 
 
+COMMAND_PATH = "real_attention.command_path"  # ctx.meta's key of the command being run: `real-attention heads`
 # `real-attention` alone prints the help (Click 8.2 and later raise it as a usage error; earlier ones print it)
 NO_ARGS_IS_HELP: tuple[type[Exception], ...] = tuple(
     error for error in (getattr(click.exceptions, "NoArgsIsHelpError", None),) if error is not None)
@@ -85,6 +87,12 @@ class Group(click.Group):
         except click.UsageError as error:  # the group's own options (`real-attention --bogus`)
             raise one_line_usage_error(error) from None
 
+    def resolve_command(self, ctx: click.Context, args):
+        name, command, rest = super().resolve_command(ctx, args)
+        if command is not None:  # for a usage error of its options that comes without a context
+            ctx.meta[COMMAND_PATH] = f"{ctx.command_path} {command.name}"
+        return name, command, rest
+
     def invoke(self, ctx: click.Context):
         import signal
 
@@ -96,7 +104,7 @@ class Group(click.Group):
         except NO_ARGS_IS_HELP:
             raise
         except click.UsageError as error:  # a command's options and arguments, or no such command
-            raise one_line_usage_error(error) from None
+            raise one_line_usage_error(error, ctx.meta.get(COMMAND_PATH, ctx.command_path)) from None
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, BrokenPipeError):
             raise  # BrokenPipeError: the reader went away; main() ends quietly
         except Terminated:
@@ -505,7 +513,7 @@ def syntax_command(treebank, lang, model_name, revision, offline, device, measur
 @cli.command("compare")
 @click.option("--corpus", required=True, type=click.Path(path_type=Path), metavar="FILE",
               help="UTF-8 text with one sentence per line, or .jsonl with a \"text\" field (read twice: first only "
-                   "tokenized); .gz, .bz2 and .xz are decompressed.")
+                   "tokenized); .gz, .bz2, .xz and .zst are decompressed.")
 @click.option("--model", "model_names", multiple=True, metavar="ID_OR_PATH",
               help="A model to compare; give it twice or more (the same model twice compares it with itself).")
 @click.option("--revision", "revisions", multiple=True, metavar="REV",

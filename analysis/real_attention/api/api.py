@@ -216,7 +216,7 @@ def corpus_stats(model: LoadedModel, lines: Iterable[str], *, batch_size: int = 
                          f"{progress!r:.60}")
     sums = corpus_sums(model, reader, batch_size=batch_size, truncate=truncate, progress=progress,
                        units=units, measure=measure)
-    check_analysable(sums, "the lines")
+    check_analysable(sums, "the list of lines")
     labels = label_heads(sums.means(), sums.uniform_entropy, chosen)
     return corpus_heads_frame(sums, labels)
 

@@ -227,8 +227,8 @@ def _checked(lang: str, out: str | Path, units: str, measure: str, compare_measu
     check_rule(units)
     checked_formats = check_formats(formats)
     check_table_format(table_format)
-    report_sentences = whole_number(report_sentences, "report_sentences")
-    batch_size = whole_number(batch_size, "batch_size")
+    report_sentences = whole_number(report_sentences, "report_sentences (--report-sentences)")
+    batch_size = whole_number(batch_size, "batch_size (--batch-size)")
     if compare_measures and measure != COMPARED[0]:
         raise InputError(f"compare_measures (--compare-measures) runs both measures; leave out measure (--measure) {measure}")
     settings = _Settings(lang=run_folder_name(lang), out=Path(out), units=units, figures=figures, report=report,

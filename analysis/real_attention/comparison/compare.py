@@ -88,12 +88,12 @@ class CompareResult:
         return self.matrix[starts[a]:starts[a + 1], starts[b]:starts[b + 1]]
 
 
-CORPUS_PATH = "path (--corpus)"  # how messages name CorpusLines' file: its argument, and the compare command's option
+CORPUS_PATH = "--corpus"  # how messages name CorpusLines' file: the compare command's option (ra.compare takes sentences)
 
 
 class CorpusLines:
     """A corpus file's sentences, read afresh on each iteration (compare reads them twice): text with one
-    sentence per line, or JSONL with a "text" field; blank lines skipped. A name ending in .gz, .bz2 or .xz is
+    sentence per line, or JSONL with a "text" field; blank lines skipped. A name ending in .gz, .bz2, .xz or .zst is
     decompressed as it is read, as `heads --corpus` does. `sha256`: of the whole (decompressed) file, as heads
     records it. Errors name a line as "line N of FILE", N counting every line, blank ones too."""
 
@@ -120,10 +120,15 @@ class CorpusLines:
             from ..engine.hashing import file_sha256
 
             return file_sha256(self.path)
+        from ..statistics.inputs import READ_ERRORS
+
         digest = hashlib.sha256()  # the decompressed text's, so corpus.txt.gz and corpus.txt are one corpus
         with Input(str(self.path), self.fmt, CORPUS_PATH).open() as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
+            try:  # the whole file, even when a limit read fewer lines: its damage past them is one error too
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+            except READ_ERRORS as error:
+                raise InputError(f"cannot read {CORPUS_PATH} {self.path}: {error or type(error).__name__}") from None
         return digest.hexdigest()
 
     def check_has_sentence(self) -> None:
@@ -348,7 +353,7 @@ def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: S
     if not isinstance(models, (list, tuple)):
         raise InputError(f"compare takes the models as a list, not {type(models).__name__}")
     if sentences is None or isinstance(sentences, (bytes, bytearray, int, float)):
-        raise InputError(f"compare takes the sentences as a string, a list of strings or CorpusLines, not "
+        raise InputError(f"compare takes the sentences as a string or a list of strings, not "
                          f"{type(sentences).__name__}")
     if names is not None and not isinstance(names, (list, tuple)):
         raise InputError(f"names must be a list of strings, one per model, not {type(names).__name__}")
@@ -364,9 +369,9 @@ def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: S
     if check_measure(measure) not in MEASURES:
         raise InputError(f"compare takes measure (--measure) weights or norm, not {measure}")
     check_rule(units)
-    whole_number(batch_size, "batch_size", 1, MAX_BATCH_SIZE)
+    whole_number(batch_size, "batch_size (--batch-size)", 1, MAX_BATCH_SIZE)
     if limit is not None:
-        whole_number(limit, "limit")
+        whole_number(limit, "limit (--limit)")
     if measure == NORM:
         from ..engine.measures import check_supported
 
@@ -379,7 +384,7 @@ def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: S
         try:
             one_shot = iter(sentences) is sentences
         except TypeError:
-            raise InputError(f"compare takes the sentences as a string, a list of strings or CorpusLines, not "
+            raise InputError(f"compare takes the sentences as a string or a list of strings, not "
                              f"{type(sentences).__name__}") from None
         if one_shot:  # a one-shot iterator: read it once
             sentences = list(sentences)

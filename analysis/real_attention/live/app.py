@@ -277,8 +277,8 @@ class LiveModel:
         from .page import live_page
 
         self.model, self.measure = model, check_measure(measure)
-        max_sentences = whole_number(max_sentences, "max_sentences")
-        max_pieces = whole_number(max_pieces, "max_pieces")
+        max_sentences = whole_number(max_sentences, "max_sentences (--max-sentences)")
+        max_pieces = whole_number(max_pieces, "max_pieces (--max-pieces)")
         page = live_page(model, lang=lang, measure=self.measure, max_sentences=max_sentences, max_pieces=max_pieces)
         if page.problem:  # the page says it too
             print(f"Warning: {page.problem}", file=sys.stderr, flush=True)

@@ -29,6 +29,9 @@ from collections.abc import Callable, Iterator
 from .sums import CorpusError, CorpusReader, Shard, corpus_format, count_lines
 
 STDIN = "-"
+# What reading an input can raise: the file, or a damaged or cut compressed file (gzip's EOFError and zlib.error,
+# lzma's LZMAError; ZstdFrames raises OSError and EOFError)
+READ_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error)
 GLOB_CHARACTERS = "*?["
 ZSTD = ".zst"
 
@@ -279,7 +282,7 @@ class CorpusText:
                 self._read += 1
                 self._digest.update(raw)
                 yield raw
-        except (OSError, EOFError, lzma.LZMAError, zlib.error) as error:  # a damaged or cut compressed file shows now
+        except READ_ERRORS as error:  # a damaged or cut compressed file shows now
             raise CorpusError(f"cannot read {item.what} {item.name}: {error or type(error).__name__}") from None
         if not last and not raw.endswith(b"\n"):  # the next input starts on a line of its own
             self._digest.update(b"\n")

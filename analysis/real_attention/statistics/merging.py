@@ -250,8 +250,15 @@ def _difference(key: str, data: dict, first: dict) -> str:
     if isinstance(mine, dict) and isinstance(theirs, dict):
         field = next((name for name in sorted({*mine, *theirs}) if mine.get(name) != theirs.get(name)), None)
         if field is not None:
-            return f"{key} {field} ({shown(mine.get(field))} against {shown(theirs.get(field))})"
+            return f"{key} {field} ({_value(mine, field)} against {_value(theirs, field)})"
     return key
+
+
+def _value(record: dict, field: str) -> str:
+    """A field's value as a message shows it; a corpus read whole has no limit (the field is left out)."""
+    if field == "limit" and record.get(field) is None:
+        return "no limit"
+    return shown(record.get(field))
 
 
 def _only_the_name_differs(key: str, data: dict, first: dict) -> bool:
