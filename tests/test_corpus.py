@@ -604,6 +604,26 @@ def test_a_limit_counts_the_lines_of_every_input_in_order(tmp_path):
     big.write_bytes(b"a line\n" * 400_000)  # 2.8 MB: three blocks of 1 MiB
     assert (count_lines(big), count_lines(big, 5), count_lines(big, 10**9)) == (400_000, 5, 400_000)
     assert CorpusText(expand([str(big)]), limit=5).total_lines() == 5
+    import gzip
+
+    (tmp_path / "later.txt.gz").write_bytes(gzip.compress(b"seven\n"))  # past the limit: not opened, not counted
+    assert CorpusText(expand([str(a), str(tmp_path / "later.txt.gz")]), limit=3).total_lines() == 3
+
+
+def test_a_limit_stops_reading_at_its_last_line(tmp_path, monkeypatch):
+    """stdin or a slow pipe must not be waited on for the line after the limit: it is never asked for."""
+    import contextlib
+
+    from real_attention.statistics.inputs import CorpusText, Input
+
+    def lines():
+        yield b"one\n"
+        yield b"two\n"
+        raise AssertionError("the line after the limit was read")
+
+    monkeypatch.setattr(Input, "open", lambda self: contextlib.nullcontext(lines()))
+    text = CorpusText([Input("-", "text")], limit=2)
+    assert list(text) == ["one", "two"] and text.lines == 2
 
 
 @pytest.mark.parametrize("limit, message", [(0, "limit (--limit) 0 is out of range: at least 1"),

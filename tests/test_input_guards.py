@@ -259,6 +259,7 @@ def test_a_word_over_wordpieces_limit_is_named_as_too_long_not_as_unknown_charac
     (["heads", "--corpus", "c.txt", "--limit"], "Option '--limit' requires an argument.", "real-attention heads"),
     (["run", "--batch-size"], "Option '--batch-size' requires an argument.", "real-attention run"),  # no context
     (["lesson", "a", "b"], "Got unexpected extra arguments (a b).", "real-attention lesson"),
+    (["heads", "--bogus"], "(Did you mean one of:", "real-attention heads"),
 ])
 def test_a_usage_error_is_one_error_line_that_names_the_help(args, says, where):
     result = shared_invoke(*args, prog_name="real-attention")
@@ -266,7 +267,8 @@ def test_a_usage_error_is_one_error_line_that_names_the_help(args, says, where):
     assert result.output.splitlines() == [error_line(result)]  # no usage block, no hint line before it
     assert says in error_line(result)
     assert error_line(result).endswith(f"See '{where} --help'.") and "?." not in error_line(result)
-    assert ") See" not in error_line(result)
+    assert ") See" not in error_line(result) or "?) See" in error_line(result)
+    assert "?). See" not in error_line(result)
 
 
 def test_the_command_alone_prints_its_help_not_an_error():

@@ -65,7 +65,7 @@ def one_line_usage_error(error: click.UsageError, where: str = "real-attention")
     the error has no context (Click's parser raises "requires an argument" without one)."""
     where = error.ctx.command_path if error.ctx is not None else where
     message = error.format_message().rstrip()
-    return CommandError(f"{message}{'' if message.endswith(('.', '?')) else '.'} See '{where} --help'.",
+    return CommandError(f"{message}{'' if message.endswith(('.', '?', '?)')) else '.'} See '{where} --help'.",
                         error.exit_code)
 
 

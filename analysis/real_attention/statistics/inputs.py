@@ -31,27 +31,44 @@ from .sums import CorpusError, CorpusReader, Shard, corpus_format, count_lines
 STDIN = "-"
 # What reading an input can raise: the file, or a damaged or cut compressed file (gzip's EOFError and zlib.error,
 # lzma's LZMAError; ZstdFrames raises OSError and EOFError)
-READ_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error)
+READ_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, lzma.LZMAError, zlib.error)
+try:  # Python 3.14's Zstandard errors derive from Exception alone
+    from compression.zstd import ZstdError as _StdlibZstdError
+
+    READ_ERRORS += (_StdlibZstdError,)
+except ImportError:
+    pass
 GLOB_CHARACTERS = "*?["
 ZSTD = ".zst"
 
 
-def zstd_open(name: str | BinaryIO, mode: str = "rb") -> BinaryIO:
-    """The decompressed bytes of a Zstandard file (a path, or a binary stream such as fsspec's): Python 3.14's
-    compression.zstd, else the zstandard package (OSError naming it if neither is there)."""
+def zstd_open(name: str | BinaryIO, mode: str = "rb") -> contextlib.AbstractContextManager[BinaryIO]:
+    """The decompressed bytes of a Zstandard file (a path, or a binary stream such as fsspec's, closed with it):
+    the zstandard package, else Python 3.14's compression.zstd (OSError naming the package if neither is there)."""
     assert mode == "rb", mode
-    try:
-        from compression import zstd  # Python 3.14 and later
-
-        return zstd.open(name, "rb")
-    except ImportError:
-        pass
     try:
         import zstandard
     except ImportError:
+        pass
+    else:
+        raw = Path(name).open("rb") if isinstance(name, (str, Path)) else name
+        return io.BufferedReader(ZstdFrames(raw, zstandard), 1 << 16)  # lines, as the other readers give them
+    try:
+        from compression import zstd  # Python 3.14 and later
+    except ImportError:
         raise OSError("reading .zst needs the zstandard package: pip install zstandard") from None
-    raw = Path(name).open("rb") if isinstance(name, (str, Path)) else name
-    return io.BufferedReader(ZstdFrames(raw, zstandard), 1 << 16)  # lines, as the other readers give them
+    if isinstance(name, (str, Path)):
+        return zstd.open(name, "rb")
+    return _closing_both(zstd.open(name, "rb"), name)  # it leaves a stream it was given open
+
+
+@contextlib.contextmanager
+def _closing_both(reader: BinaryIO, raw: BinaryIO) -> Iterator[BinaryIO]:
+    try:
+        with reader:
+            yield reader
+    finally:
+        raw.close()
 
 
 class ZstdFrames(io.RawIOBase):
@@ -63,7 +80,7 @@ class ZstdFrames(io.RawIOBase):
         self.decompressor = zstandard.ZstdDecompressor()
         self.frame = self.decompressor.decompressobj()
         self.inside = False  # part of a frame read, its end not yet
-        self.pending = b""
+        self.pending = bytearray()  # decompressed, not yet read: taken from the front without copying the rest
 
     def readable(self) -> bool:
         return True
@@ -78,7 +95,7 @@ class ZstdFrames(io.RawIOBase):
             self._decompress(chunk)
         size = min(len(buffer), len(self.pending))
         buffer[:size] = self.pending[:size]
-        self.pending = self.pending[size:]
+        del self.pending[:size]
         return size
 
     def _decompress(self, data: bytes) -> None:
@@ -277,11 +294,11 @@ class CorpusText:
         raw = b"\n"
         try:
             for raw in handle:
-                if self._reached():
-                    return  # the limit: the lines after it are neither hashed nor read
                 self._read += 1
                 self._digest.update(raw)
                 yield raw
+                if self._reached():  # now, not at the next line: stdin or a slow pipe would be waited on for it
+                    break
         except READ_ERRORS as error:  # a damaged or cut compressed file shows now
             raise CorpusError(f"cannot read {item.what} {item.name}: {error or type(error).__name__}") from None
         if not last and not raw.endswith(b"\n"):  # the next input starts on a line of its own
@@ -304,6 +321,8 @@ class CorpusText:
         """How many lines of the shard the inputs hold, if every input is a local file (for the progress bar)."""
         total, left = 0, self.limit
         for item in self.inputs:  # --shard counts lines within each input; the limit, lines of the whole corpus
+            if left == 0:  # the limit is read: the inputs after it are not opened
+                break
             count = item.lines(left)
             if count is None:
                 return None
