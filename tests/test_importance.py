@@ -507,6 +507,31 @@ def test_write_importance_keeps_old_results_when_it_fails(tmp_path, tiny_model_d
 
 
 @pytest.mark.slow
+def test_the_embedding_is_cut_where_sentence_transformers_cuts_it(tiny_model_dir, tmp_path):
+    """A folder's sentence_bert_config.json max_seq_length cuts a sentence for the embedding objective, as
+    sentence-transformers does; an explicit max_tokens still wins, and a folder without the file keeps the
+    model's maximum."""
+    import shutil
+
+    folder = Path(shutil.copytree(tiny_model_dir, tmp_path / "st-model"))
+    (folder / "sentence_bert_config.json").write_text('{"max_seq_length": 6, "do_lower_case": false}')
+    long = [" ".join(TINY_WORDS[:12]), "el banco de mi jardín ."]
+    st = scorer_for(ra.load(folder), "embedding", False)
+    plain = scorer_for(ra.load(tiny_model_dir), "embedding", False)
+    cut = prepare(st, long)
+    assert (cut.limit, cut.limit_from, cut.truncated) == (6, "sentence-transformers", 2)
+    assert max(batch.input_ids.shape[1] for batch in cut.batches) == 6
+    same = prepare(plain, long, max_tokens=6)
+    assert [b.input_ids.tolist() for b in same.batches] == [b.input_ids.tolist() for b in cut.batches]
+    assert (same.limit, same.limit_from) == (6, "max_tokens")
+    asked = prepare(st, long, max_tokens=9)
+    assert (asked.limit, asked.limit_from) == (9, "max_tokens")
+    whole = prepare(plain, long)
+    assert (whole.limit, whole.limit_from) == (plain.loaded.max_tokens, "model")
+    (folder / "sentence_bert_config.json").write_text("not json")
+    assert prepare(scorer_for(ra.load(folder), "embedding", False), long).limit_from == "model"
+
+
 def test_minilm_embedding_end_to_end_on_the_seed_corpus(needs_minilm, tmp_path):
     seeds = Path(__file__).resolve().parent.parent / "benchmarks" / "corpus_seeds.txt"
     result = CliRunner().invoke(cli, ["importance", "--model", "minilm", "--corpus", str(seeds), "--limit", "3",
@@ -517,6 +542,10 @@ def test_minilm_embedding_end_to_end_on_the_seed_corpus(needs_minilm, tmp_path):
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["objective"] == "embedding" and summary["intact_objective"] == 0.0
     assert summary["layers"] == 6 and summary["heads"] == 12 and summary["sentences"] == 3
+    assert summary["pieces_limit"] == {"pieces": 24, "from": "max_tokens"}
+    from real_attention.engine.models import choose_model, sentence_embedding_length
+
+    assert sentence_embedding_length(choose_model(None, "minilm", None)) == 256  # sentence-transformers' cut
     import pandas as pd
 
     heads = pd.read_csv(folder / "heads.csv")

@@ -307,6 +307,30 @@ def resolved_commit(choice: ModelChoice, options: dict) -> str:
     return choice.revision
 
 
+SENTENCE_CONFIG = "sentence_bert_config.json"  # sentence-transformers' settings beside a model's weights
+
+
+def sentence_embedding_length(choice: ModelChoice) -> int | None:
+    """The `max_seq_length` sentence-transformers cuts a sentence at for this model: from its folder's
+    sentence_bert_config.json, or a Hub snapshot's already in the local cache (no download); None without one."""
+    import json
+
+    if choice.gguf_file is not None:
+        return None
+    if choice.path is not None:
+        path: Path | None = Path(choice.path) / SENTENCE_CONFIG
+    else:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(choice.name, SENTENCE_CONFIG, revision=choice.revision)
+        path = Path(found) if isinstance(found, str) else None
+    try:
+        value = json.loads(path.read_text(encoding="utf-8")).get("max_seq_length") if path is not None else None
+    except (OSError, ValueError, AttributeError):  # no file, not JSON, not an object: no length
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
+
+
 def is_commit(revision: str | None) -> bool:
     return re.fullmatch(r"[0-9a-f]{40}", revision or "") is not None
 

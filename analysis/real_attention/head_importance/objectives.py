@@ -141,7 +141,9 @@ class Prepared:
     sentences: int  # those scored
     tokens: int  # predicted (lm) or masked (mlm) pieces; 0 for embedding and label
     skipped: int  # sentences left out: lm, one piece (nothing to predict); mlm, no ordinary piece
-    truncated: int  # sentences cut to the model's maximum length
+    truncated: int  # sentences cut to `limit` pieces
+    limit: int = 0  # the pieces a sentence is cut to (specials included)
+    limit_from: str = "model"  # why: "max_tokens" (asked), "sentence-transformers" (embedding), "model" (its maximum)
 
 
 @dataclass(frozen=True)
@@ -174,11 +176,20 @@ class Scorer:
 
 def prepare(scorer: Scorer, texts: Sequence[str], labels: np.ndarray | None = None, batch_size: int = 32,
             seed: int = 0, max_tokens: int | None = None) -> Prepared:
-    """Encode the texts for the scorer's objective (each cut to max_tokens pieces, at most the model's maximum),
-    sort them by length and cut them into batches."""
+    """Encode the texts for the scorer's objective (each cut to max_tokens pieces, at most the model's maximum;
+    for the embedding objective without max_tokens, where sentence-transformers cuts it for this model, if it
+    does: its max_seq_length), sort them by length and cut them into batches."""
+    from ..engine.models import sentence_embedding_length
+
     tokenizer = scorer.loaded.tokenizer
     objective = scorer.objective
+    limit_from = "max_tokens" if max_tokens is not None else "model"
+    if max_tokens is None and objective == EMBEDDING:
+        max_tokens = sentence_embedding_length(scorer.loaded.choice)  # the embedding as the model is used
+        limit_from = "sentence-transformers" if max_tokens is not None else limit_from
     limit = scorer.loaded.max_tokens if max_tokens is None else min(max_tokens, scorer.loaded.max_tokens)
+    if limit == scorer.loaded.max_tokens and limit_from != "max_tokens":
+        limit_from = "model"
     encodings = tokenizer(list(texts), truncation=True, max_length=limit, verbose=False,
                           return_special_tokens_mask=True, split_special_tokens=True)
     full_lengths = [len(ids) for ids in tokenizer(list(texts), verbose=False, split_special_tokens=True)["input_ids"]]
@@ -232,7 +243,7 @@ def prepare(scorer: Scorer, texts: Sequence[str], labels: np.ndarray | None = No
         batches.append(batch)
     truncated = sum(1 for length in full_lengths if length > limit)
     return Prepared(objective, tuple(batches), len(rows), tokens if objective in (LM, MLM) else 0, skipped,
-                    truncated)
+                    truncated, limit, limit_from)
 
 
 def _embed(scorer: Scorer, batch: Batch):

@@ -329,6 +329,7 @@ def _importance(model: LoadedModel | str, sentences: Sequence[str | dict[str, An
         "skipped_sentences": prepared.skipped,
         "truncated_sentences": prepared.truncated,
         "max_tokens": max_tokens,
+        "pieces_limit": {"pieces": prepared.limit, "from": prepared.limit_from},
         "layers": layers,
         "heads": heads,
         "seed": seed,
