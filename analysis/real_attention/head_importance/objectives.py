@@ -174,22 +174,30 @@ class Scorer:
         return next(self.base.parameters()).dtype
 
 
+def pieces_limit(scorer: Scorer, max_tokens: int | None) -> tuple[int, str]:
+    """The pieces a sentence is cut to, and why (Prepared.limit_from): max_tokens if given, at most the model's
+    maximum; for the embedding objective, where sentence-transformers cuts it for this model (the embedding as
+    the model is used); else the model's maximum."""
+    most = scorer.loaded.max_tokens
+    if max_tokens is not None:
+        return min(max_tokens, most), "max_tokens"
+    if scorer.objective == EMBEDDING:
+        from ..engine.models import sentence_embedding_length
+
+        length = sentence_embedding_length(scorer.loaded.choice)
+        if length is not None and length < most:
+            return length, "sentence-transformers"
+    return most, "model"
+
+
 def prepare(scorer: Scorer, texts: Sequence[str], labels: np.ndarray | None = None, batch_size: int = 32,
             seed: int = 0, max_tokens: int | None = None) -> Prepared:
     """Encode the texts for the scorer's objective (each cut to max_tokens pieces, at most the model's maximum;
     for the embedding objective without max_tokens, where sentence-transformers cuts it for this model, if it
     does: its max_seq_length), sort them by length and cut them into batches."""
-    from ..engine.models import sentence_embedding_length
-
     tokenizer = scorer.loaded.tokenizer
     objective = scorer.objective
-    limit_from = "max_tokens" if max_tokens is not None else "model"
-    if max_tokens is None and objective == EMBEDDING:
-        max_tokens = sentence_embedding_length(scorer.loaded.choice)  # the embedding as the model is used
-        limit_from = "sentence-transformers" if max_tokens is not None else limit_from
-    limit = scorer.loaded.max_tokens if max_tokens is None else min(max_tokens, scorer.loaded.max_tokens)
-    if limit == scorer.loaded.max_tokens and limit_from != "max_tokens":
-        limit_from = "model"
+    limit, limit_from = pieces_limit(scorer, max_tokens)
     encodings = tokenizer(list(texts), truncation=True, max_length=limit, verbose=False,
                           return_special_tokens_mask=True, split_special_tokens=True)
     full_lengths = [len(ids) for ids in tokenizer(list(texts), verbose=False, split_special_tokens=True)["input_ids"]]

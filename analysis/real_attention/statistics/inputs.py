@@ -327,6 +327,6 @@ class CorpusText:
             if count is None:
                 return None
             read = count if left is None else min(count, left)
-            total += self.shard.lines_of(read) if read else 0
+            total += self.shard.lines_of(read)
             left = None if left is None else left - read
         return total
