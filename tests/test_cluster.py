@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import re
@@ -15,6 +16,7 @@ from click.testing import CliRunner
 
 from real_attention.statistics.cluster import Engine, OrderedSum, partitions, run_corpus
 from real_attention.statistics.sums import STATISTICS, CorpusError, HeadSums, Shard, Thresholds, corpus_heads_frame, label_heads
+from real_attention.statistics import inputs
 from real_attention.statistics.inputs import CorpusText, expand
 from real_attention.outputs.tables import write_csv
 from real_attention import cli
@@ -100,21 +102,12 @@ def test_zstandard_frames_are_read_in_turn_and_a_cut_or_foreign_one_is_an_error(
     """The zstandard package's own reader returns a file cut inside a frame as a shorter text: ours says so, as
     gzip and lzma do, and reads a file of several frames (zstd -c a b > ab.zst) whole, also through fsspec."""
     zstandard = pytest.importorskip("zstandard")
-    import builtins
-
     compress = zstandard.ZstdCompressor().compress
     text = "".join(f"sentence {i}\n" for i in range(20_000)).encode()  # 0.3 MB: several reads of 64 KiB
     (tmp_path / "frames.txt.zst").write_bytes(compress(text[:1000]) + compress(text[1000:]))
     (tmp_path / "cut.txt.zst").write_bytes(compress(text)[:-5])
     (tmp_path / "foreign.txt.zst").write_bytes(b"plain text, not Zstandard\n")
-    real_import = builtins.__import__
-
-    def without_stdlib_zstd(name, *args, **kwargs):  # Python 3.14's compression.zstd: this test is of the package
-        if name == "compression":
-            raise ImportError(name)
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", without_stdlib_zstd)
+    monkeypatch.setattr(inputs, "stdlib_zstd", lambda: None)  # Python 3.14's compression.zstd: this is of the package
     read = CorpusText(expand([str(tmp_path / "frames.txt.zst")]))
     assert len(list(read)) == 20_000 and read.sha256 == hashlib.sha256(text).hexdigest()
     for name, message in (("cut", "ended inside a Zstandard frame"), ("foreign", "not a valid Zstandard stream")):
@@ -129,18 +122,51 @@ def test_zstandard_frames_are_read_in_turn_and_a_cut_or_foreign_one_is_an_error(
         memory.rm("/zst", recursive=True)
 
 
-def test_a_zst_input_without_zstandard_says_what_to_install(tmp_path, monkeypatch):
+def without_zstandard(monkeypatch, stdlib) -> None:
+    """Read .zst as a machine without the zstandard package does: through `stdlib` (a compression.zstd or None)."""
     import builtins
 
     real_import = builtins.__import__
 
     def missing(name, *args, **kwargs):
-        if name in ("compression", "zstandard"):
+        if name == "zstandard":
             raise ImportError(name)
         return real_import(name, *args, **kwargs)
 
-    (tmp_path / "c.txt.zst").write_bytes(b"\x28\xb5\x2f\xfd")
     monkeypatch.setattr(builtins, "__import__", missing)
+    monkeypatch.setattr(inputs, "stdlib_zstd", lambda: stdlib)
+
+
+def test_python_3_14s_zstd_reads_frames_in_turn_and_a_cut_or_foreign_one_is_an_error(tmp_path, monkeypatch):
+    """Without the zstandard package, Python 3.14's compression.zstd reads .zst (before 3.14 backports.zstd, the
+    same code, stands in): several frames whole, a cut or foreign file as one error, fsspec's stream closed."""
+    zstd = inputs.stdlib_zstd() or pytest.importorskip("backports.zstd")
+    text = "".join(f"sentence {i}\n" for i in range(20_000)).encode()
+    (tmp_path / "frames.txt.zst").write_bytes(zstd.compress(text[:1000]) + zstd.compress(text[1000:]))
+    (tmp_path / "cut.txt.zst").write_bytes(zstd.compress(text)[:-5])
+    (tmp_path / "foreign.txt.zst").write_bytes(b"plain text, not Zstandard\n")
+    without_zstandard(monkeypatch, zstd)
+    read = CorpusText(expand([str(tmp_path / "frames.txt.zst")]))
+    assert len(list(read)) == 20_000 and read.sha256 == hashlib.sha256(text).hexdigest()
+    for name, message in (("cut", "Compressed file ended"), ("foreign", "not a valid Zstandard stream")):
+        with pytest.raises(CorpusError, match=f"cannot read inputs \\(--corpus\\) .*{name}.txt.zst: .*{message}"):
+            list(CorpusText(expand([str(tmp_path / f"{name}.txt.zst")])))
+    raw = io.BytesIO(zstd.compress(b"one\ntwo\n"))
+    with inputs.zstd_open(raw) as reader:
+        assert reader.read() == b"one\ntwo\n"
+    assert raw.closed  # a stream handed over (fsspec's) closes with the reader
+    fsspec = pytest.importorskip("fsspec")
+    memory = fsspec.filesystem("memory")
+    memory.pipe({"/zst3/part.txt.zst": zstd.compress(b"one\n") + zstd.compress(b"two\n")})
+    try:
+        assert list(CorpusText(expand(["memory://zst3/part.txt.zst"]))) == ["one", "two"]
+    finally:
+        memory.rm("/zst3", recursive=True)
+
+
+def test_a_zst_input_without_zstandard_says_what_to_install(tmp_path, monkeypatch):
+    (tmp_path / "c.txt.zst").write_bytes(b"\x28\xb5\x2f\xfd")
+    without_zstandard(monkeypatch, None)
     with pytest.raises(CorpusError, match="c.txt.zst: reading .zst needs the zstandard package: pip install zstandard"):
         list(CorpusText(expand([str(tmp_path / "c.txt.zst")])))
 

@@ -32,12 +32,6 @@ STDIN = "-"
 # What reading an input can raise: the file, or a damaged or cut compressed file (gzip's EOFError and zlib.error,
 # lzma's LZMAError; ZstdFrames raises OSError and EOFError)
 READ_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, lzma.LZMAError, zlib.error)
-try:  # Python 3.14's Zstandard errors derive from Exception alone
-    from compression.zstd import ZstdError as _StdlibZstdError
-
-    READ_ERRORS += (_StdlibZstdError,)
-except ImportError:
-    pass
 GLOB_CHARACTERS = "*?["
 ZSTD = ".zst"
 
@@ -53,22 +47,45 @@ def zstd_open(name: str | BinaryIO, mode: str = "rb") -> contextlib.AbstractCont
     else:
         raw = Path(name).open("rb") if isinstance(name, (str, Path)) else name
         return io.BufferedReader(ZstdFrames(raw, zstandard), 1 << 16)  # lines, as the other readers give them
+    zstd = stdlib_zstd()
+    if zstd is None:
+        raise OSError("reading .zst needs the zstandard package: pip install zstandard")
+    given = None if isinstance(name, (str, Path)) else name  # a stream it was given: zstd.open would leave it open
+    return io.BufferedReader(StdlibZstd(zstd.open(name, "rb"), zstd.ZstdError, given), 1 << 16)
+
+
+def stdlib_zstd():
+    """Python 3.14's compression.zstd module, or None before 3.14 (tests stand backports.zstd, the same code, in)."""
     try:
-        from compression import zstd  # Python 3.14 and later
+        from compression import zstd  # type: ignore[import-not-found, unused-ignore]
     except ImportError:
-        raise OSError("reading .zst needs the zstandard package: pip install zstandard") from None
-    if isinstance(name, (str, Path)):
-        return zstd.open(name, "rb")
-    return _closing_both(zstd.open(name, "rb"), name)  # it leaves a stream it was given open
+        return None
+    return zstd
 
 
-@contextlib.contextmanager
-def _closing_both(reader: BinaryIO, raw: BinaryIO) -> Iterator[BinaryIO]:
-    try:
-        with reader:
-            yield reader
-    finally:
-        raw.close()
+class StdlibZstd(io.RawIOBase):
+    """compression.zstd's reader, failing as the other readers do: its ZstdError (a damaged stream) derives from
+    Exception alone, so it becomes an OSError (a cut file is already EOFError); `raw`, if given, closes with it."""
+
+    def __init__(self, reader: BinaryIO, error: type[Exception], raw: BinaryIO | None) -> None:
+        self.reader, self.error, self.raw = reader, error, raw
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        try:
+            return self.reader.readinto(buffer)  # type: ignore[attr-defined]
+        except self.error as error:
+            raise OSError(f"not a valid Zstandard stream ({error})") from None
+
+    def close(self) -> None:
+        try:
+            self.reader.close()
+        finally:
+            if self.raw is not None:
+                self.raw.close()
+            super().close()
 
 
 class ZstdFrames(io.RawIOBase):
