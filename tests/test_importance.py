@@ -236,6 +236,25 @@ def test_objective_with_all_ones_equals_the_intact_objective(objective, llama_di
     assert ra.objective(scorer.loaded, sentences, objective, head_mask=off) != intact
 
 
+def test_the_embedding_objective_is_never_negative(tmp_path):
+    """k masks side by side round the embedding otherwise than the intact pass: cos came out above 1 and the intact
+    model's objective (the pruning curve's first point) at -1.2e-7 on this 1-layer, 1-head BERT, at k = 8."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    from real_attention.head_importance.objectives import evaluate, prepare
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + TINY_WORDS
+    BertTokenizerFast(vocab={piece: i for i, piece in enumerate(vocab)}, do_lower_case=True,
+                      strip_accents=False).save_pretrained(tmp_path)
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=1,
+                         intermediate_size=32, max_position_embeddings=24)).save_pretrained(tmp_path)
+    scorer = _scorer(tmp_path, "embedding")
+    values = evaluate(scorer, prepare(scorer, ["bank"]), np.ones((8, 1, 1))).objective
+    assert (values >= 0).all() and (values < 1e-6).all(), values
+
+
 def test_lm_of_one_sentence_is_transformers_loss(llama_dir):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -704,3 +723,14 @@ def test_a_corpus_labelled_in_part_is_one_error():
     assert split_sentences([{"text": "a", "label": 1}, {"text": "b", "label": 0}]) == (["a", "b"], [1, 0])
     with pytest.raises(ra.InputError, match='sentence 2 has no "label", but 2 other'):
         split_sentences([{"text": "a", "label": 1}, {"text": "b"}, {"text": "c", "label": 0}])
+    with pytest.raises(ra.InputError, match='line 5 has no "label", but 2 other'):  # its line of the file
+        split_sentences([{"text": "a", "label": 1}, {"text": "b"}, {"text": "c", "label": 0}], lines=[1, 5, 6])
+
+
+def test_a_line_without_a_label_is_named_by_its_line_of_the_file(tmp_path, label_dir, no_loading):
+    corpus = tmp_path / "partly.jsonl"
+    corpus.write_text('{"text": "I sat on the bank.", "label": "pos"}\n\n\nMy garden.\n', encoding="utf-8")
+    result = CliRunner().invoke(cli, ["importance", "--model", str(label_dir), "--corpus", str(corpus), "--quiet",
+                                      "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert result.output.startswith('Error: line 4 has no "label", but 1 other(s) have one'), result.output

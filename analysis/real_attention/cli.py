@@ -666,7 +666,7 @@ def importance_command(corpus, lang, model_name, revision, offline, device, obje
         name = output_name(name, corpus)
         check_targets([out_dir / "results" / "importance" / name, out_dir / "figures" / "importance" / name])
         items, lines = read_corpus_lines(corpus, limit)
-        texts, labels = split_sentences(items)
+        texts, labels = split_sentences(items, lines)
         choice = choose_model(lang, model_name, revision)
         chosen = objective_for(choice, objective, labels, offline, lines)  # a bad label: before the model loads
         loaded = load_model(choice, device=device, offline=offline, head=HEAD_OF[chosen])

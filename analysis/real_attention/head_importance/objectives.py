@@ -88,6 +88,11 @@ def choose_objective(config, requested: str, has_labels: bool, model_name: str) 
     return requested
 
 
+def sentence_place(number: int, lines: Sequence[int] | None) -> str:
+    """Sentence `number` (from 1) as a message names it: its line of the corpus file when `lines` gives each one's."""
+    return f"line {lines[number - 1]}" if lines is not None else f"sentence {number}"
+
+
 def label_ids(config, labels: Sequence, lines: Sequence[int] | None = None) -> np.ndarray:
     """The class index of each label: a name of the model's id2label, or an index. InputError for one it lacks,
     naming its sentence (from 1), or its line of the corpus file when `lines` gives each sentence's."""
@@ -102,8 +107,7 @@ def label_ids(config, labels: Sequence, lines: Sequence[int] | None = None) -> n
         else:
             index = names.get(str(label))
         if index is None:
-            where = f"line {lines[number - 1]}" if lines is not None else f"sentence {number}"
-            raise InputError(f"{where}: the model has no label {label!r} (its labels: "
+            raise InputError(f"{sentence_place(number, lines)}: the model has no label {label!r} (its labels: "
                              f"{', '.join(repr(n) for n in names) or 'none'}; or an index from 0 to {count - 1})")
         found.append(index)
     return np.array(found, dtype=np.int64)
@@ -332,7 +336,8 @@ def row_losses(scorer: Scorer, batch: Batch, repeat: int = 1) -> RowLosses:
         intact = torch.from_numpy(batch.intact).to(embedded.device, embedded.dtype).repeat(repeat, 1)
         cosine = functional.cosine_similarity(embedded, intact, dim=-1)
         same = (embedded == intact).all(-1)  # the intact model: exactly 0, not 1 - cos rounded
-        total = torch.where(same, torch.zeros_like(cosine), 1 - cosine)
+        # cos <= 1, but a batch of another shape (k masks side by side) can round it above: never a negative loss
+        total = torch.where(same, torch.zeros_like(cosine), (1 - cosine).clamp(min=0))
         return RowLosses(total, torch.ones_like(total))
     logits = _logits(scorer, inputs)
     if scorer.objective == LABEL:

@@ -21,7 +21,8 @@ import numpy as np
 
 from ..engine.errors import InputError
 from .objectives import (AUTO, DEFINITIONS, EMBEDDING, HEAD_OF, LABEL, LM, MLM, OBJECTIVES, Prepared, Scorer,
-                         choose_objective, evaluate, intact, label_ids, normalized, prepare, pruning_counts, taylor)
+                         choose_objective, evaluate, intact, label_ids, normalized, prepare, pruning_counts,
+                         sentence_place, taylor)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -58,8 +59,9 @@ class ImportanceResult:
 # ------------------------------------------------------------------------------------------------- inputs
 
 
-def split_sentences(sentences) -> tuple[list[str], list | None]:
-    """Strings, or dicts {"text": ..., "label": ...} -> (texts, labels or None when any line has none)."""
+def split_sentences(sentences, lines: Sequence[int] | None = None) -> tuple[list[str], list | None]:
+    """Strings, or dicts {"text": ..., "label": ...} -> (texts, labels or None when any line has none). A message
+    names a sentence by its number (from 1), or by its line of the corpus file when `lines` gives each one's."""
     if isinstance(sentences, (str, bytes)) or not isinstance(sentences, Sequence):
         raise InputError("sentences must be a list of strings (or of {\"text\": ..., \"label\": ...} dicts)")
     texts: list[str] = []
@@ -73,14 +75,14 @@ def split_sentences(sentences) -> tuple[list[str], list | None]:
             text = item.get("text") if isinstance(item, dict) else item
             unlabelled = unlabelled or number
         if not isinstance(text, str) or not text.strip():
-            raise InputError(f"sentence {number} is {'empty' if isinstance(text, str) else 'not a string'}: "
+            raise InputError(f"{sentence_place(number, lines)} is {'empty' if isinstance(text, str) else 'not a string'}: "
                              "give each as a non-empty string")
         texts.append(text)
     if not texts:
         raise InputError("no sentences: give at least one")
     if labels and unlabelled:  # some labelled, some not: a mistake, and --objective auto would drop every label
-        raise InputError(f"sentence {unlabelled} has no \"label\", but {len(labels)} other(s) have one: label "
-                         "every sentence, or none")
+        raise InputError(f"{sentence_place(unlabelled, lines)} has no \"label\", but {len(labels)} other(s) have one: "
+                         "label every sentence, or none")
     return texts, labels or None
 
 
