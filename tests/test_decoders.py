@@ -92,6 +92,10 @@ def test_run_on_a_decoder_writes_its_categories(llama_dir, tmp_path):
     data = json.loads(page.split('<script type="application/json" id="report-data">')[1].split("</script>")[0])
     assert [c["name"] for c in data["categories"]] == list(CAUSAL_CATEGORIES)
     assert data["head_score_names"][1] == ["first", "first token"] and "next" not in data["head_scores"]
+    rules = data["head_rules"]  # a sink head is often both "first" and "marker": the page names both
+    assert sorted(rules) == sorted(CAUSAL_CATEGORIES[:-1])
+    assert data["head_category"] == [next((n for n in CAUSAL_CATEGORIES[:-1] if rules[n][i]), "other")
+                                     for i in range(8)]
     assert "is a decoder" in page
     shown = CliRunner().invoke(cli, ["show", "--lang", "en-causal", "--layer", "2", "--head", "3", "--sentence", "1",
                                      "--out", str(out)])

@@ -308,6 +308,47 @@ def test_a_heads_category_is_the_first_key_rule_its_top_key_meets_in_every_sente
         np.testing.assert_array_equal(focus_categories(result.report, list(result.sentences)), expected)
 
 
+def test_the_page_gets_every_rule_a_head_meets_and_its_category_is_the_first(synthetic_144):
+    """head_rules: the sense and marker flags of heads.csv and the other rules, each (layers * heads,); the
+    category the page colours a head with is the first that holds, in the order of data["categories"]."""
+    for result, summary in (synthetic_144, hand_made_result(), synthetic_result(layers=4, heads=6, lengths=(7, 7, 8),
+                                                                                 seed=3)):
+        data = report_data(report_html(result, summary))
+        rules = data["head_rules"]  # the JSON's keys are sorted: the precedence is that of data["categories"]
+        order = [category["name"] for category in data["categories"]]
+        assert order == list(CATEGORIES) and sorted(rules) == sorted(CATEGORIES[:4])
+        assert rules["sense"] == result.report.sense_head.reshape(-1).tolist()
+        assert rules["marker"] == result.report.marker_head.reshape(-1).tolist()
+        first = [next((name for name in order[:-1] if rules[name][i]), "other")
+                 for i in range(len(data["head_category"]))]
+        assert data["head_category"] == first
+        assert "sense_head" not in data["head_scores"]  # sent once, in head_rules
+
+
+@pytest.mark.browser
+def test_the_head_heading_names_the_rules_it_meets_besides_its_category(browser, tmp_path):
+    """A head that meets several rules shows its category and, beside it, the others (here L1H1, a sense head,
+    told that it also meets the next-word rule)."""
+    from selenium.webdriver.common.by import By
+
+    result, summary = hand_made_result()
+    path = write_report(tmp_path / REPORT_NAME, result, summary)
+    page = path.read_text(encoding="utf-8")
+    match = DATA_TAG.search(page)
+    data = json.loads(match.group(1))
+    data["head_rules"]["next"][0] = True
+    path.write_text(page[:match.start(1)] + json.dumps(data) + page[match.end(1):], encoding="utf-8")
+    open_report(browser, path)
+
+    def also(layer: int, head: int) -> list[str]:
+        browser.find_element(By.CSS_SELECTOR, f'#overview .cell[data-layer="{layer}"][data-head="{head}"]').click()
+        return [badge.text for badge in browser.find_elements(By.CSS_SELECTOR, "#head-heading .badge.also")]
+
+    assert also(1, 1) == ["also next word"]
+    assert browser.find_element(By.CSS_SELECTOR, "#head-heading .badge").text == "sense word"
+    assert also(1, 2) == [] and also(1, 4) == []  # L1H4: next (and sense in one sentence only)
+
+
 def test_sense_and_marker_cells_are_the_heads_csv_labels(tiny_run):
     folder, _, summary = tiny_run
     data = report_data((folder / REPORT_NAME).read_text(encoding="utf-8"))

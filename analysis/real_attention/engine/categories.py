@@ -60,19 +60,10 @@ def categories_for(causal: bool) -> tuple[str, ...]:
     return CAUSAL_CATEGORIES if causal else CATEGORIES
 
 
-def focus_categories(report: HeadReport, sentences: Sequence[FocusedSentence]) -> np.ndarray:
-    """(layers, heads) array of category names, decided from the focus row's top key in every sentence.
-
-    Precedence, per head, among categories_for(report.causal):
-      1. "sense"    if it is a sense head (the top key is the sense word in every sentence);
-      2. "first"    a decoder only: if the top key is the first unit (FIRST_UNIT) in every sentence;
-      3. "marker"   if it is a marker head (the top key is a marker in every sentence);
-      4. "previous" if the top key is the unit at focus + PREVIOUS_OFFSET in every sentence;
-      5. "next"     an encoder only: if the top key is the unit at focus + NEXT_OFFSET in every sentence;
-      6. "other"    otherwise (the focus word looks at another word, or not at the same kind in every sentence).
-    So the sense count equals HeadReport's sense_head count, and an encoder's marker count its marker_head count
-    (unless a config names a punctuation mark as the sense word).
-    """
+def head_rules(report: HeadReport, sentences: Sequence[FocusedSentence]) -> dict[str, np.ndarray]:
+    """Each rule of categories_for(report.causal) but "other", in their order of precedence: (layers, heads) bool,
+    whether the head meets it in every sentence (focus_categories gives each head the first that holds; a head
+    may meet several, a decoder's sink head often both "first" and "marker")."""
     assert report.top_key.shape[0] == len(sentences), (report.top_key.shape, len(sentences))
     focus = np.array([s.focus for s in sentences])[:, None, None]  # (S, 1, 1)
     rules = {
@@ -82,8 +73,24 @@ def focus_categories(report: HeadReport, sentences: Sequence[FocusedSentence]) -
         PREVIOUS: (report.top_key == focus + PREVIOUS_OFFSET).all(axis=0),
         NEXT: (report.top_key == focus + NEXT_OFFSET).all(axis=0),
     }
-    names = categories_for(report.causal)[:-1]
-    return np.select([rules[name] for name in names], list(names), default=OTHER)  # the first rule that holds
+    return {name: rules[name] for name in categories_for(report.causal)[:-1]}
+
+
+def focus_categories(report: HeadReport, sentences: Sequence[FocusedSentence]) -> np.ndarray:
+    """(layers, heads) array of category names, decided from the focus row's top key in every sentence.
+
+    Precedence, per head, among categories_for(report.causal) (the rules of head_rules):
+      1. "sense"    if it is a sense head (the top key is the sense word in every sentence);
+      2. "first"    a decoder only: if the top key is the first unit (FIRST_UNIT) in every sentence;
+      3. "marker"   if it is a marker head (the top key is a marker in every sentence);
+      4. "previous" if the top key is the unit at focus + PREVIOUS_OFFSET in every sentence;
+      5. "next"     an encoder only: if the top key is the unit at focus + NEXT_OFFSET in every sentence;
+      6. "other"    otherwise (the focus word looks at another word, or not at the same kind in every sentence).
+    So the sense count equals HeadReport's sense_head count, and an encoder's marker count its marker_head count
+    (unless a config names a punctuation mark as the sense word).
+    """
+    rules = head_rules(report, sentences)
+    return np.select(list(rules.values()), list(rules), default=OTHER)  # the first rule that holds
 
 
 def key_rules(sentence: FocusedSentence, causal: bool = False) -> np.ndarray:

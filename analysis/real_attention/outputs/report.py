@@ -18,7 +18,7 @@ import numpy as np
 from ..engine import words as words_module
 from ..engine.categories import (
     CATEGORY_COLOURS, CATEGORY_LABELS, CATEGORY_NOTES, DARK_CATEGORIES, FOCUS_COLOUR, HEATMAP_CMAP,
-    HEATMAP_LIGHT_TEXT_FROM, SENSE, categories_for, category_counts, focus_categories, key_relations,
+    HEATMAP_LIGHT_TEXT_FROM, SENSE, categories_for, category_counts, focus_categories, head_rules, key_relations,
 )
 from ..engine.heads import NEXT_OFFSET, PREVIOUS_OFFSET
 from ..engine.measures import MEASURE_TEXT
@@ -195,9 +195,9 @@ def report_data(result: RunResult, summary: dict, max_sentences: int | None = RE
             for name in categories_for(result.causal)
         ],
         "head_category": categories.reshape(-1).tolist(),  # (layers * heads,) row-major
+        # (layers * heads,) bool per rule: the page names the rules a head meets besides its category's
+        "head_rules": {name: met.reshape(-1).tolist() for name, met in head_rules(report, result.sentences).items()},
         "head_scores": {
-            "sense_head": report.sense_head.reshape(-1).tolist(),
-            "marker_head": report.marker_head.reshape(-1).tolist(),
             **{name: _rounded(getattr(report, name)) for name, _ in HEAD_SCORES[result.causal]},
             "entropy": _rounded(report.entropy),
         },

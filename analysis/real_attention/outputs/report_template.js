@@ -453,6 +453,19 @@
     const badge = byId("head-heading").querySelector(".badge");
     badge.style.background = c.colour;
     badge.style.color = c.dark ? "#fff" : "#1d2530";
+    // The rules this head meets besides its category's (a category goes to the first rule that holds)
+    data.categories.forEach(function (other) {
+      const met = data.head_rules[other.name];
+      if (!met || !met[i] || other.name === c.name) return;
+      const also = document.createElement("span");
+      also.className = "badge also";
+      also.dataset.category = other.name;
+      also.textContent = "also " + other.label;
+      also.title = "Its top key meets this rule too in every sentence; the category goes to the first rule that holds";
+      also.style.borderColor = other.colour;
+      byId("head-heading").appendChild(document.createTextNode(" "));
+      byId("head-heading").appendChild(also);
+    });
     byId("head-sentence").innerHTML = "Sentence " + (state.sentence + 1) + ": " + sentenceHtml(data.sentences[state.sentence], state.sentence);
     fill(byId("head-sentence"));
     byId("head-scores").textContent = "Mean over all words and sentences: " + data.head_score_names.map(function (pair) {
