@@ -325,6 +325,22 @@ def test_host_warning_and_bind_errors():
         taken.close()
 
 
+@pytest.mark.parametrize("host, shown", [("0.0.0.0", "127.0.0.1"), ("::", "[::1]"), ("::1", "[::1]"),
+                                         ("127.0.0.1", "127.0.0.1")])
+def test_the_url_printed_and_opened_is_one_a_browser_reaches(host, shown):
+    """A wildcard address is printed (and opened by --open) as the loopback of its family: http://[::]/ is none."""
+    from real_attention.live.server import bind, url_of
+
+    try:
+        sock = bind(host, 0)
+    except InputError:
+        pytest.skip(f"this machine cannot listen on {host}")
+    try:
+        assert url_of(sock) == f"http://{shown}:{sock.getsockname()[1]}/"
+    finally:
+        sock.close()
+
+
 def test_serve_command_needs_a_model_and_has_help():
     runner = CliRunner()
     result = runner.invoke(cli, ["serve"])

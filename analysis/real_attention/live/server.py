@@ -127,8 +127,10 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def url_of(sock: socket.socket) -> str:
+    """The page's URL: a wildcard address (0.0.0.0, ::) is not one a browser can open, so its loopback is shown."""
     host, port = sock.getsockname()[:2]
-    shown = "127.0.0.1" if host == "0.0.0.0" else f"[{host}]" if ":" in host else host
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+    shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}:{port}/"
 
 
