@@ -500,6 +500,35 @@ def test_bad_input_is_one_error_line(tiny_model_dir, tmp_path, arguments, messag
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("command", ["compare", "detect"])
+@pytest.mark.parametrize("blocked", ["results", "figures/{command}", "results/{command}/{name}"])
+def test_a_file_where_the_results_go_is_found_before_the_models_load(tiny_model_dir, tmp_path, monkeypatch,
+                                                                    command, blocked):
+    """A file at the results' folder or at a folder above it: one Error: line before any model loads (it came
+    after the whole comparison), and the file is left as it was."""
+    import real_attention.engine.models as models
+
+    corpus = tmp_path / "lines.txt"
+    corpus.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    model = str(tiny_model_dir)
+    name = tiny_model_dir.name if command == "detect" else f"{tiny_model_dir.name}-vs-{tiny_model_dir.name}"
+    target = tmp_path / "out" / blocked.format(command=command, name=name)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("mine", encoding="utf-8")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model was loaded before the output folders were checked")
+
+    monkeypatch.setattr(models, "load_model", refuse)
+    arguments = (["compare", "--corpus", str(corpus), "--model", model, "--model", model] if command == "compare"
+                 else ["detect", "--model", model])
+    result = CliRunner().invoke(cli, arguments + ["--out", str(tmp_path / "out"), "--quiet"])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert lines[0].startswith(f"Error: {target} is a file, not a folder"), lines[0]
+    assert target.read_text(encoding="utf-8") == "mine"
+
+
 # --- detect ------------------------------------------------------------------------------------------------------
 
 

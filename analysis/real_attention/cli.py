@@ -545,6 +545,7 @@ def compare_command(corpus, model_names, revisions, offline, device, measure, un
     from .engine.batches import MAX_BATCH_SIZE
     from .engine.checks import whole_number
     from .engine.errors import InputError
+    from .outputs.staging import check_targets
 
     with friendly_errors(), relayed_warnings():
         if len(model_names) < 2:
@@ -559,7 +560,8 @@ def compare_command(corpus, model_names, revisions, offline, device, measure, un
         if limit is not None:
             whole_number(limit, "--limit")
         name = default_name(labels) if name is None else name  # --name '' is a bad name, not the default
-        folder_name(name, measure)  # a bad --name, before any work
+        folder = folder_name(name, measure)  # a bad --name, before any work
+        check_targets([out_dir / "results" / "compare" / folder, out_dir / "figures" / "compare" / folder])
         lines = CorpusLines(corpus)
         lines.check_has_sentence()  # before the models load
         models = [load(model, revision=revision, device=device, offline=offline) for model, revision in paired]
@@ -597,18 +599,20 @@ def detect_command(lang, model_name, revision, offline, device, length, repeats,
     """
     from .api.api import load
     from .comparison.detect import check_options, default_name, describe, detect, write_detect
+    from .engine.models import choose_model
     from .outputs.folders import plain_folder_name
+    from .outputs.staging import check_targets
 
     with friendly_errors():
         one_model_choice(model_name, lang, "detect", "smollm2")
         check_options(length, repeats, samples, seed, batch_size)
-        if name is not None:
-            plain_folder_name(name, "--name")
+        name = plain_folder_name(default_name(choose_model(lang, model_name, revision).name) if name is None else name,
+                                 "name (--name)")
+        check_targets([out_dir / "results" / "detect" / name, out_dir / "figures" / "detect" / name])
         loaded = load(model_name, revision=revision, lang=lang, device=device, offline=offline)
         result = detect(loaded, length=length, repeats=repeats, samples=samples, seed=seed, batch_size=batch_size,
                         progress=None if quiet else partial(progress_bar, unit="sample"))
-        results_folder, figures_folder = write_detect(result, out_dir, default_name(loaded.choice.name) if name is None else name,
-                                                      formats, wait=not no_wait)
+        results_folder, figures_folder = write_detect(result, out_dir, name, formats, wait=not no_wait)
     if not quiet:
         click.echo(f"{result.summary['model']}: {samples} samples of {length} random tokens x {repeats}")
         click.echo(describe(result))

@@ -228,6 +228,12 @@ def check_replaceable(target: Path) -> None:
     if target.exists() and not target.is_dir():
         raise InputError(f"{target} is a file, not a folder; real-attention writes a folder there and will not "
                          "replace a file. Move the file away, or choose another out (--out)")
+    for parent in target.parents:  # the nearest one that is there must be a folder to write inside
+        if parent.exists():
+            if not parent.is_dir():
+                raise InputError(f"{parent} is a file, not a folder; real-attention writes {target} inside it. "
+                                 "Move the file away, or choose another out (--out)")
+            break
 
 
 def check_targets(targets) -> None:
