@@ -164,6 +164,23 @@ def test_python_3_14s_zstd_reads_frames_in_turn_and_a_cut_or_foreign_one_is_an_e
         memory.rm("/zst3", recursive=True)
 
 
+def test_a_zst_of_one_repeated_line_inflates_a_little_at_a_time(tmp_path):
+    """Zstandard inflates a run of one byte about 32,000 times: a 64 KiB feed of such a file became 2 GB in
+    memory at once. Reading its first lines holds a few MB."""
+    import tracemalloc
+
+    zstandard = pytest.importorskip("zstandard")
+    packed = zstandard.ZstdCompressor(level=1).compress(b"a\n" * (1 << 26))  # 128 MiB of text, a few KB packed
+    with inputs.zstd_open(io.BytesIO(packed)) as reader:
+        tracemalloc.start()
+        try:
+            assert [reader.readline() for _ in range(3)] == [b"a\n"] * 3
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert len(packed) < 64 << 10 and peak < 40 << 20, (len(packed), peak)
+
+
 def test_a_zst_input_without_zstandard_says_what_to_install(tmp_path, monkeypatch):
     (tmp_path / "c.txt.zst").write_bytes(b"\x28\xb5\x2f\xfd")
     without_zstandard(monkeypatch, None)
