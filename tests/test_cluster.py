@@ -84,6 +84,10 @@ def test_compressed_inputs_are_read_as_their_text(tmp_path, suffix, opener):
     assert list(text) == ["one", "two"]
     assert text.sha256 == hashlib.sha256(plain).hexdigest()  # the same corpus as the plain file
     assert text.total_lines() is None  # not counted: that would decompress it twice
+    for limit, total in ((1, 1), (2, 2), (10, 3)):  # with a limit, its first lines are counted for the bar
+        assert CorpusText(expand([str(tmp_path / f"corpus.jsonl{suffix}")]), limit=limit).total_lines() == total
+    (tmp_path / f"cut.txt{suffix}").write_bytes((tmp_path / f"corpus.jsonl{suffix}").read_bytes()[:-6])
+    assert CorpusText(expand([str(tmp_path / f"cut.txt{suffix}")]), limit=10).total_lines() in (None, 3)  # no error
 
 
 def test_compressed_urls_are_read(tmp_path):

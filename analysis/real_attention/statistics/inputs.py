@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 from collections.abc import Callable, Iterator
 
+from .reading import count_stream
 from .sums import CorpusError, CorpusReader, Shard, corpus_format, count_lines
 
 STDIN = "-"
@@ -173,11 +174,18 @@ class Input:
 
     def lines(self, most: int | None = None) -> int | None:
         """The number of lines of a local file (for the progress bar), or `most` if it has more (a limit need not
-        count the rest of a large file); None for stdin, URLs and compressed files (counting those would mean
-        decompressing them twice)."""
-        if self.name == STDIN or self.is_url or compression(self.name):
+        count the rest of a large file); None for stdin and URLs, and for a compressed file without a limit
+        (counting all of it would mean decompressing it twice; its first `most` lines are cheap beside the model's
+        work on them). A file that cannot be counted is left to the reading, which says what is wrong with it."""
+        if self.name == STDIN or self.is_url or (compression(self.name) and most is None):
             return None
-        return count_lines(Path(self.name), most)
+        if not compression(self.name):
+            return count_lines(Path(self.name), most)
+        try:
+            with self.open() as handle:
+                return count_stream(handle, most)
+        except READ_ERRORS + (CorpusError,):
+            return None
 
     def open(self) -> contextlib.AbstractContextManager[BinaryIO]:
         """The input's bytes; CorpusError if it cannot be read."""

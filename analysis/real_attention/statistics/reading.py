@@ -54,13 +54,18 @@ def corpus_format(path: str, fmt: str = "auto") -> str:
 def count_lines(path: Path, most: int | None = None) -> int:
     """The number of lines of a file, a last line without a newline included (for the progress bar); once it
     passes `most`, `most` (the rest of the file is not read)."""
-    count, last = 0, b"\n"
     with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            count += block.count(b"\n")
-            last = block[-1:]
-            if most is not None and count >= most:
-                return most
+        return count_stream(handle, most)
+
+
+def count_stream(handle: BinaryIO, most: int | None = None) -> int:
+    """count_lines of the bytes a binary stream reads."""
+    count, last = 0, b"\n"
+    for block in iter(lambda: handle.read(1 << 20), b""):
+        count += block.count(b"\n")
+        last = block[-1:]
+        if most is not None and count >= most:
+            return most
     return count + (last != b"\n")
 
 
