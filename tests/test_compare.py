@@ -524,8 +524,13 @@ def test_a_file_where_the_results_go_is_found_before_the_models_load(tiny_model_
                  else ["detect", "--model", model])
     result = CliRunner().invoke(cli, arguments + ["--out", str(tmp_path / "out"), "--quiet"])
     lines = result.output.strip().splitlines()
-    assert result.exit_code == 2 and len(lines) == 1, result.output
-    assert lines[0].startswith(f"Error: {target} is a file, not a folder"), lines[0]
+    if blocked.count("/") == 2:  # the results' folder itself is a file: not ours to replace (bad input, exit 2)
+        assert result.exit_code == 2 and len(lines) == 1, result.output
+        assert lines[0].startswith(f"Error: {target} is a file, not a folder"), lines[0]
+    else:  # a file above it: the folder cannot be written (exit 1, as for a read-only folder)
+        below = target / (command if blocked == "results" else name)  # the folder that cannot be made
+        assert result.exit_code == 1 and len(lines) == 1, result.output
+        assert lines[0].startswith(f"Error: cannot write to {below}: {target} is a file, not a folder"), lines[0]
     assert target.read_text(encoding="utf-8") == "mine"
 
 

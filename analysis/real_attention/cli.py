@@ -510,6 +510,20 @@ def syntax_command(treebank, lang, model_name, revision, offline, device, measur
 # --- compare and detect: heads side by side, and Olsson's test -----------------------------------------------
 
 
+def compared_models(model_names, revisions) -> tuple[list[tuple[str, str | None]], list[str]]:
+    """compare's --model and --revision: (model, revision) pairs and the labels they are shown by."""
+    from .engine.errors import InputError
+
+    if len(model_names) < 2:
+        raise InputError(f"compare needs at least two models: give --model twice or more (got "
+                         f"{len(model_names)}); --model minilm --model minilm compares MiniLM with itself")
+    if revisions and len(revisions) != len(model_names):
+        raise InputError(f"--revision was given {len(revisions)} time(s) for {len(model_names)} --model; give "
+                         "it once per --model, in the same order, or not at all")
+    paired = list(zip(model_names, revisions or [None] * len(model_names)))
+    return paired, [model if revision is None else f"{model}@{revision}" for model, revision in paired]
+
+
 @cli.command("compare")
 @click.option("--corpus", required=True, type=click.Path(path_type=Path), metavar="FILE",
               help="UTF-8 text with one sentence per line, or .jsonl with a \"text\" field (read twice: first only "
@@ -544,18 +558,10 @@ def compare_command(corpus, model_names, revisions, offline, device, measure, un
     from .comparison.compare import CorpusLines, compare, default_name, describe, folder_name, write_compare
     from .engine.batches import MAX_BATCH_SIZE
     from .engine.checks import whole_number
-    from .engine.errors import InputError
     from .outputs.staging import check_targets
 
     with friendly_errors(), relayed_warnings():
-        if len(model_names) < 2:
-            raise InputError(f"compare needs at least two models: give --model twice or more (got "
-                             f"{len(model_names)}); --model minilm --model minilm compares MiniLM with itself")
-        if revisions and len(revisions) != len(model_names):
-            raise InputError(f"--revision was given {len(revisions)} time(s) for {len(model_names)} --model; give "
-                             "it once per --model, in the same order, or not at all")
-        paired = list(zip(model_names, revisions or [None] * len(model_names)))
-        labels = [model if revision is None else f"{model}@{revision}" for model, revision in paired]
+        paired, labels = compared_models(model_names, revisions)
         whole_number(batch_size, "--batch-size", 1, MAX_BATCH_SIZE)
         if limit is not None:
             whole_number(limit, "--limit")

@@ -228,16 +228,18 @@ def check_replaceable(target: Path) -> None:
     if target.exists() and not target.is_dir():
         raise InputError(f"{target} is a file, not a folder; real-attention writes a folder there and will not "
                          "replace a file. Move the file away, or choose another out (--out)")
+    below = target
     for parent in target.parents:  # the nearest one that is there must be a folder to write inside
         if parent.exists():
-            if not parent.is_dir():
-                raise InputError(f"{parent} is a file, not a folder; real-attention writes {target} inside it. "
-                                 "Move the file away, or choose another out (--out)")
+            if not parent.is_dir():  # the path cannot be written (ENOTDIR), as a read-only folder cannot: exit 1
+                raise OutputError(f"cannot write to {below}: {parent} is a file, not a folder. Move the file away, "
+                                  "or choose a writable folder as out (--out).")
             break
+        below = parent
 
 
 def check_targets(targets) -> None:
-    """check_replaceable for each target, before any work: InputError for the first a run could not replace."""
+    """check_replaceable for each target, before any work: an error for the first a run could not replace."""
     for target in targets:
         check_replaceable(Path(target))
 
