@@ -64,6 +64,17 @@ def test_a_request_with_an_integer_of_5000_digits_is_a_bad_request_not_a_500():
         parse_query(('{"texts": ["a"], "page": ' + "9" * 5000 + "}").encode())
 
 
+def test_null_is_an_absent_field_but_texts_must_be_given():
+    from real_attention.live.app import BadRequest, parse_query
+
+    given = parse_query(b'{"texts": ["a"], "focus": null, "sense": null, "measure": null, "units": null, '
+                        b'"lang": null, "page": null}', measure="norm")
+    assert given == parse_query(b'{"texts": ["a"]}', measure="norm")
+    assert given[0].measure == "norm" and given[0].units == "text" and given[1] is False
+    with pytest.raises(BadRequest, match="texts must be a list"):
+        parse_query(b'{"texts": null}')
+
+
 def test_one_threshold_may_be_a_plain_string(tiny_model_dir, tmp_path):
     """It was read letter by letter: "--threshold 'p'"."""
     import real_attention as ra

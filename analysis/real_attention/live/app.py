@@ -84,6 +84,8 @@ def parse_query(body: bytes, measure: str = "weights") -> tuple[Query, bool]:
     if unknown:
         raise BadRequest(f"unknown field {unknown[0]!r}; the fields are {', '.join(FIELDS)} (the model is chosen "
                          "when the server starts)")
+    # null is absent for every field but texts, as it already was for focus and sense ("measure": null was a 400)
+    payload = {field: value for field, value in payload.items() if value is not None or field == "texts"}
     if "texts" not in payload:
         raise BadRequest('texts is missing: give a list of sentences, e.g. {"texts": ["Fui al banco."]}')
     texts = payload["texts"]
