@@ -288,3 +288,44 @@ def test_hub_model_from_the_cache_records_the_resolved_commit(tiny_model_dir, tm
     assert (summary["model"], summary["revision"]) == ("someone/tiny-bert", commit)
     pinned = run_tiny("someone/tiny-bert", tmp_path / "pinned", "--offline", "--revision", commit)
     assert pinned.exit_code == 0, pinned.output
+
+
+@pytest.mark.parametrize("answer", ["config", "missing", "unreachable"])
+def test_a_hub_model_loaded_online_brings_its_sentence_config(tiny_model_dir, hub_cache, monkeypatch, answer):
+    """from_pretrained never downloads sentence_bert_config.json, so a Hub model had no sentence-transformers
+    length (the embedding objective's cut) unless its files were copied in: it is fetched with the model."""
+    from types import SimpleNamespace
+
+    import huggingface_hub
+    from huggingface_hub.errors import LocalEntryNotFoundError, RemoteEntryNotFoundError
+
+    import real_attention.engine.models as models
+
+    commit = "fedcba9876543210fedcba9876543210fedcba98"
+    fake_download(hub_cache, tiny_model_dir, "someone/tiny-bert", commit)
+    snapshot = hub_cache / "models--someone--tiny-bert" / "snapshots" / commit
+    asked = []
+
+    def download(repo, filename, revision=None, **kwargs):
+        asked.append((repo, filename, revision))
+        if answer == "missing":
+            raise RemoteEntryNotFoundError("404 Client Error: Entry Not Found",
+                                           response=SimpleNamespace(headers={}, request=None))
+        if answer == "unreachable":
+            raise LocalEntryNotFoundError("cannot reach the Hub")
+        (snapshot / filename).write_text('{"max_seq_length": 7, "do_lower_case": false}', encoding="utf-8")
+        return str(snapshot / filename)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    # the Hub answers, so files may be downloaded (HF_HUB_OFFLINE, set for the tests, keeps transformers on the cache)
+    online = models.hub_options
+    monkeypatch.setattr(models, "hub_options", lambda choice, offline: {**online(choice, offline),
+                                                                         "local_files_only": offline})
+    choice = models.choose_model(None, "someone/tiny-bert", None)
+    loaded = models.load_model(choice)
+    assert loaded.revision == commit
+    assert asked == [("someone/tiny-bert", "sentence_bert_config.json", commit)]
+    assert models.sentence_embedding_length(choice) == (7 if answer == "config" else None)
+    asked.clear()
+    models.load_model(choice, offline=True)  # no network: nothing is asked for
+    assert asked == []

@@ -331,6 +331,20 @@ def sentence_embedding_length(choice: ModelChoice) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
 
 
+def fetch_sentence_config(choice: ModelChoice, revision: str) -> None:
+    """Download a Hub model's sentence_bert_config.json into the cache, if it has one, while the Hub is reached
+    for the model anyway: from_pretrained never asks for it, and without it sentence_embedding_length finds no
+    length for a model that was downloaded, not copied in. A model without one (a 404) or a failed request costs
+    nothing but the request: the length is then the model's maximum, as for any model."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError
+
+    try:
+        hf_hub_download(choice.name, SENTENCE_CONFIG, revision=revision)
+    except (OSError, ValueError, EntryNotFoundError):  # hf's errors, connection ones included, are OSErrors
+        pass
+
+
 def is_commit(revision: str | None) -> bool:
     return re.fullmatch(r"[0-9a-f]{40}", revision or "") is not None
 
@@ -599,6 +613,8 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False,
         full, model = model, model.base_model
     config = model.config
     revision = folder_revision(choice) if choice.path is not None else resolved_commit(choice, options)
+    if choice.path is None and choice.gguf_file is None and not options["local_files_only"]:
+        fetch_sentence_config(choice, revision)
     # RoBERTa-style embeddings (RoBERTa, XLM-R, MPNet) number positions from padding_idx + 1
     offset = getattr(getattr(model, "embeddings", None), "padding_idx", None)
     limits = [config.max_position_embeddings - (offset + 1 if isinstance(offset, int) else 0)]
