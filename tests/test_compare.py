@@ -713,3 +713,22 @@ def test_detect_records_how_the_weights_differ_from_the_published_ones(tiny):
     result = ra.detect(tiny, length=4, repeats=2, samples=1)
     assert "weights" in result.summary and result.summary["weights"] == tiny.choice.weights_note
     assert "every earlier copy" in result.summary["scores"]["induction"]
+
+
+@pytest.mark.parametrize("command", ["compare", "detect", "run", "importance"])
+def test_an_out_whose_name_is_too_long_is_one_error_line(tiny_model_dir, tmp_path, command):
+    """The early check of the output folders looked at the path unguarded: a name over 255 bytes (ENAMETOOLONG),
+    or a folder that may not be searched, was a traceback, where the writing stage said one line."""
+    corpus = tmp_path / "lines.txt"
+    corpus.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    model = str(tiny_model_dir)
+    out = tmp_path / ("a" * 300)
+    arguments = {"compare": ["compare", "--corpus", str(corpus), "--model", model, "--model", model],
+                 "detect": ["detect", "--model", model],
+                 "run": ["run", "--model", model, "--no-figures", "--no-report"],
+                 "importance": ["importance", "--corpus", str(corpus), "--model", model]}[command]
+    result = CliRunner().invoke(cli, arguments + ["--out", str(out), "--quiet"])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 1 and len(lines) == 1, result.output
+    assert lines[0].startswith(f"Error: cannot write to {out}") and "name too long" in lines[0], lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lines.txt"]

@@ -341,6 +341,15 @@ def test_the_url_printed_and_opened_is_one_a_browser_reaches(host, shown):
         sock.close()
 
 
+def test_an_ipv6_zone_is_written_as_a_url_writes_it():
+    from types import SimpleNamespace
+
+    from real_attention.live.server import url_of
+
+    link_local = SimpleNamespace(getsockname=lambda: ("fe80::1%eth0", 8000, 0, 2))
+    assert url_of(link_local) == "http://[fe80::1%25eth0]:8000/"
+
+
 def test_serve_command_needs_a_model_and_has_help():
     runner = CliRunner()
     result = runner.invoke(cli, ["serve"])

@@ -130,7 +130,8 @@ def url_of(sock: socket.socket) -> str:
     """The page's URL: a wildcard address (0.0.0.0, ::) is not one a browser can open, so its loopback is shown."""
     host, port = sock.getsockname()[:2]
     host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
-    shown = f"[{host}]" if ":" in host else host
+    # an IPv6 zone (fe80::1%eth0) is written %25 in a URL (RFC 6874)
+    shown = f"[{host.replace('%', '%25')}]" if ":" in host else host
     return f"http://{shown}:{port}/"
 
 

@@ -220,8 +220,19 @@ class FolderLock:
 
 def check_replaceable(target: Path) -> None:
     """A target that is a symbolic link is refused: the swap would replace the link, not the folder it names. So
-    is one that is there but no folder (a plain file, a device, a pipe): it is not ours to replace."""
+    is one that is there but no folder (a plain file, a device, a pipe): it is not ours to replace. A path that
+    cannot even be looked at (a name too long, a folder that may not be searched) is an OutputError, as the
+    write would be."""
     target = Path(target)
+    try:
+        _check_replaceable(target)
+    except RealAttentionError:
+        raise
+    except OSError as error:
+        raise write_failure(error, target) from None
+
+
+def _check_replaceable(target: Path) -> None:
     if target.is_symlink():
         raise InputError(f"{target} is a symbolic link; real-attention replaces its output folders whole and will "
                          "not replace a link. Remove the link, or pass the folder it points to as out (--out)")
