@@ -126,6 +126,8 @@ def test_revision_with_a_folder_or_the_packaged_model_is_refused(model, tiny_mod
     (SPANISH.replace('focus = "banco"', 'focus = "banco"\nfokus_occurrence = 2'),
      "[es] has an unknown key `fokus_occurrence`; did you mean `focus_occurrence`? It goes in each "
      "[[es.sentences]] entry"),
+    (SPANISH.replace('focus = "banco"', 'focus = "banco"\nsense_occurrence = 2'),
+     "[es] has `sense_occurrence`, which goes in each [[es.sentences]] entry"),
     (SPANISH.replace('focus = "banco"', 'focus = "banco"\nmodel = "bert"'),
      "[es] has an unknown key `model`; known keys: focus, sentences"),
     ('model = "bert"\n' + SPANISH, "`model` at the top level is not a language table"),

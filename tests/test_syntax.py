@@ -381,12 +381,30 @@ def test_the_api_equals_the_cli_and_reruns_are_byte_identical(tiny_model_dir, ti
     for name in ("heads.csv", "best.csv", "baselines.csv", "summary.json"):
         assert (folder / name).read_bytes() == (tmp_path / "api/results/syntax/snippet" / name).read_bytes()
     figures = sorted(p.name for p in (tmp_path / "cli/figures/syntax/snippet").iterdir())
-    assert figures == ["best.png", "examples_nsubj.png", "examples_obj.png", "relations.png"]  # no det: no 6 words
+    assert figures == ["best.png", "examples_nsubj.png", "examples_obj.png", "relations.png"]  # no det
+    from real_attention.syntax_probe.probe import describe
+
+    said = describe(api).splitlines()
+    assert [line for line in said if line.startswith("no examples_")] == [
+        "no examples_det figure: no word of the treebank has it"]
+    assert "no examples_nsubj figure: 2 word(s) have it, fewer than min_count (--min-count) 3" in describe(
+        ra.syntax(tiny_loaded, path, min_count=3))
     before = {p.name: p.read_bytes() for p in [*folder.iterdir(), *(tmp_path / "cli/figures/syntax/snippet").iterdir()]}
     assert CliRunner().invoke(cli, command).exit_code == 0
     after = {p.name: p.read_bytes() for p in [*folder.iterdir(), *(tmp_path / "cli/figures/syntax/snippet").iterdir()]}
     assert before == after
     assert len(api.heads) == 2 * 3 * 4 * (1 + 9)  # directions x layers x heads x (all + 9 relations; not dep)
+
+
+def test_a_relation_only_in_short_sentences_gets_no_example_and_says_why(tiny_loaded, tmp_path):
+    from real_attention.syntax_probe.probe import describe
+
+    path = tmp_path / "short.conllu"
+    path.write_text("1\tThe\tthe\tDET\t_\t_\t2\tdet\t_\t_\n2\tdog\tdog\tNOUN\t_\t_\t3\tnsubj\t_\t_\n"
+                    "3\tslept\tsleep\tVERB\t_\t_\t0\troot\t_\t_\n", encoding="utf-8")
+    result = ra.syntax(tiny_loaded, path, min_count=1)
+    assert not result.examples
+    assert "no examples_det figure: no sentence of 6 to 14 words has it" in describe(result).splitlines()
 
 
 def test_the_norm_measure_writes_its_own_folder(tiny_model_dir, tmp_path):

@@ -478,7 +478,8 @@ def syntax_command(treebank, lang, model_name, revision, offline, device, measur
     """Which head best predicts each dependency relation of a treebank (Clark et al. 2019, Sec. 4).
 
     Writes OUT/results/syntax/NAME/ (heads.csv, best.csv, baselines.csv, summary.json) and
-    OUT/figures/syntax/NAME/ (best.png, relations.png, examples_det.png, examples_nsubj.png, examples_obj.png).
+    OUT/figures/syntax/NAME/ (best.png, relations.png, and examples_det.png, examples_nsubj.png, examples_obj.png
+    for each relation with min-count words and a sentence of 6 to 14 words).
     """
     from tqdm.auto import tqdm
 

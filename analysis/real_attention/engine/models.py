@@ -285,7 +285,7 @@ def unavailable_message(choice: ModelChoice, reason: str) -> str:
     return (
         f"cannot load model {where} ({reason}). "
         "Check the network, point HF_HOME to a cache that holds it, pass a local copy's folder as model (--model), "
-        f"or try the offline demo, model (--model) {MINILM_ALIAS}"
+        f"or give model (--model) {MINILM_ALIAS}, the offline demo"
     )
 
 

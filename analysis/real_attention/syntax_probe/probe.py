@@ -388,4 +388,17 @@ def describe(result: SyntaxResult) -> str:
     for row in result.best.itertuples(index=False):
         lines.append(f"{row.relation:<10} {row.total:>6}  L{row.layer}H{row.head} {row.direction:<9} "
                      f"{100 * row.accuracy:5.1f}%   baseline {row.baseline_offset:+d}: {100 * row.baseline_accuracy:5.1f}%")
+    shown = {example.relation for example in result.examples}
+    for relation in EXAMPLE_RELATIONS:  # say why a figure the help names is not there
+        if relation in shown:
+            continue
+        totals = result.heads.drop_duplicates("relation").set_index("relation")["total"]
+        if relation not in totals.index:
+            why = "no word of the treebank has it"
+        elif relation not in set(result.best["relation"]):
+            why = (f"{totals[relation]} word(s) have it, fewer than min_count (--min-count) "
+                   f"{result.summary['min_count']}")
+        else:
+            why = f"no sentence of {EXAMPLE_WORDS[0]} to {EXAMPLE_WORDS[1]} words has it"
+        lines.append(f"no examples_{relation} figure: {why}")
     return "\n".join(lines)
