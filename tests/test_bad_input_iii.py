@@ -254,3 +254,31 @@ def test_a_reader_blocked_on_input_does_not_hold_up_an_interrupted_run():
         break
     assert time.monotonic() - start < READER_GRACE_SECONDS + 1.5
     never.set()
+
+
+@pytest.mark.parametrize("device, code, message", [
+    ("foo", 2, "Error: device (--device) 'foo' is not a torch device; use cpu, cuda, cuda:N, mps or auto"),
+    ("cuda:99", 1, "Error: cannot use device 'cuda:99': "),
+])
+def test_a_device_is_checked_before_the_model_loads(tiny_model_dir, tmp_path, monkeypatch, device, code, message):
+    """A typo in --device cost the whole load, then printed torch's list of every device type, and exited 1."""
+    import torch
+    import transformers
+    from click.testing import CliRunner
+
+    from real_attention import cli
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the weights were loaded before the device was checked")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # so cuda:99 is checked against a count
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", refuse)
+    result = CliRunner().invoke(cli, ["run", "--model", str(tiny_model_dir), "--device", device, "--out",
+                                      str(tmp_path / "out"), "--no-figures", "--no-report"])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == code and len(lines) == 1, result.output
+    assert lines[0].startswith(message), lines[0]
+    if device.startswith("cuda"):
+        assert "this machine has 1 CUDA device(s), cuda:0 to cuda:0" in lines[0]
+    assert not (tmp_path / "out").exists()

@@ -539,6 +539,35 @@ def resolve_device(device: str) -> str:
     return "cpu"
 
 
+def check_device(device: str) -> str:
+    """The device a model would load on (resolve_device), checked before the model loads: InputError for a name
+    that is no torch device, ModelUnavailable for one this machine lacks (the weights were loaded first, then
+    moved: a typo in --device cost the whole load and printed torch's list of every device type)."""
+    import torch
+
+    resolved = resolve_device(device)
+    try:
+        target = torch.device(resolved)
+    except (RuntimeError, ValueError, TypeError):
+        raise InputError(f"device (--device) {device!r} is not a torch device; use cpu, cuda, cuda:N, mps or "
+                         "auto") from None
+    if target.type == "meta":  # holds shapes but no numbers: every weight would be missing
+        raise ModelUnavailable(f"cannot use device {device!r}: it holds no data; use cpu, cuda, mps or auto")
+    if target.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ModelUnavailable(f"cannot use device {device!r}: torch {torch.__version__} finds no CUDA "
+                                   "device here; use cpu, or auto for the best this machine has")
+        if target.index is not None and target.index >= count:
+            raise ModelUnavailable(f"cannot use device {device!r}: this machine has {count} CUDA device(s), "
+                                   f"cuda:0 to cuda:{count - 1}")
+    mps = getattr(torch.backends, "mps", None)
+    if target.type == "mps" and not (mps is not None and mps.is_available()):
+        raise ModelUnavailable(f"cannot use device {device!r}: torch finds no Apple GPU (MPS) here; use cpu, or "
+                               "auto for the best this machine has")
+    return resolved
+
+
 def loading_line(choice: ModelChoice, device: str) -> str:
     """What is loading, for the line said before it loads: 'Loading all-MiniLM-L6-v2
     (sentence-transformers/all-MiniLM-L6-v2 @ c9745ed1) on cpu…'."""
@@ -567,6 +596,7 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False,
     assert head is None or head in HEADS, head
     AutoModel = getattr(transformers, HEADS[head] if head else "AutoModel")
 
+    device = check_device(device)  # before the weights load
     notify = ON_LOADING.get()
     if notify is not None:
         notify(loading_line(choice, device))
@@ -600,12 +630,8 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False,
     from .extract import specials_as_text
 
     specials_as_text(tokenizer)  # a typed "</s>" is text (real_attention.engine.extract.encode)
-    device = resolve_device(device)
     try:
-        target = torch.device(device)
-        if target.type == "meta":  # holds shapes but no numbers: every weight would be missing
-            raise ModelUnavailable(f"cannot use device {device!r}: it holds no data; use cpu, cuda, mps or auto")
-        model = model.to(target).eval()
+        model = model.to(torch.device(device)).eval()
     except (RuntimeError, AssertionError) as error:
         raise ModelUnavailable(f"cannot use device {device!r}: {_first_line(error)}") from None
     full = None
