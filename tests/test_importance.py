@@ -617,6 +617,10 @@ def test_a_corpus_is_read_by_newlines_alone_and_names_the_line(tmp_path):
     corpus.write_text('first\n\n{"text": ""}\n', encoding="utf-8")
     with pytest.raises(ra.InputError, match=r"line 3: its \"text\" is empty"):
         read_corpus(corpus)
+    corpus.write_bytes("one\ntwo\ncaf\xe9 con leche\n".encode("latin-1"))  # as heads --corpus names it
+    with pytest.raises(ra.InputError, match=r"^line 3 of --corpus .*c\.txt is not UTF-8 \(invalid continuation byte "
+                                            r"at byte 3\)$"):
+        read_corpus(corpus)
 
 
 def test_a_hidden_corpus_file_names_the_folder_without_its_dot(tmp_path, tiny_model_dir):

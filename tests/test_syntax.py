@@ -266,7 +266,7 @@ def test_a_treebank_word_like_a_special_token_is_text(minilm):
 
 
 @pytest.mark.parametrize("options, expected", [
-    (["--limit", "0"], "Error: limit (--limit) 0 is out of range: at least 1"),
+    (["--limit", "0"], "Error: Invalid value for '--limit': 0 is not in the range x>=1."),
     (["--name", "../up"], "Error: name (--name) '../up' cannot be a folder name"),
     (["--name", "ewt-norm"], "Error: name (--name) 'ewt-norm' ends in '-norm'"),
     ([], "Error: syntax needs a model: pass --model ID_OR_PATH"),

@@ -464,10 +464,10 @@ def progress_bar(total: int, desc: str, unit: str = "sent"):
                 "NAME-value-zeroing/ (weights: NAME/).")
 @click.option("--name", metavar="NAME", help="The folder under results/syntax/ and figures/syntax/. "
               "Default: the treebank's stem.")
-@click.option("--min-count", type=int, default=100, show_default=True,
+@click.option("--min-count", type=click.IntRange(min=1), default=100, show_default=True, metavar="N",
               help="best.csv reports a relation with at least this many words (always `all`).")
-@click.option("--limit", type=int, metavar="N", help="Score the first N sentences only.")
-@click.option("--batch-size", type=int, default=32, show_default=True,
+@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Score the first N sentences only.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True, metavar="N",
               help="Sentences per forward pass, fewer for long ones; sorted by length first.")
 @out_option
 @format_option
@@ -540,8 +540,9 @@ def compared_models(model_names, revisions) -> tuple[list[tuple[str, str | None]
 @units_option
 @click.option("--name", metavar="NAME", help="The folder under results/compare/ and figures/compare/. "
               "Default: the models' names joined by -vs-.")
-@click.option("--limit", type=int, metavar="N", help="Compare on the first N sentences only.")
-@click.option("--batch-size", type=int, default=32, show_default=True, help="Sentences per forward pass.")
+@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Compare on the first N sentences only.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True, metavar="N",
+              help="Sentences per forward pass.")
 @out_option
 @format_option
 @wait_option

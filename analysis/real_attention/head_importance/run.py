@@ -101,14 +101,16 @@ def read_corpus_lines(path: str | Path, limit: int | None = None) -> tuple[list,
     if limit is not None and limit < 1:
         raise InputError(f"--limit must be at least 1, not {limit}")
     try:
-        text = path.read_bytes().decode("utf-8")
-        text = text.removeprefix("\ufeff")  # a byte-order mark is no text (it hid a JSONL file's first record)
+        data = path.read_bytes()
+        text = data.decode("utf-8").removeprefix("\ufeff")  # a BOM is no text (it hid a JSONL file's first record)
+    except UnicodeDecodeError as error:  # where, as heads --corpus says it
+        number, start = data.count(b"\n", 0, error.start) + 1, data.rfind(b"\n", 0, error.start) + 1
+        raise InputError(f"line {number} of --corpus {path} is not UTF-8 ({error.reason} at byte "
+                         f"{error.start - start})") from None
     except FileNotFoundError:
         raise InputError(f"--corpus {path}: no such file") from None
     except IsADirectoryError:
         raise InputError(f"--corpus {path} is a folder; pass a text or .jsonl file") from None
-    except UnicodeDecodeError:
-        raise InputError(f"--corpus {path} is not UTF-8 text") from None
     except OSError as error:  # a path through a file, a link loop, no permission, a device error
         raise InputError(f"--corpus {path} cannot be read: {error.strerror or error}") from None
     found: list = []
