@@ -149,6 +149,24 @@ def test_the_norm_measure(sharp, tmp_path):
     assert results.name == "a-vs-b-norm"
 
 
+def test_a_repeated_model_gets_the_same_default_folder_from_the_api_as_from_the_cli(tiny_model_dir, tiny, tmp_path):
+    """The API named it by the names told apart (X@abc1234-vs-X@abc1234#2 -> X-abc1234-vs-X-abc1234-2); the CLI by
+    the names as typed (X-vs-X). Both now take the names as given."""
+    corpus = tmp_path / "lines.txt"
+    corpus.write_text("\n".join(SENTENCES[:2]) + "\n", encoding="utf-8")
+    model = str(tiny_model_dir)
+    result = CliRunner().invoke(cli, ["compare", "--corpus", str(corpus), "--model", model, "--model", model,
+                                      "--quiet", "--out", str(tmp_path / "cli")])
+    assert result.exit_code == 0, result.output
+    api = ra.compare([tiny, tiny], SENTENCES[:2], names=[model, model])
+    assert api.models[1].name.endswith("#2")  # the tables still tell them apart
+    results, _ = ra.write_compare(api, tmp_path / "api", formats=())
+    expected = f"{tiny_model_dir.name}-vs-{tiny_model_dir.name}"
+    assert results.name == expected and (tmp_path / "cli/results/compare" / expected).is_dir()
+    unnamed, _ = ra.write_compare(ra.compare([tiny, tiny], SENTENCES[:2]), tmp_path / "unnamed", formats=())
+    assert unnamed.name == expected  # the loaded names, as given
+
+
 def test_one_figure_format_may_be_a_plain_string(tiny_self, tmp_path):
     """It was read letter by letter: 'unknown figure format 'p''."""
     _, figures = ra.write_compare(tiny_self, tmp_path, "one", formats="svg")

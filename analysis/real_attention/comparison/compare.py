@@ -59,6 +59,7 @@ class ComparedModel:
     layers: int
     heads: int
     causal: bool
+    given: str = ""  # the name as given, before a repeated one was told apart ('@' revision, '#2'): the folder's
 
 
 @dataclass(frozen=True)
@@ -412,8 +413,10 @@ def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: S
         if bar is not None:
             bar.close()
     matrix = _matrix(models, sums, rows_total)
+    given = [m.choice.name for m in models] if names is None else [n.strip() for n in names]
     compared = tuple(ComparedModel(name=label, model=m.choice.name, revision=m.revision, layers=m.layers,
-                                   heads=m.heads, causal=m.causal) for label, m in zip(labels, models))
+                                   heads=m.heads, causal=m.causal, given=first)
+                     for label, first, m in zip(labels, given, models))
     heads = heads_frame(compared)
     coords = classical_coordinates(matrix)
     summary = {
@@ -590,8 +593,9 @@ MDS_FIGURE, DISTANCES_FIGURE, LAYERS_FIGURE = "mds", "distances", "layers"
 
 
 def default_name(models: Sequence[ComparedModel] | Sequence[str]) -> str:
-    """The models' last path parts joined by '-vs-' (e.g. all-MiniLM-L6-v2-vs-SmolLM2-135M-Instruct)."""
-    names = [m.name if isinstance(m, ComparedModel) else m for m in models]
+    """The models' last path parts joined by '-vs-' (e.g. all-MiniLM-L6-v2-vs-SmolLM2-135M-Instruct), each as given:
+    `--model minilm --model minilm` and ra.compare(..., names=["minilm", "minilm"]) both write minilm-vs-minilm."""
+    names = [(m.given or m.name) if isinstance(m, ComparedModel) else m for m in models]
     import re
 
     parts = [re.sub(r"[^A-Za-z0-9._-]+", "-", name.rstrip("/").split("/")[-1]).strip("-.") or "model"
