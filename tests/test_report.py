@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import io
 import json
+import math
 import re
 import sys
 import time
@@ -531,8 +532,25 @@ def test_hovering_a_cell_shows_each_sentences_top_word(tiny_page):
     assert len(lines) == 1 + len(rows)
     for line, row in zip(lines[1:], rows.itertuples()):
         assert f"→ «{row.top_key}»" in line
-        shown = float(re.search(r"([\d.]+) %", line).group(1))
-        assert abs(shown - 100 * row.top_weight) <= 0.06
+        assert f"{100 * row.top_weight:.1f} %" in line  # focus.csv's value rounded once, not twice
+    cells = {(int(c.get_attribute("data-layer")), int(c.get_attribute("data-head"))): c.find_element(
+        By.CLASS_NAME, "pct").text for c in driver.find_elements(By.CSS_SELECTOR, "#overview .cell")}
+    shown = focus[focus.sentence == focus.sentence.min()]
+    assert cells == {(row.layer, row.head): f"{math.floor(100 * row.top_weight + 0.5)} %"  # JS's Math.round
+                     for row in shown.itertuples()}
+
+
+def test_the_page_numbers_are_the_tables_numbers(tiny_run):
+    """The page's scores and top weights carry the tables' 6 decimals: at 4 they were rounded twice when shown
+    (heads.csv's 0.122497 became 0.1225, then 12.3 %; entropy 0.175025 became 0.1750, then 0.17 nats)."""
+    folder, result, summary = tiny_run
+    data = report_data((folder / REPORT_NAME).read_text(encoding="utf-8"))
+    heads = pd.read_csv(folder / "heads.csv")
+    for name, values in data["head_scores"].items():
+        assert values == heads[name].tolist(), name
+    focus = pd.read_csv(folder / "focus.csv")
+    for number, sentence in enumerate(data["sentences"], start=1):
+        assert sentence["top_weight"] == focus[focus.sentence == number]["top_weight"].tolist()
 
 
 @pytest.mark.browser

@@ -74,7 +74,9 @@ def _packed(weights: np.ndarray) -> str:
 
 
 def _rounded(values: np.ndarray) -> list[float]:
-    return [round(float(v), 4) for v in np.asarray(values, dtype=np.float64).reshape(-1)]
+    """The 6 decimals of the tables (heads.csv, focus.csv): the page rounds them once more to show them, so a
+    coarser value here was rounded twice (0.122497 shown as 12.3 %, where the table's 12.2 % is right)."""
+    return [round(float(v), 6) for v in np.asarray(values, dtype=np.float64).reshape(-1)]
 
 
 # What each category's rule is, in the words of the report's legend note.
@@ -213,7 +215,7 @@ def report_data(result: RunResult, summary: dict, max_sentences: int | None = RE
                 "focus": sentence.focus,
                 "sense": sentence.sense,
                 "top_key": report.top_key[i].reshape(-1).tolist(),  # (layers * heads,)
-                "top_weight": _scaled(report.top_weight[i]),  # (layers * heads,)
+                "top_weight": _rounded(report.top_weight[i]),  # (layers * heads,) as in focus.csv
                 "weights": _packed(sentence.attention.checked_weights()),  # (layers * heads * n * n,) packed
                 # (layers * n,) the focus word's rollout row after each layer; None if not computed
                 "rollout": _scaled(result.rollout[i][:, sentence.focus]) if result.rollout else None,

@@ -148,7 +148,7 @@
     const c = CATEGORY[data.head_category[headIndex(l, h)]];
     let html = "<div class=\"tt-title\">Layer " + (l + 1) + ", head " + (h + 1) + ": " + esc(c.label) + "</div><table>";
     data.sentences.forEach(function (S, s) {
-      const top = S.top_key[headIndex(l, h)], w = S.top_weight[headIndex(l, h)] / SCALE;
+      const top = S.top_key[headIndex(l, h)], w = S.top_weight[headIndex(l, h)];
       html += "<tr><td>" + (s + 1) + ".</td><td>«" + wordSlot(s, S.focus) + "» → «" + wordSlot(s, top) +
         "»</td><td class=\"num\">" + percent(w, 1) + "</td></tr>";
     });
@@ -163,7 +163,7 @@
     document.querySelectorAll("#overview .cell").forEach(function (cell) {
       const i = headIndex(Number(cell.dataset.layer) - 1, Number(cell.dataset.head) - 1);
       cell.querySelector(".top").textContent = S.words[S.top_key[i]];
-      cell.querySelector(".pct").textContent = Math.round(100 * S.top_weight[i] / SCALE) + " %";
+      cell.querySelector(".pct").textContent = Math.round(100 * S.top_weight[i]) + " %";
       cell.classList.toggle("selected", i === headIndex(state.layer, state.head));
     });
   }
