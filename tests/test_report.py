@@ -886,3 +886,20 @@ def test_run_puts_its_vocabulary_note_in_the_report(tiny_model_dir, tmp_path):
     page = output.runs[0].report.read_text(encoding="utf-8")
     shown = re.search(r'<p class="notes" data-fill="notes">([^<]*)</p>', page)
     assert shown is not None and "lacks characters" in html.unescape(shown.group(1)), page[:2000]
+
+
+@pytest.mark.browser
+def test_a_narrow_window_scrolls_the_grid_not_the_page(tiny_page):
+    """At 420 px the overview's 12 columns ran off the right edge and the whole page scrolled sideways."""
+    driver, _, _, _ = tiny_page
+    size = driver.get_window_size()
+    try:
+        driver.set_window_size(420, 900)
+        width = driver.execute_script("return document.documentElement.clientWidth")
+        # a panel as wide as all the heads would make the page wider than the window
+        driver.execute_script("document.getElementById('overview').style.minWidth = '1200px'")
+        assert driver.execute_script("return document.documentElement.scrollWidth") <= width
+        assert driver.execute_script("return document.querySelector('.overview-panel').scrollWidth") > width
+    finally:
+        driver.execute_script("document.getElementById('overview').style.minWidth = ''")
+        driver.set_window_size(size["width"], size["height"])

@@ -571,7 +571,16 @@ def test_an_error_shows_as_text_and_the_page_keeps_working(browser, tiny_server)
     browser.find_element(By.ID, "live-submit").click()
     message = wait_for(browser, "return document.body.dataset.error")
     assert "the focus word 'perro' is not in sentence 1" in message
-    assert browser.find_element(By.ID, "live-status").text == message
+    # the examples' answer stays drawn: dimmed, and the status line says what it is
+    assert browser.find_element(By.ID, "live-status").text == (
+        message + " The views below still show the previous answer (measure weights, units text).")
+    assert browser.execute_script("return document.body.dataset.stale") == "true"
+    assert browser.execute_script("return getComputedStyle(document.querySelector('main')).opacity") == "0.45"
+    ask(browser, ["fui al banco a sacar dinero."], "banco", ["dinero"])  # the page keeps working
+    assert browser.execute_script("return document.body.dataset.stale") is None
+    assert browser.execute_script("return getComputedStyle(document.querySelector('main')).opacity") == "1"
+    logs = [entry["message"] for entry in browser.get_log("browser")]
+    assert not [line for line in logs if "favicon" in line], logs  # the browser's icon request is answered (204)
 
 
 @pytest.mark.browser

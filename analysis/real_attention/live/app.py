@@ -391,6 +391,12 @@ class LiveModel:
         return Response(json.dumps({"status": "ok", "model": self.model.choice.name,
                                     "revision": self.model.revision}), media_type="application/json")
 
+    async def no_icon(self, _request):
+        """GET /favicon.ico, which every browser asks for: nothing, rather than a 404 in the console."""
+        from starlette.responses import Response
+
+        return Response(status_code=204)
+
     async def index(self, _request):
         from starlette.responses import Response
 
@@ -414,6 +420,7 @@ class LiveModel:
             Route("/api/attend", self.attend, methods=["POST"]),
             Route("/api/report", self.report, methods=["POST"]),
             Route("/static/{name}", self.static, methods=["GET"]),
+            Route("/favicon.ico", self.no_icon, methods=["GET"]),
         ]
 
     @contextlib.asynccontextmanager

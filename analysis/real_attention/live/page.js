@@ -38,6 +38,7 @@
     const mine = asked;
     button.disabled = true;
     document.body.dataset.busy = "true";
+    delete document.body.dataset.error;
     say("Running the model on " + q.texts.length + " sentence(s)…", false);
     post("api/attend", Object.assign({ page: true }, q))
       .then(function (response) { return response.json(); })
@@ -46,6 +47,7 @@
         if (!answer.report) throw new Error("Give a focus word and one sense word per sentence to see the heads.");
         return window.realAttention.show(answer.report).then(function () {
           shown = q;
+          delete document.body.dataset.stale;
           download.hidden = false;
           // what ra.attend would warn about (words the vocabulary lacks, words one piece joins) is said here too
           const notes = (answer.notes || []).join(" ");
@@ -53,8 +55,13 @@
         });
       })
       .catch(function (error) {
-        say(error.message, true);
+        if (mine !== asked) return;  // a newer question was asked meanwhile: its answer will be said
+        // what is drawn below is still the last answer: say so, dim it, and name what it was asked with
+        const stale = shown ? " The views below still show the previous answer (measure " + shown.measure +
+          ", units " + shown.units + ")." : "";
+        say(error.message + stale, true);
         document.body.dataset.error = error.message;
+        if (shown) document.body.dataset.stale = "true";
       })
       .finally(function () {
         button.disabled = false;
