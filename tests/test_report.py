@@ -903,3 +903,19 @@ def test_a_narrow_window_scrolls_the_grid_not_the_page(tiny_page):
     finally:
         driver.execute_script("document.getElementById('overview').style.minWidth = ''")
         driver.set_window_size(size["width"], size["height"])
+
+
+@pytest.mark.browser
+def test_the_bars_say_each_weight_as_stored_rounded_once(tiny_page):
+    """A bar's text is the focus row's weight with the page's 4 decimals (2 of a percent): shown with one decimal
+    of a percent it was rounded twice (0.304504 -> 0.3045 -> 30.4 %, where attention.csv's rounds to 30.5 %)."""
+    from selenium.webdriver.common.by import By
+
+    driver, folder, result, _ = tiny_page
+    driver.find_element(By.CSS_SELECTOR, '#sentence-buttons button[data-sentence="1"]').click()
+    driver.find_element(By.CSS_SELECTOR, '#overview .cell[data-layer="2"][data-head="1"]').click()
+    table = pd.read_csv(folder / "attention.csv")
+    focus = result.sentences[0].focus
+    row = table[(table.sentence == 1) & (table.layer == 2) & (table["head"] == 1) & (table.query_index == focus)]
+    texts = [t.text for t in driver.find_elements(By.CSS_SELECTOR, "#bars-svg text.bar-text")][3:]  # after 0/50/100 %
+    assert texts == [f"{100 * round(w, 4):.2f} %" for w in row.sort_values("key_index").weight]

@@ -322,7 +322,7 @@
     const s = state.sentence, S = data.sentences[s], n = S.words.length, l = state.layer, h = state.head;
     const values = row(s, l, h, S.focus);
     const step = clamp(Math.floor(440 / n), 14, 24), font = clamp(step - 5, 9, 13);
-    const labelW = widest(S.words, font) + 8, barMax = 200, textW = textWidth("100.0 %", font) + 8;
+    const labelW = widest(S.words, font) + 8, barMax = 200, textW = textWidth("100.00 %", font) + 8;
     const width = labelW + barMax + textW, height = n * step + 26;
     let top = 0;
     values.forEach(function (w, k) { if (w > values[top]) top = k; });
@@ -343,7 +343,8 @@
         "\" y=\"" + (y + 2) + "\" width=\"" + Math.max(w * barMax, w > 0 ? 1 : 0).toFixed(1) + "\" height=\"" + (step - 4) +
         "\" fill=\"" + c.colour + "\" stroke=\"rgba(0,0,0,0.25)\" stroke-width=\"0.6\"/>";
       out += "<text class=\"bar-text\" x=\"" + (labelW + w * barMax + 5) + "\" y=\"" + (y + step / 2) +
-        "\" dominant-baseline=\"central\">" + percent(w, 1) + "</text>";
+        // the weight as stored (4 decimals): one decimal fewer would round it a second time (0.30450 for 0.304504)
+        "\" dominant-baseline=\"central\">" + percent(w, 2) + "</text>";
     });
     out += "</svg>";
     fill(Object.assign(byId("bars"), { innerHTML: out }));
