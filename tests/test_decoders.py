@@ -114,7 +114,14 @@ def test_attention_csv_is_streamed_with_the_bytes_of_the_whole_table(tiny_loaded
     assert (tmp_path / "streamed.csv").read_bytes() == (tmp_path / "whole.csv").read_bytes()
 
 
-def test_a_sense_word_after_the_focus_word_is_one_clear_error(llama_dir, tmp_path):
+def test_a_sense_word_after_the_focus_word_is_one_clear_error(llama_dir, tmp_path, monkeypatch):
+    """Before the model loads, from its config.json (a large decoder loads for minutes)."""
+    import real_attention.engine.models as models
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the model was loaded before the sentences were checked")
+
+    monkeypatch.setattr(models, "load_model", refuse)
     config = tmp_path / "late.toml"
     config.write_text('[en]\nfocus = "bank"\n[[en.sentences]]\ntext = "The river flooded the bank."\nsense = "river"\n'
                       '[[en.sentences]]\ntext = "I went to the bank to take out some money."\nsense = "money"\n')
@@ -454,3 +461,17 @@ def test_a_decoders_printout_counts_its_first_token_heads(llama_dir, tmp_path):
     summary = json.loads((tmp_path / "results" / "en-causal" / "summary.json").read_text())
     first = summary["category_counts"]["first"]
     assert f"first-token heads (the focus word rests on the first word): {first} of 8" in result.output
+
+
+def test_a_decoder_is_known_from_its_config_without_loading_it(llama_dir, tiny_model_dir, tmp_path):
+    import shutil
+
+    from real_attention.engine.models import choose_model, known_causal
+
+    assert known_causal(choose_model(None, str(llama_dir), None)) is True
+    assert known_causal(choose_model(None, str(tiny_model_dir), None)) is False
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_model_dir, broken)
+    (broken / "config.json").write_text("{not json", encoding="utf-8")
+    assert known_causal(choose_model(None, str(broken), None)) is None  # the load says what is wrong
+    assert known_causal(choose_model(None, "someone/not-cached", None)) is None  # no network for it

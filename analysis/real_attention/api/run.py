@@ -108,7 +108,7 @@ def run(lang: str = DEFAULT_LANG, config: str | Path | None = None, model: str |
     """
     from ..engine.focus import check_words_in_text
     from ..engine.measures import check_supported
-    from ..engine.models import check_encodes, choose_model, load_model
+    from ..engine.models import check_encodes, choose_model, known_causal, load_model
     from ..engine.sentences import load_sentences
     from ..outputs.drawing import DrawingPool, font_note, run_texts
     from ..outputs.staging import check_targets, staged_outputs
@@ -127,9 +127,9 @@ def run(lang: str = DEFAULT_LANG, config: str | Path | None = None, model: str |
         path_arg(config, "config")
     check_targets(folder(m) for folder in (settings.results_dir, settings.figures_dir) for m in measures)
     sentence_set = load_sentences(config, settings.lang)
-    if settings.units == "text":  # a missing or ambiguous word, before the model loads (SmolLM2: 16 s)
-        check_words_in_text(sentence_set)
     choice = choose_model(settings.lang, model, revision)
+    if settings.units == "text":  # a missing or ambiguous word, before the model loads (SmolLM2: 16 s)
+        check_words_in_text(sentence_set, causal=bool(known_causal(choice)))
     runs: list[MeasureRun] = []
     pending_note = None  # the line about missing glyphs, worked out by a drawing worker
     compare: tuple[Path, ...] = ()

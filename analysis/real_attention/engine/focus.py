@@ -61,11 +61,13 @@ def _absent_hint(attention: WordAttention, word: str) -> str:
             "text rule, units (--units) text, keeps it whole), or the tokenizer gives its characters no piece")
 
 
-def check_words_in_text(sentence_set: SentenceSet) -> None:
+def check_words_in_text(sentence_set: SentenceSet, causal: bool = False) -> None:
     """SentenceError for a focus or sense word that is no unit of its sentence, or whose occurrence does not fit,
     found from the text alone, before any model loads. The text rule's units come from the text (each required
     word one unit); a tokenizer can only join units, never make a missing word appear, and a join across a
-    required word is an error of its own; so what fails here fails in the run too, after the model's load."""
+    required word is an error of its own; so what fails here fails in the run too, after the model's load.
+    causal: the model is known to be a decoder, so a sense word after the focus word is refused too (units keep
+    the text's order)."""
     from .units import required_spans, text_spans
     from .words import PUNCT, WORD, is_punctuation
 
@@ -74,8 +76,17 @@ def check_words_in_text(sentence_set: SentenceSet) -> None:
         spans, _ = required_spans(text, text_spans(text), (sentence_set.focus, sentence.sense))
         words = tuple(text[start:end] for start, end in spans)
         units = WordAttention(text, words, tuple(PUNCT if is_punctuation(w) else WORD for w in words), None)
-        locate(units, sentence_set.focus, sentence.focus_occurrence, "focus", number)
-        locate(units, sentence.sense, sentence.sense_occurrence, "sense", number)
+        focus = locate(units, sentence_set.focus, sentence.focus_occurrence, "focus", number)
+        sense = locate(units, sentence.sense, sentence.sense_occurrence, "sense", number)
+        if causal and sense > focus:
+            raise SentenceError(_sense_after_focus(number, text, sentence_set.focus, sentence.sense))
+
+
+def _sense_after_focus(number: int, text: str, focus: str, sense: str) -> str:
+    return (f"in sentence {number} ({text!r}) the sense word {sense!r} comes after the focus word {focus!r}, and "
+            f"this model is a decoder: each word attends only to itself and the words before it, so {focus!r} "
+            f"cannot see {sense!r}; put the sense word before it, e.g. \"The river flooded the bank.\" (the "
+            "packaged config's [en-causal] table has such sentences)")
 
 
 def without_maps(encoded) -> list[WordAttention]:
@@ -103,13 +114,7 @@ def focus_sentences(attentions: list[WordAttention], sentence_set: SentenceSet,
         focus = locate(attention, sentence_set.focus, sentence.focus_occurrence, "focus", number)
         sense = locate(attention, sentence.sense, sentence.sense_occurrence, "sense", number)
         if causal and sense > focus:
-            raise SentenceError(
-                f"in sentence {number} ({attention.text!r}) the sense word {sentence.sense!r} comes after the focus "
-                f"word {sentence_set.focus!r}, and this model is a decoder: each word attends only to itself and the "
-                f"words before it, so {sentence_set.focus!r} cannot see {sentence.sense!r}; put the sense word before "
-                f"it, e.g. \"The river flooded the bank.\" (the packaged config's [en-causal] table has such "
-                "sentences)"
-            )
+            raise SentenceError(_sense_after_focus(number, attention.text, sentence_set.focus, sentence.sense))
         if causal and sense == 0:
             raise SentenceError(
                 f"in sentence {number} ({attention.text!r}) the sense word {sentence.sense!r} is the first unit, and "

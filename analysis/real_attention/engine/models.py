@@ -410,6 +410,33 @@ def is_causal(config) -> bool:
     return kind in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and kind not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
 
+def known_causal(choice: ModelChoice) -> bool | None:
+    """Whether the model is a decoder, from a config.json already on this machine (its folder, or the Hub cache at
+    its revision), without loading it and without the network: so a sentence that no decoder can read is refused
+    before a load of minutes. None when that is not known cheaply: a GGUF file (its config is parsed from the
+    whole file), a Hub model not cached yet, a config this check cannot read (the load then says what is wrong)."""
+    import json
+
+    if choice.gguf_file is not None:
+        return None
+    if choice.path is not None:
+        path: Path | None = Path(choice.path) / "config.json"
+    else:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(choice.name, "config.json", revision=choice.revision)
+        path = Path(found) if isinstance(found, str) else None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")) if path is not None else None
+        if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):
+            return None
+        from transformers import AutoConfig
+
+        return is_causal(AutoConfig.for_model(**data))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def trim_byte_level_offsets(tokenizer) -> None:
     """Make a byte-level BPE tokenizer's offsets leave out the space before a word (" bank" -> "bank").
 
