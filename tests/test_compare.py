@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -165,6 +166,9 @@ def test_a_repeated_model_gets_the_same_default_folder_from_the_api_as_from_the_
     assert results.name == expected and (tmp_path / "cli/results/compare" / expected).is_dir()
     unnamed, _ = ra.write_compare(ra.compare([tiny, tiny], SENTENCES[:2]), tmp_path / "unnamed", formats=())
     assert unnamed.name == expected  # the loaded names, as given
+    later = replace(tiny, revision="sha256:" + "b" * 64)  # the same model at another revision: not itself
+    two, _ = ra.write_compare(ra.compare([tiny, later], SENTENCES[:2]), tmp_path / "two", formats=())
+    assert two.name == f"{tiny_model_dir.name}-sha256-{tiny.revision[7:15]}-vs-{tiny_model_dir.name}-sha256-bbbbbbbb"
 
 
 def test_one_figure_format_may_be_a_plain_string(tiny_self, tmp_path):

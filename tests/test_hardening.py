@@ -131,6 +131,8 @@ def test_revision_with_a_folder_or_the_packaged_model_is_refused(model, tiny_mod
     (SPANISH.replace('focus = "banco"', 'focus = "banco"\nmodel = "bert"'),
      "[es] has an unknown key `model`; known keys: focus, sentences"),
     ('model = "bert"\n' + SPANISH, "`model` at the top level is not a language table"),
+    (SPANISH.replace('sense = "dinero"', 'sense = "dinero"\nfocus = "banco"'),
+     "sentence 2 has `focus`, which goes in the [es] table"),
     (SPANISH.replace('sense = "dinero"', 'sense = "dinero"\nsense_ocurrence = 1'),
      "sentence 2 has an unknown key `sense_ocurrence`; did you mean `sense_occurrence`?"),
     (SPANISH.replace('sense = "dinero"', 'sense = "Banco"'),

@@ -290,7 +290,7 @@ def test_hub_model_from_the_cache_records_the_resolved_commit(tiny_model_dir, tm
     assert pinned.exit_code == 0, pinned.output
 
 
-@pytest.mark.parametrize("answer", ["config", "missing", "unreachable"])
+@pytest.mark.parametrize("answer", ["config", "missing", "unreachable", "transport"])
 def test_a_hub_model_loaded_online_brings_its_sentence_config(tiny_model_dir, hub_cache, monkeypatch, answer):
     """from_pretrained never downloads sentence_bert_config.json, so a Hub model had no sentence-transformers
     length (the embedding objective's cut) unless its files were copied in: it is fetched with the model."""
@@ -313,6 +313,8 @@ def test_a_hub_model_loaded_online_brings_its_sentence_config(tiny_model_dir, hu
                                            response=SimpleNamespace(headers={}, request=None))
         if answer == "unreachable":
             raise LocalEntryNotFoundError("cannot reach the Hub")
+        if answer == "transport":  # httpx's protocol and proxy errors are no OSErrors
+            raise type("RemoteProtocolError", (Exception,), {})("peer closed connection")
         (snapshot / filename).write_text('{"max_seq_length": 7, "do_lower_case": false}', encoding="utf-8")
         return str(snapshot / filename)
 
@@ -329,3 +331,18 @@ def test_a_hub_model_loaded_online_brings_its_sentence_config(tiny_model_dir, hu
     asked.clear()
     models.load_model(choice, offline=True)  # no network: nothing is asked for
     assert asked == []
+
+
+@pytest.mark.parametrize("units", ["text", "tokenizer"])
+def test_a_config_value_of_the_wrong_type_is_one_error_line(tiny_model_dir, tmp_path, units):
+    """transformers' strict config classes raise errors that are no OSError or ValueError: a traceback before."""
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_model_dir, broken)
+    config = json.loads((broken / "config.json").read_text())
+    (broken / "config.json").write_text(json.dumps({**config, "num_attention_heads": "4"}))
+    result = run_tiny(broken, tmp_path / "out", "--units", units)
+    assert result.exit_code == 1, result.output
+    assert error_line(result).startswith(f"Error: cannot load model {broken}: its config.json holds a value "
+                                         "transformers refuses ("), result.output

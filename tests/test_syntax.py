@@ -386,7 +386,7 @@ def test_the_api_equals_the_cli_and_reruns_are_byte_identical(tiny_model_dir, ti
 
     said = describe(api).splitlines()
     assert [line for line in said if line.startswith("no examples_")] == [
-        "no examples_det figure: no word of the treebank has it"]
+        "no examples_det figure: no word of the sentences scored has it"]
     assert "no examples_nsubj figure: 2 word(s) have it, fewer than min_count (--min-count) 3" in describe(
         ra.syntax(tiny_loaded, path, min_count=3))
     before = {p.name: p.read_bytes() for p in [*folder.iterdir(), *(tmp_path / "cli/figures/syntax/snippet").iterdir()]}
@@ -404,7 +404,7 @@ def test_a_relation_only_in_short_sentences_gets_no_example_and_says_why(tiny_lo
                     "3\tslept\tsleep\tVERB\t_\t_\t0\troot\t_\t_\n", encoding="utf-8")
     result = ra.syntax(tiny_loaded, path, min_count=1)
     assert not result.examples
-    assert "no examples_det figure: no sentence of 6 to 14 words has it" in describe(result).splitlines()
+    assert "no examples_det figure: no sentence scored of 6 to 14 words has it" in describe(result).splitlines()
 
 
 def test_the_norm_measure_writes_its_own_folder(tiny_model_dir, tmp_path):

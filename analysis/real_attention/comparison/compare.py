@@ -414,6 +414,12 @@ def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: S
             bar.close()
     matrix = _matrix(models, sums, rows_total)
     given = [m.choice.name for m in models] if names is None else [n.strip() for n in names]
+    if names is None:  # one model at two revisions is two models: X-vs-X is a model compared with itself
+        from ..engine.naming import short_revision
+
+        revisions = {name: {m.revision for m, other in zip(models, given) if other == name} for name in given}
+        given = [f"{name}@{short_revision(m.revision)}" if len(revisions[name]) > 1 else name
+                 for name, m in zip(given, models)]
     compared = tuple(ComparedModel(name=label, model=m.choice.name, revision=m.revision, layers=m.layers,
                                    heads=m.heads, causal=m.causal, given=first)
                      for label, first, m in zip(labels, given, models))

@@ -337,11 +337,10 @@ def fetch_sentence_config(choice: ModelChoice, revision: str) -> None:
     length for a model that was downloaded, not copied in. A model without one (a 404) or a failed request costs
     nothing but the request: the length is then the model's maximum, as for any model."""
     from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import EntryNotFoundError
 
     try:
         hf_hub_download(choice.name, SENTENCE_CONFIG, revision=revision)
-    except (OSError, ValueError, EntryNotFoundError):  # hf's errors, connection ones included, are OSErrors
+    except Exception:  # a 404, or any failure of the transport (httpx's are no OSErrors): the model's maximum then
         pass
 
 
@@ -433,7 +432,7 @@ def known_causal(choice: ModelChoice) -> bool | None:
         from transformers import AutoConfig
 
         return is_causal(AutoConfig.for_model(**data))
-    except (OSError, ValueError, KeyError, TypeError):
+    except Exception:  # best effort: any config it cannot read is left to the load, which says what is wrong
         return None
 
 
@@ -618,6 +617,7 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False,
     """
     import torch
     import transformers
+    from huggingface_hub.errors import StrictDataclassError
     from transformers import AutoTokenizer
 
     assert head is None or head in HEADS, head
@@ -640,6 +640,9 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False,
                                               **({"dtype": torch.float32} if choice.gguf_file else {}), **options)
     except (OSError, ValueError, KeyError) as error:
         raise ModelUnavailable(unavailable_message(choice, _first_line(error))) from None
+    except (StrictDataclassError, AttributeError, TypeError) as error:  # a config value of the wrong type or shape
+        raise ModelUnavailable(f"cannot load model {source}: its config.json holds a value transformers refuses "
+                               f"({_first_line(error)})") from None
     ordinary = set(tokenizer.get_vocab().values()) - set(tokenizer.all_special_ids)
     if len(ordinary) < MIN_VOCABULARY:  # transformers builds an empty tokenizer when the files are missing
         raise ModelUnavailable(

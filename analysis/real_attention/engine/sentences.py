@@ -154,7 +154,7 @@ def load_sentences(path: str | Path | None, lang: str) -> SentenceSet:
         for key in ("text", "sense"):
             if key not in raw:
                 raise ConfigError(f"{where} has no `{key}`")
-        check_keys(raw, SENTENCE_KEYS, where)
+        check_keys(raw, SENTENCE_KEYS, where, TABLE_KEYS, f"the [{lang}] table")
         sentence = Sentence(
             text=_nonempty_str(raw["text"], f"{where}: text"),
             sense=_nonempty_str(raw["sense"], f"{where}: sense"),

@@ -64,6 +64,7 @@
         if (shown) document.body.dataset.stale = "true";
       })
       .finally(function () {
+        if (mine !== asked) return;  // the newer question's own end re-enables the button
         button.disabled = false;
         document.body.dataset.busy = "false";
       });

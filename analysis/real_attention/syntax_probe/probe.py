@@ -394,11 +394,11 @@ def describe(result: SyntaxResult) -> str:
             continue
         totals = result.heads.drop_duplicates("relation").set_index("relation")["total"]
         if relation not in totals.index:
-            why = "no word of the treebank has it"
+            why = "no word of the sentences scored has it"
         elif relation not in set(result.best["relation"]):
             why = (f"{totals[relation]} word(s) have it, fewer than min_count (--min-count) "
                    f"{result.summary['min_count']}")
         else:
-            why = f"no sentence of {EXAMPLE_WORDS[0]} to {EXAMPLE_WORDS[1]} words has it"
+            why = f"no sentence scored of {EXAMPLE_WORDS[0]} to {EXAMPLE_WORDS[1]} words has it"
         lines.append(f"no examples_{relation} figure: {why}")
     return "\n".join(lines)
