@@ -475,3 +475,56 @@ def test_a_decoder_is_known_from_its_config_without_loading_it(llama_dir, tiny_m
     (broken / "config.json").write_text("{not json", encoding="utf-8")
     assert known_causal(choose_model(None, str(broken), None)) is None  # the load says what is wrong
     assert known_causal(choose_model(None, "someone/not-cached", None)) is None  # no network for it
+
+
+def gguf_header(*pairs: tuple[str, int, bytes]) -> bytes:
+    """A GGUF v3 file's header with these (key, type code, value bytes) pairs and no tensors."""
+    import struct
+
+    out = b"GGUF" + struct.pack("<IQQ", 3, 0, len(pairs))
+    for key, code, value in pairs:
+        out += struct.pack("<Q", len(key)) + key.encode() + struct.pack("<I", code) + value
+    return out
+
+
+def gguf_string(text: str) -> bytes:
+    import struct
+
+    return struct.pack("<Q", len(text.encode())) + text.encode()
+
+
+@pytest.mark.parametrize("header, expected", [
+    (gguf_header(("general.architecture", 8, gguf_string("llama"))), True),
+    (gguf_header(("general.architecture", 8, gguf_string("t5"))), False),  # an encoder-decoder is no decoder here
+    (gguf_header(("general.architecture", 8, gguf_string("no-such-architecture"))), None),
+    (gguf_header(("general.name", 8, gguf_string("llama"))), None),  # llama.cpp writes the architecture first
+    (gguf_header(("general.architecture", 4, b"\x01\x00\x00\x00")), None),  # not a string
+    (gguf_header(), None),
+    (b"GGUF\x03\x00", None),  # cut off
+    (b"PK\x03\x04 not a GGUF file at all", None),
+])
+def test_a_gguf_decoder_is_known_from_its_header(tmp_path, header, expected):
+    """Its config, parsed from the whole file by transformers, costs seconds; the header names the architecture."""
+    from real_attention.engine.models import ModelChoice, known_causal
+
+    (tmp_path / "model.gguf").write_bytes(header)
+    assert known_causal(ModelChoice(name="m", revision=None, path=tmp_path, gguf_file="model.gguf")) is expected
+
+
+def test_the_packaged_smollm2_is_refused_with_a_late_sense_word_before_it_loads(tmp_path, monkeypatch):
+    """`run --model smollm2 --lang es` (jardín after banco) said so after the 16 s load."""
+    import real_attention.engine.models as models
+
+    try:
+        choice = models.choose_model(None, "smollm2", None)  # finds the package's file without importing it
+    except models.ModelUnavailable as error:
+        pytest.skip(str(error))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the model was loaded before the sentences were checked")
+
+    monkeypatch.setattr(models, "load_model", refuse)
+    assert models.known_causal(choice) is True
+    result = CliRunner().invoke(cli, ["run", "--model", "smollm2", "--lang", "es", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2 and "comes after the focus word 'banco'" in result.output, result.output
+    assert not (tmp_path / "out").exists()

@@ -410,30 +410,59 @@ def is_causal(config) -> bool:
 
 
 def known_causal(choice: ModelChoice) -> bool | None:
-    """Whether the model is a decoder, from a config.json already on this machine (its folder, or the Hub cache at
-    its revision), without loading it and without the network: so a sentence that no decoder can read is refused
-    before a load of minutes. None when that is not known cheaply: a GGUF file (its config is parsed from the
-    whole file), a Hub model not cached yet, a config this check cannot read (the load then says what is wrong)."""
+    """Whether the model is a decoder, from files already on this machine (its folder, or the Hub cache at its
+    revision), without loading it and without the network: so a sentence that no decoder can read is refused
+    before a load of minutes. A folder or Hub model: its config.json; a GGUF file: the architecture its header
+    names first (parsing the whole file's config takes seconds). None when that is not known cheaply: a Hub model
+    not cached yet, a file this check cannot read (the load then says what is wrong)."""
     import json
 
-    if choice.gguf_file is not None:
-        return None
+    local = choice.gguf_file if choice.gguf_file is not None else "config.json"
     if choice.path is not None:
-        path: Path | None = Path(choice.path) / "config.json"
+        path: Path | None = Path(choice.path) / local
     else:
         from huggingface_hub import try_to_load_from_cache
 
-        found = try_to_load_from_cache(choice.name, "config.json", revision=choice.revision)
+        found = try_to_load_from_cache(choice.name, local, revision=choice.revision)
         path = Path(found) if isinstance(found, str) else None
     try:
-        data = json.loads(path.read_text(encoding="utf-8")) if path is not None else None
-        if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):
-            return None
         from transformers import AutoConfig
 
+        if path is None:
+            return None
+        if choice.gguf_file is not None:
+            architecture = gguf_architecture(path)
+            return None if architecture is None else is_causal(AutoConfig.for_model(architecture))
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):
+            return None
         return is_causal(AutoConfig.for_model(**data))
-    except Exception:  # best effort: any config it cannot read is left to the load, which says what is wrong
+    except Exception:  # best effort: any file it cannot read is left to the load, which says what is wrong
         return None
+
+
+GGUF_STRING = 8  # the GGUF type code of a UTF-8 string value
+
+
+def gguf_architecture(path: Path) -> str | None:
+    """The `general.architecture` of a GGUF file (e.g. "llama"), read from its header: llama.cpp writes it as the
+    first key. None if the file is no GGUF or the first key is another one."""
+    import struct
+
+    with open(path, "rb") as file:
+        magic, version = file.read(4), struct.unpack("<I", file.read(4))[0]
+        if magic != b"GGUF" or version < 2:  # version 1 counted with 32-bit integers
+            return None
+        _tensors, pairs = struct.unpack("<QQ", file.read(16))
+        if pairs < 1:
+            return None
+        length = struct.unpack("<Q", file.read(8))[0]
+        if length > 256 or file.read(length) != b"general.architecture":
+            return None
+        if struct.unpack("<I", file.read(4))[0] != GGUF_STRING:
+            return None
+        length = struct.unpack("<Q", file.read(8))[0]
+        return file.read(length).decode("utf-8") if length <= 256 else None
 
 
 def trim_byte_level_offsets(tokenizer) -> None:
