@@ -392,3 +392,27 @@ def test_thresholds_from_numpy_numbers():
     assert thresholds_from({"broad": np.float64(0.7), "position": np.float32(0.25)}) == ra.Thresholds(broad=0.7,
                                                                                                        position=0.25)
     assert thresholds_from(None) == ra.Thresholds() and thresholds_from("broad=0.6") == ra.Thresholds(broad=0.6)
+
+
+def test_a_corpus_outputs_heads_table_that_is_gone_or_changed_is_a_damaged_table(tiny_model_dir, tmp_path):
+    """CorpusOutput.heads refused a changed heads.csv, but a missing one, a folder in its place or a dangling link
+    raised a bare FileNotFoundError or IsADirectoryError."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("Fui al banco a sacar dinero.\nMe senté en el banco de mi jardín.\n", encoding="utf-8")
+    output = ra.corpus(corpus, model=str(tiny_model_dir), out=tmp_path / "o", figures=False)
+    table = output.results_dir / "heads.csv"
+    written = table.read_bytes()
+    assert len(output.heads) == 12
+    table.write_bytes(written.replace(b"\n1,1,", b"\n1,2,", 1))
+    with pytest.raises(ra.InputError, match="its sha256 is not the"):
+        output.heads
+    table.unlink()
+    with pytest.raises(ra.InputError, match=r"heads\.csv.*cannot be read \(No such file or directory\)"):
+        output.heads
+    table.mkdir()
+    with pytest.raises(ra.InputError, match=r"cannot be read \(Is a directory\)"):
+        output.heads
+    table.rmdir()
+    table.symlink_to(tmp_path / "nowhere.csv")
+    with pytest.raises(ra.InputError, match="cannot be read"):
+        output.heads

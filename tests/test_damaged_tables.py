@@ -277,3 +277,16 @@ def test_minilm_parquet_with_flipped_bytes_is_refused_by_show_and_the_api(needs_
     assert line.startswith(f"Error: {table} is damaged: "), line
     with pytest.raises(InputError, match="is damaged"):
         ra.read_attention(tmp_path / "results" / "es")
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_a_results_folder_without_its_summary_is_not_read_unchecked(fmt, written, tmp_path):
+    """Without summary.json a sentence cut out of the table went unseen: ra.read_attention(folder) returned the
+    rest. The folder form needs it; the table file itself is still read with its structure checked."""
+    import real_attention as ra
+
+    folder = copy_of(written, fmt, tmp_path) / "results" / "es"
+    (folder / "summary.json").unlink()
+    with pytest.raises(ra.InputError, match=f"no summary.json in {folder}, which `real-attention run` writes"):
+        ra.read_attention(folder)
+    assert len(ra.read_attention(folder / f"attention.{fmt}")) > 0

@@ -197,7 +197,7 @@ def test_shards_of_the_corpus_read_as_other_inputs_are_refused(made, tmp_path):
 def test_a_shard_that_does_not_record_its_inputs_is_merged_as_before(made, tmp_path):
     old = tmp_path / "old" / "c-shard-2-of-2"
     shutil.copytree(shard(made, "one", 2, 2), old)
-    edit(old / "summary.json", lambda data: data["shard"].pop("inputs"))
+    written_before_the_records(old)
     assert merge(tmp_path, shard(made, "ab", 1, 2), old).exit_code == 0
 
 
@@ -338,10 +338,33 @@ def test_the_merged_summary_does_not_depend_on_the_argument_order(three, tmp_pat
 def test_a_shard_that_does_not_record_the_default_measure_and_units_merges(three, made, tmp_path):
     """A shard written before `measure` and `units` were recorded ran with the weights and the tokenizer's words:
     next to shards that say so it merges; next to shards of the text rule it is refused."""
+    written_before_the_records(three[0])
     edit(three[0] / "summary.json", lambda data: data.pop("measure"))
     assert merge(tmp_path / "first", *three).exit_code == 0
     edit(three[0] / "summary.json", lambda data: data.pop("units"))
     assert refused(tmp_path, *three) == f"Error: {three[1]} and {three[0]} differ in units; {ONE_RUN}"
+
+
+@pytest.mark.parametrize("removed", ["units", "measure", "causal", "engine", "uniform_entropy", "counts",
+                                     "counts.words", "shard.inputs"])
+def test_a_shard_that_records_its_shard_has_every_later_field(three, tmp_path, removed):
+    """A field removed from a shard new enough to record its shard in sums.json is refused: merge read a default
+    for it (units removed from every shard: the merged run said 'tokenizer' of sums made with the text rule) or
+    skipped a check (counts, the input layout)."""
+    def change(data):
+        record, _, key = removed.rpartition(".")
+        (data[record] if record else data).pop(key)
+    for folder in three:
+        edit(folder / "summary.json", change)
+    assert refused(tmp_path, *three) == (
+        f"Error: {three[0] / 'summary.json'} has no {removed}, which every shard whose sums.json records its shard "
+        f"has (it was removed); {AGAIN}")
+
+
+def test_a_uniform_entropy_that_is_no_number_is_refused(three, tmp_path):
+    edit(three[0] / "summary.json", lambda data: data.update(uniform_entropy="x"))
+    assert refused(tmp_path, *three) == (
+        f"Error: {three[0] / 'summary.json'}: field 'uniform_entropy' is 'x', expected a number")
 
 
 ONE_RUN = "merge takes the shards of one run"

@@ -45,7 +45,10 @@ class CorpusOutput:
         from ..outputs.table_checks import damaged
 
         path = self.results_dir / "heads.csv"
-        data = path.read_bytes()
+        try:
+            data = path.read_bytes()
+        except OSError as error:  # missing, a folder in its place, a dangling link: not what was written
+            raise damaged(path, f"it cannot be read ({error.strerror or error})") from None
         recorded = self.summary.get("heads_sha256")
         if recorded is not None and hashlib.sha256(data).hexdigest() != recorded:
             raise damaged(path, f"its sha256 is not the {recorded[:12]}... that summary.json records for the file "

@@ -216,8 +216,9 @@ def read_attention(path: str | Path) -> pd.DataFrame:
     the columns of attention.csv (rollout.csv's, for a rollout table) in order, integers as int64, words as
     str, weights as float64 (the CSV holds 6 decimals, Parquet float32's 7 digits).
 
-    path: the table file, or a results folder (results/LANG/), which holds one of the two. Also reads rollout
-    tables. ResultsError if there is no such table. The table is checked as it is read
+    path: the table file, or a results folder (results/LANG/), which holds one of the two and the summary.json it
+    is checked against. Also reads rollout tables. ResultsError if there is no such table, or the folder has no
+    summary.json (a table file read alone has its structure checked, not its sentences). The table is checked as it is read
     (real_attention.outputs.table_checks): against the row count and sha256 that the summary.json beside it
     records, and for the structure every such table has (whole numbers, weights in [0, 1], complete n x n
     blocks, rows summing to 1); DamagedTable (an InputError) names the file if it is not what `run` wrote.
@@ -233,6 +234,10 @@ def read_attention(path: str | Path) -> pd.DataFrame:
         found = table_path(path, "attention", summary)
         if found is None:
             raise ResultsError(f"no attention.csv or attention.parquet in {path}; run `real-attention run` first")
+        if summary is None:  # run writes it with the tables: without it, a sentence cut out of a table goes unseen
+            raise ResultsError(f"no summary.json in {path}, which `real-attention run` writes beside its tables and "
+                               "which they are checked against (sentences, rows, sha256); run it again, or pass "
+                               f"{found.name} itself to read the table with its structure checked alone")
         path = found
     if not path.is_file():
         raise ResultsError(f"no attention table at {path}" + (" (a folder is there)" if path.is_dir() else ""))

@@ -59,16 +59,29 @@ def read_shard(folder: Path) -> tuple[dict, HeadSums]:
         raise CorpusError(f"{folder}: sums.json holds the sums of shard {_shard_text(said)}, but summary.json says "
                           f"{where or 'no shard'}; merge takes the shards as `heads --shard` wrote them: a copied "
                           "shard folder with another index in summary.json would be added twice")
+    if said is not None:  # a shard new enough to record its shard in sums.json records all of these too
+        missing = [name for name in RECORDED_SINCE_SHARD if name not in data]
+        missing += [] if not isinstance(data["shard"], dict) or "inputs" in data["shard"] else ["shard.inputs"]
+        counts = data.get("counts")
+        missing += [f"counts.{key}" for key in SUMMARY_COUNTS if not isinstance(counts, dict) or key not in counts]
+        if missing:  # without it merge read a default (units: tokenizer) or skipped a check (sums_sha256)
+            why = "the check of sums.json's bytes was removed" if missing[0] == "sums_sha256" else "it was removed"
+            raise CorpusError(f"{folder / 'summary.json'} has no {missing[0]}, which every shard whose sums.json "
+                              f"records its shard has ({why}); merge takes the shards as `heads --shard` wrote "
+                              "them: run that shard again")
+        if data["uniform_entropy"] is not None and not is_number(data["uniform_entropy"]):  # None: no sentence
+            raise CorpusError(f"{folder / 'summary.json'}: field 'uniform_entropy' is "
+                              f"{shown(data['uniform_entropy'])}, expected a number")
     recorded = data.get("sums_sha256")  # shards written before it was recorded: the cross-check above alone
-    if recorded is None and said is not None:  # a shard that records its shard in sums.json records this too
-        raise CorpusError(f"{folder / 'summary.json'} has no sums_sha256, which every shard whose sums.json records "
-                          "its shard has (the check of sums.json's bytes was removed); merge takes the shards as "
-                          "`heads --shard` wrote them: run that shard again")
     if recorded is not None and hashlib.sha256(sums_bytes).hexdigest() != recorded:
         raise CorpusError(f"{folder / 'sums.json'} is not the sums.json written with its summary.json (its sha256 "
                           f"is not the {recorded[:12]}... that summary.json records); merge takes the shards as "
                           "`heads --shard` wrote them: run that shard again")
     return data, head_sums
+
+
+# The fields of summary.json that every shard has whose sums.json records its shard (written since 2026-12-06).
+RECORDED_SINCE_SHARD = ("sums_sha256", "units", "measure", "causal", "engine", "uniform_entropy", "counts")
 
 
 def _shard_text(said) -> str:
