@@ -405,14 +405,14 @@ def test_a_corpus_outputs_heads_table_that_is_gone_or_changed_is_a_damaged_table
     assert len(output.heads) == 12
     table.write_bytes(written.replace(b"\n1,1,", b"\n1,2,", 1))
     with pytest.raises(ra.InputError, match="its sha256 is not the"):
-        output.heads
+        _ = output.heads
     table.unlink()
     with pytest.raises(ra.InputError, match=r"heads\.csv.*cannot be read \(No such file or directory\)"):
-        output.heads
+        _ = output.heads
     table.mkdir()
     with pytest.raises(ra.InputError, match=r"cannot be read \(Is a directory\)"):
-        output.heads
+        _ = output.heads
     table.rmdir()
     table.symlink_to(tmp_path / "nowhere.csv")
     with pytest.raises(ra.InputError, match="cannot be read"):
-        output.heads
+        _ = output.heads
