@@ -164,10 +164,11 @@ def test_older_shards_still_merge_and_are_cross_checked(three, made, tmp_path):
     merged = tmp_path / "merged" / "results" / "corpus" / "c" / "sums.json"
     assert merged.read_bytes() == (made / "whole" / "results" / "corpus" / "c" / "sums.json").read_bytes()
     shutil.rmtree(tmp_path / "merged")
-    edit(three[1] / "sums.json", lambda data: data.update(sentences=data["sentences"] + 1, units=data["units"] + 9))
+    # one sentence fewer (one more would be more sentences than lines read, refused by itself)
+    edit(three[1] / "sums.json", lambda data: data.update(sentences=data["sentences"] - 1, units=data["units"] - 1))
     assert refused(tmp_path, *three).startswith(f"Error: {three[1]}: sums.json does not match its summary.json: "
-                                                "counts.sentences is 3 in sums.json, 2 in summary.json")
-    edit(three[1] / "sums.json", lambda data: data.update(sentences=data["sentences"] - 1, units=data["units"] - 9))
+                                                "counts.sentences is 1 in sums.json, 2 in summary.json")
+    edit(three[1] / "sums.json", lambda data: data.update(sentences=data["sentences"] + 1, units=data["units"] + 1))
     edit(three[1] / "sums.json", lambda data: data.update(uniform=data["uniform"] * 2))
     assert "sums.json does not match its summary.json: its uniform entropy is" in refused(tmp_path, *three)
 
@@ -249,6 +250,16 @@ def test_check_sums_json_says_which_number_is_too_large(made):
     data["totals"]["entropy"][2][0] = 10**400
     with pytest.raises(ValueError, match="'totals.entropy' is a number of 401 digits at layer 3, head 1"):
         check_sums_json(data)
+
+
+def test_check_sums_json_refuses_more_blank_lines_and_sentences_than_lines(made):
+    """Each line read is blank, a sentence or a skipped one: 'blank: 99' of 10 lines passed with a re-recorded
+    sha256."""
+    data = json.loads((shard(made, "three", 1, 3) / "sums.json").read_text())
+    check_sums_json(data)
+    with pytest.raises(ValueError, match=f"add up to {99 + data['sentences'] + data['skipped']}, more than the "
+                                         f"{data['lines']} lines read"):
+        check_sums_json({**data, "blank": 99})
 
 
 # --- a summary.json's engine and units (defect 4) ------------------------------------------------------------------

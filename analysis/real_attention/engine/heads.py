@@ -413,6 +413,10 @@ def check_sums_json(data) -> None:
         raise ValueError(f"field 'pairs' is {data['pairs']}, more than the {data['units']} units")
     if data["truncated"] > data["sentences"]:
         raise ValueError(f"field 'truncated' is {data['truncated']}, more than the {data['sentences']} sentences")
+    read = data["blank"] + data["sentences"] + data["skipped"]  # each line read is one of these (or left out)
+    if data["lines"] and read > data["lines"]:  # 0: lines not counted (sums of sentences given, not of a corpus)
+        raise ValueError(f"fields 'blank', 'sentences' and 'skipped' add up to {read}, more than the "
+                         f"{data['lines']} lines read")
     totals = data.get("totals")
     if not isinstance(totals, dict):
         raise ValueError("field 'totals' is not an object of the statistics")
