@@ -310,6 +310,17 @@ def resolved_commit(choice: ModelChoice, options: dict) -> str:
 SENTENCE_CONFIG = "sentence_bert_config.json"  # sentence-transformers' settings beside a model's weights
 
 
+def local_file(choice: ModelChoice, filename: str) -> Path | None:
+    """One of the model's files as it is on this machine, never downloaded: in its folder, or in the Hub cache at
+    its revision; None if it is not there (a folder's file may still be missing: the reader says so)."""
+    if choice.path is not None:
+        return Path(choice.path) / filename
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(choice.name, filename, revision=choice.revision)
+    return Path(found) if isinstance(found, str) else None
+
+
 def sentence_embedding_length(choice: ModelChoice) -> int | None:
     """The `max_seq_length` sentence-transformers cuts a sentence at for this model: from its folder's
     sentence_bert_config.json, or a Hub snapshot's already in the local cache (no download); None without one."""
@@ -317,13 +328,7 @@ def sentence_embedding_length(choice: ModelChoice) -> int | None:
 
     if choice.gguf_file is not None:
         return None
-    if choice.path is not None:
-        path: Path | None = Path(choice.path) / SENTENCE_CONFIG
-    else:
-        from huggingface_hub import try_to_load_from_cache
-
-        found = try_to_load_from_cache(choice.name, SENTENCE_CONFIG, revision=choice.revision)
-        path = Path(found) if isinstance(found, str) else None
+    path = local_file(choice, SENTENCE_CONFIG)
     try:
         value = json.loads(path.read_text(encoding="utf-8")).get("max_seq_length") if path is not None else None
     except (OSError, ValueError, AttributeError):  # no file, not JSON, not an object: no length
@@ -417,19 +422,12 @@ def known_causal(choice: ModelChoice) -> bool | None:
     not cached yet, a file this check cannot read (the load then says what is wrong)."""
     import json
 
-    local = choice.gguf_file if choice.gguf_file is not None else "config.json"
-    if choice.path is not None:
-        path: Path | None = Path(choice.path) / local
-    else:
-        from huggingface_hub import try_to_load_from_cache
-
-        found = try_to_load_from_cache(choice.name, local, revision=choice.revision)
-        path = Path(found) if isinstance(found, str) else None
+    path = local_file(choice, choice.gguf_file if choice.gguf_file is not None else "config.json")
+    if path is None:
+        return None
     try:
         from transformers import AutoConfig
 
-        if path is None:
-            return None
         if choice.gguf_file is not None:
             architecture = gguf_architecture(path)
             return None if architecture is None else is_causal(AutoConfig.for_model(architecture))

@@ -106,9 +106,9 @@ def check_keys(keys, known: tuple[str, ...], where: str, elsewhere: tuple[str, .
     import difflib
 
     for key in sorted(set(keys) - set(known)):
-        close = difflib.get_close_matches(key, known + elsewhere, n=1, cutoff=0.6)
         if key in elsewhere:  # the right key at the wrong level
             raise ConfigError(f"{where} has `{key}`, which goes in {elsewhere_name}")
+        close = difflib.get_close_matches(key, known + elsewhere, n=1, cutoff=0.6)
         if close and close[0] in elsewhere:
             hint = f"did you mean `{close[0]}`? It goes in {elsewhere_name}"
         elif close:

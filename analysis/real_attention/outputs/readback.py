@@ -218,8 +218,8 @@ def read_attention(path: str | Path) -> pd.DataFrame:
 
     path: the table file, or a results folder (results/LANG/), which holds one of the two and the summary.json it
     is checked against. Also reads rollout tables. ResultsError if there is no such table, or the folder has no
-    summary.json (a table file read alone has its structure checked, not its sentences). The table is checked as it is read
-    (real_attention.outputs.table_checks): against the row count and sha256 that the summary.json beside it
+    summary.json (a table file read alone has its structure checked, not its sentences). The table is checked as
+    it is read (real_attention.outputs.table_checks): against the row count and sha256 that the summary.json beside it
     records, and for the structure every such table has (whole numbers, weights in [0, 1], complete n x n
     blocks, rows summing to 1); DamagedTable (an InputError) names the file if it is not what `run` wrote.
     """

@@ -389,10 +389,10 @@ def describe(result: SyntaxResult) -> str:
         lines.append(f"{row.relation:<10} {row.total:>6}  L{row.layer}H{row.head} {row.direction:<9} "
                      f"{100 * row.accuracy:5.1f}%   baseline {row.baseline_offset:+d}: {100 * row.baseline_accuracy:5.1f}%")
     shown = {example.relation for example in result.examples}
+    totals = result.heads.drop_duplicates("relation").set_index("relation")["total"]
     for relation in EXAMPLE_RELATIONS:  # say why a figure the help names is not there
         if relation in shown:
             continue
-        totals = result.heads.drop_duplicates("relation").set_index("relation")["total"]
         if relation not in totals.index:
             why = "no word of the sentences scored has it"
         elif relation not in set(result.best["relation"]):
