@@ -584,6 +584,22 @@ def test_an_error_shows_as_text_and_the_page_keeps_working(browser, tiny_server)
 
 
 @pytest.mark.browser
+def test_a_drawing_that_fails_is_not_called_the_previous_answer(browser, tiny_server):
+    from selenium.webdriver.common.by import By
+
+    open_page(browser, tiny_server.url)
+    # the answer arrives, but drawing it fails partway: the views are neither the examples' answer nor the new one
+    browser.execute_script("window.realAttention.show = function () { return Promise.reject(new Error('boom')); };")
+    browser.find_element(By.ID, "live-submit").click()
+    message = wait_for(browser, "return document.body.dataset.error")
+    status = browser.find_element(By.ID, "live-status").text
+    assert message.startswith("The answer arrived but could not be drawn (boom)") and status == message, status
+    assert "previous answer" not in status
+    assert browser.execute_script("return document.body.dataset.stale") == "true"
+    assert not browser.find_element(By.ID, "live-download").is_displayed()  # nothing whole to download
+
+
+@pytest.mark.browser
 def test_script_injection_words_stay_text(browser, tiny_server):
     from selenium.webdriver.common.by import By
 

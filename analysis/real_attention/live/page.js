@@ -45,7 +45,15 @@
       .then(function (answer) {
         if (mine !== asked) return null;  // a newer question was asked meanwhile
         if (!answer.report) throw new Error("Give a focus word and one sense word per sentence to see the heads.");
-        return window.realAttention.show(answer.report).then(function () {
+        return window.realAttention.show(answer.report).catch(function (error) {
+          // the drawing failed partway: the views are neither the previous answer nor this one
+          shown = null;
+          download.hidden = true;
+          const failed = new Error("The answer arrived but could not be drawn (" + error.message + "): the views " +
+            "below may be partly redrawn. Ask again or reload the page.");
+          failed.drawing = true;
+          throw failed;
+        }).then(function () {
           shown = q;
           delete document.body.dataset.stale;
           download.hidden = false;
@@ -57,11 +65,11 @@
       .catch(function (error) {
         if (mine !== asked) return;  // a newer question was asked meanwhile: its answer will be said
         // what is drawn below is still the last answer: say so, dim it, and name what it was asked with
-        const stale = shown ? " The views below still show the previous answer (measure " + shown.measure +
+        const stale = shown && !error.drawing ? " The views below still show the previous answer (measure " + shown.measure +
           ", units " + shown.units + ")." : "";
         say(error.message + stale, true);
         document.body.dataset.error = error.message;
-        if (shown) document.body.dataset.stale = "true";
+        if (shown || error.drawing) document.body.dataset.stale = "true";
       })
       .finally(function () {
         if (mine !== asked) return;  // the newer question's own end re-enables the button
