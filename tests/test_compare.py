@@ -392,6 +392,19 @@ def test_no_sentence_in_common(tiny):
         ra.compare([tiny], SENTENCES)
 
 
+def test_the_layers_figure_keeps_the_distance_scale_and_short_names(tiny, tiny_model_dir):
+    """layers.png once stretched its colours to the means it showed (0.2061 black, 0.2062 pale yellow), and a model
+    given as a long path ran its axis label into the other one."""
+    from real_attention.comparison.figures import layers_figure
+
+    long_path = str(tiny_model_dir / ("deep/" * 12)).rstrip("/") + "/tiny-bert"
+    result = ra.compare([tiny, tiny], SENTENCES, names=[long_path, "other"])
+    figure = layers_figure(result)
+    axes = figure.axes[0]
+    assert axes.images[0].get_clim() == (0.0, math.log(2))
+    assert axes.get_ylabel() == "layer of tiny-bert" and axes.get_xlabel() == "layer of other"
+
+
 # --- files and the command line ------------------------------------------------------------------------------
 
 
@@ -630,6 +643,7 @@ def test_detect_files(tiny_model_dir, tmp_path):
     assert summary["chance"] == {"induction": round(1.5 / 17, 6), "duplicate": round(1.5 / 17, 6),
                                  "previous": round(1 / 17, 6), "first": round(1 / 17, 6),
                                  "entropy": round(math.log(17), 6)}
+    assert "chance_by_layer" not in summary  # every layer sees every key
     assert "(uniform attention: 0.06)" in result.output and "entropy (lowest)" in result.output
     heads = pd.read_csv(tmp_path / "results/detect/tiny/heads.csv")
     lowest = heads.sort_values(["entropy", "layer", "head"]).iloc[0]
@@ -640,20 +654,40 @@ def test_detect_files(tiny_model_dir, tmp_path):
 
 
 def test_detect_chance_for_a_decoder():
-    """A decoder's query at position i sees i + 1 keys: uniform attention gives the mean of 1/(i + 1)."""
+    """A decoder's query at position i sees i + 1 keys: uniform attention gives the mean of 1/(i + 1); induction and
+    duplicate count the earlier copies it sees."""
     from real_attention.comparison.detect import chance
 
-    queries = np.array([3, 4, 5])
-    assert chance(queries, 6, causal=True) == {
-        **dict.fromkeys(("induction", "duplicate", "previous", "first"), round((1 / 4 + 1 / 5 + 1 / 6) / 3, 6)),
+    length, queries = 2, np.array([3, 4, 5])  # offset 1: the repeats start at 1, 3 and 5; query 5 has two copies
+    visible = np.tril(np.ones((6, 6), dtype=bool))[queries]
+    assert chance(visible, queries, 1, length) == {
+        **dict.fromkeys(("previous", "first"), round((1 / 4 + 1 / 5 + 1 / 6) / 3, 6)),
+        **dict.fromkeys(("induction", "duplicate"), round((1 / 4 + 1 / 5 + 2 / 6) / 3, 6)),
         "entropy": round((math.log(4) + math.log(5) + math.log(6)) / 3, 6)}
-    assert chance(queries, 6, causal=True, copies=np.array([1, 2, 2]))["induction"] == round(
-        (1 / 4 + 2 / 5 + 2 / 6) / 3, 6)
+
+
+def test_detect_chance_counts_only_the_keys_a_sliding_window_shows(tiny_decoders):
+    """Gemma 2's first layer sees a window of 3 keys (its own and the two before): uniform attention there gives 1/3
+    to the previous token, nothing to position 0 or to a copy 4 tokens back, and entropy ln 3. The second layer sees
+    every earlier key. The chance levels were once the full causal ones for every layer."""
+    from real_attention.comparison.detect import chance, copy_targets, describe
+
+    result = ra.detect(ra.load(str(tiny_decoders("gemma2"))), length=4, repeats=3, samples=2)
+    summary = result.summary
+    windowed, full = summary["chance_by_layer"]
+    assert windowed == {"induction": 0.0, "duplicate": 0.0, "previous": round(1 / 3, 6), "first": 0.0,
+                        "entropy": round(math.log(3), 6)}
+    queries = np.arange(4, 12)  # no special token: the second and third repeats
+    assert full == summary["chance"] == chance(np.tril(np.ones((12, 12), dtype=bool))[queries], queries, 0, 4)
+    assert copy_targets(queries, 0, 4)[1].sum() == 12  # 4 queries with one earlier copy, 4 with two
+    first_layer = result.heads[result.heads["layer"] == 1]
+    assert (first_layer["entropy"] <= math.log(3) + 1e-6).all() and (first_layer["first"] == 0).all()
+    assert "layer 1 sees fewer keys (a sliding window)" in describe(result)
 
 
 def test_detect_counts_every_earlier_copy_against_a_direct_loop(tiny):
-    """induction and duplicate sum the weight on every earlier copy (and the token after each), as TransformerLens's
-    detector counts them: checked against a plain loop over the model's own attentions."""
+    """induction and duplicate sum the weight on every earlier copy (and the token after each), the keys
+    TransformerLens's detector looks at: checked against a plain loop over the model's own attentions."""
     import torch
 
     from real_attention.comparison.detect import sequences

@@ -260,6 +260,15 @@ def test_a_word_over_wordpieces_limit_is_named_as_too_long_not_as_unknown_charac
     (["run", "--batch-size"], "Option '--batch-size' requires an argument.", "real-attention run"),  # no context
     (["lesson", "a", "b"], "Got unexpected extra arguments (a b).", "real-attention lesson"),
     (["heads", "--bogus"], "(Did you mean one of:", "real-attention heads"),
+    # Path("") is the current folder: an unset $CORPUS was read as "--corpus . is a folder"
+    (["compare", "--corpus", "", "--model", "minilm"], "Invalid value for '--corpus': it is empty; give a path",
+     "real-attention compare"),
+    (["importance", "--corpus", " ", "--model", "minilm"], "Invalid value for '--corpus': it is empty",
+     "real-attention importance"),
+    (["syntax", "--treebank", "", "--model", "minilm"], "Invalid value for '--treebank': it is empty",
+     "real-attention syntax"),
+    (["run", "--config", ""], "Invalid value for '--config': it is empty", "real-attention run"),
+    (["merge", ""], "Invalid value for 'SHARD_DIR...': it is empty", "real-attention merge"),
 ])
 def test_a_usage_error_is_one_error_line_that_names_the_help(args, says, where):
     result = shared_invoke(*args, prog_name="real-attention")
@@ -269,6 +278,21 @@ def test_a_usage_error_is_one_error_line_that_names_the_help(args, says, where):
     assert error_line(result).endswith(f"See '{where} --help'.") and "?." not in error_line(result)
     assert ") See" not in error_line(result) or "?) See" in error_line(result)
     assert "?). See" not in error_line(result)
+
+
+@pytest.mark.parametrize("command", ["detect", "importance", "run", "compare"])
+def test_an_empty_model_is_one_input_error_not_the_current_folder(command, tmp_path, monkeypatch):
+    """--model "" was looked for as a model folder ("model (--model)  is not a model folder", exit 1)."""
+    monkeypatch.chdir(tmp_path)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("una frase.\n", encoding="utf-8")
+    extra = {"importance": ["--corpus", str(corpus)], "compare": ["--corpus", str(corpus), "--model", "minilm"]}
+    result = shared_invoke(command, "--model", "", *extra.get(command, []), "--out", str(tmp_path / "o"))
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().endswith(' must be a non-empty string (a packaged name such as "minilm", a Hub id '
+                                          'or a folder), not an empty string'), result.output
+    assert result.output.startswith("Error: model ") and len(result.output.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.txt"]
 
 
 def test_the_command_alone_prints_its_help_not_an_error():

@@ -146,6 +146,19 @@ def relayed_warnings():
         yield
 
 
+class GivenPath(click.Path):
+    """click.Path as a Path that refuses an empty name: Path("") is the current folder, so an unset $CORPUS would be
+    read as "--corpus . is a folder"."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(path_type=Path, **kwargs)
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip():
+            self.fail("it is empty; give a path", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def _out_folder(_ctx, _param, value: str) -> Path:
     """--out as a Path; an empty one (an unset $OUT) is one error line, not the current folder (Path('') is '.')."""
     if value == "":
@@ -267,7 +280,7 @@ def measure_option(help_text: str):
 @cli.command("run")
 @click.option("--lang", default=DEFAULT_LANG, show_default=True,
               help="Language table of the config (es, en, ...); also the results folder's name.")
-@click.option("--config", "config", type=click.Path(path_type=Path),
+@click.option("--config", "config", type=GivenPath(),
               help="TOML file of sentences; replaces the lesson's packaged config.")
 @model_options
 @units_option
@@ -419,7 +432,7 @@ def heads_command(corpus_specs, more_specs, model_name, out_dir, no_wait, quiet,
 
 @cli.command("merge")
 @click.argument("shard_dirs", nargs=-1, required=True, metavar="SHARD_DIR...",
-                type=click.Path(file_okay=False, path_type=Path))
+                type=GivenPath(file_okay=False))
 @out_option
 @format_option
 @no_corpus_figures_option
@@ -456,7 +469,7 @@ def progress_bar(total: int, desc: str, unit: str = "sent"):
 
 
 @cli.command("syntax")
-@click.option("--treebank", required=True, type=click.Path(path_type=Path), metavar="FILE.conllu",
+@click.option("--treebank", required=True, type=GivenPath(), metavar="FILE.conllu",
               help="A CoNLL-U treebank, e.g. UD English-EWT's en_ewt-ud-dev.conllu.")
 @click.option("--lang", help="Use the pinned model of this language (es, en); or pass --model.")
 @model_options
@@ -526,7 +539,7 @@ def compared_models(model_names, revisions) -> tuple[list[tuple[str, str | None]
 
 
 @cli.command("compare")
-@click.option("--corpus", required=True, type=click.Path(path_type=Path), metavar="FILE",
+@click.option("--corpus", required=True, type=GivenPath(), metavar="FILE",
               help="UTF-8 text with one sentence per line, or .jsonl with a \"text\" field (read twice: first only "
                    "tokenized); .gz, .bz2, .xz and .zst are decompressed.")
 @click.option("--model", "model_names", multiple=True, metavar="ID_OR_PATH",
@@ -631,7 +644,7 @@ def detect_command(lang, model_name, revision, offline, device, length, repeats,
 
 
 @cli.command("importance")
-@click.option("--corpus", "corpus", required=True, type=click.Path(path_type=Path), metavar="FILE",
+@click.option("--corpus", "corpus", required=True, type=GivenPath(), metavar="FILE",
               help="One sentence a line, or JSON lines {\"text\": ..., \"label\": ...} (labels for --objective label).")
 @click.option("--lang", help="Use the pinned model of this language (es, en); or pass --model.")
 @model_options

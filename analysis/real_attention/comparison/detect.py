@@ -6,7 +6,7 @@ BOS when it uses one). In the repeats after the first, the token at position i o
 occurrences at i - kL, k = 1..r (L = length), and per head:
 
     induction: mean over queries of the weight from i summed over i - kL + 1, the token right after each earlier
-               occurrence (as TransformerLens's detector and Olsson et al.'s prefix matching count them);
+               occurrence (the keys of TransformerLens's detector and Olsson et al.'s prefix matching);
     duplicate: mean over queries of the weight from i summed over i - kL, every earlier occurrence;
     previous:  mean weight from i to i - 1;
     first:     mean weight from i to position 0 (the first token, whatever it is: the attention sink);
@@ -15,7 +15,9 @@ occurrences at i - kL, k = 1..r (L = length), and per head:
 Means over every such query of every sample. The test looks back, as Olsson et al.'s does: an encoder's query also
 sees the later repeats, which these scores leave out. `chance` is each score under uniform attention over the keys a
 query sees (1/T each for an encoder, the mean of 1/(i + 1) for a decoder, times the query's r earlier copies for
-induction and duplicate; entropy ln T, the mean of ln(i + 1)).
+induction and duplicate; entropy ln T, the mean of ln(i + 1)). The keys a query sees are read from the maps, per layer:
+those its row gives any weight in any head and sample (a masked key gets exactly 0), so a sliding-window layer's
+chance counts the window's keys only.
 One forward pass per batch of samples; each layer's maps are reduced to these five sums as the layer ends.
 """
 from __future__ import annotations
@@ -125,16 +127,30 @@ def sequences(loaded, length: int, repeats: int, samples: int, seed: int) -> tup
     return ids.astype(np.int64), len(before), len(candidates)
 
 
-def chance(queries: np.ndarray, tokens: int, causal: bool, copies: np.ndarray | None = None) -> dict[str, float]:
-    """Each score under uniform attention over the keys a query sees: an encoder's query sees all `tokens`, a
-    decoder's query at position i the i + 1 up to it. queries: their positions; copies: how many earlier copies
-    each has (induction and duplicate add the weight on every one; None: one each)."""
-    seen = (queries + 1 if causal else np.full(len(queries), tokens)).astype(np.float64)
-    earlier = np.ones(len(queries)) if copies is None else np.asarray(copies, dtype=np.float64)
-    weight = round(float(np.mean(1.0 / seen)), 6)
-    copied = round(float(np.mean(earlier / seen)), 6)
-    return {"induction": copied, "duplicate": copied, "previous": weight, "first": weight,
-            "entropy": round(float(np.mean(np.log(seen))), 6)}
+def chance(visible: np.ndarray, queries: np.ndarray, offset: int, length: int) -> dict[str, float]:
+    """Each score under uniform attention over the keys a query sees. visible: (Q, T) bool, the keys each query
+    sees (an encoder's all T, a decoder's the i + 1 up to it, a sliding window's the last few); queries: (Q,) their
+    positions. Induction and duplicate add the weight on every earlier copy the query sees (and the token after it)."""
+    seen = visible.sum(axis=1).astype(np.float64)
+    assert (seen > 0).all(), "every query sees itself"
+    positions, real = copy_targets(queries, offset, length)
+    rows = np.arange(len(queries))
+    successors = (visible[rows[:, None], positions + 1] & real).sum(axis=1)
+    copies = (visible[rows[:, None], positions] & real).sum(axis=1)
+    mean = lambda counts: round(float(np.mean(counts / seen)), 6)  # noqa: E731
+    return {"induction": mean(successors), "duplicate": mean(copies), "previous": mean(visible[rows, queries - 1]),
+            "first": mean(visible[:, 0]), "entropy": round(float(np.mean(np.log(seen))), 6)}
+
+
+def chance_summary(visible: np.ndarray, queries: np.ndarray, offset: int, length: int) -> dict:
+    """visible: (L, Q, T) bool per layer -> summary.json's `chance` (the layers that see the most keys: all of them
+    but for sliding windows), and `chance_by_layer` (one dict per layer from 1) where some layer sees fewer keys."""
+    per_layer = [chance(layer, queries, offset, length) for layer in visible]
+    widest = int(np.argmax(visible.sum(axis=(1, 2))))
+    summary: dict = {"chance": per_layer[widest]}
+    if any(levels != per_layer[widest] for levels in per_layer):
+        summary["chance_by_layer"] = per_layer
+    return summary
 
 
 def copy_targets(queries: np.ndarray, offset: int, length: int) -> tuple[np.ndarray, np.ndarray]:
@@ -149,8 +165,9 @@ def copy_targets(queries: np.ndarray, offset: int, length: int) -> tuple[np.ndar
 
 
 def layer_scores(weights, queries, length: int, offset: int = 0):
-    """(B, H, T, T) one layer's maps -> (len(SCORES), H) float64 sums over the samples and the queries.
-    offset: the position of the first drawn token (the copies of a query are found from it)."""
+    """(B, H, T, T) one layer's maps -> ((len(SCORES), H) float64 sums over the samples and the queries, (Q, T) bool
+    the keys each query gives any weight to in any head and sample). offset: the position of the first drawn token
+    (the copies of a query are found from it)."""
     import torch
 
     from ..engine.models import float64_device
@@ -161,14 +178,14 @@ def layer_scores(weights, queries, length: int, offset: int = 0):
     rows, q = rows.to(device), q.to(device)
     index = torch.arange(len(q), device=q.device)
     positions, real = (torch.as_tensor(array, device=device) for array in copy_targets(queries, offset, length))
-    # every earlier copy (duplicate) and the token after each (induction), as TransformerLens's detector counts them
+    # every earlier copy (duplicate) and the token after each (induction): TransformerLens's detector's keys
     copied = [(rows[:, :, index[:, None], targets] * real).sum(dim=(0, 2, 3), dtype=torch.float64)
               for targets in (positions + 1, positions)]
     picked = copied + [rows[:, :, index, target].sum(dim=(0, 2), dtype=torch.float64)
                        for target in (q - 1, torch.zeros_like(q))]
     entropy = -(rows * rows.clamp(min=torch.finfo(rows.dtype).tiny).log()).sum(dim=-1).sum(dim=(0, 2),
                                                                                          dtype=torch.float64)
-    return torch.stack([*picked, entropy])
+    return torch.stack([*picked, entropy]), (rows > 0).any(dim=1).any(dim=0)
 
 
 def detect(model: LoadedModel, *, length: int = 25, repeats: int = 4, samples: int = 32, seed: int = 0,
@@ -196,6 +213,7 @@ def detect(model: LoadedModel, *, length: int = 25, repeats: int = 4, samples: i
     ids, offset, vocabulary = sequences(model, length, repeats, samples, seed)
     queries = offset + length + np.arange(length * (repeats - 1))  # every token of the repeats after the first
     totals = torch.zeros((len(SCORES), model.layers, model.heads), dtype=torch.float64)
+    visible = np.zeros((model.layers, len(queries), ids.shape[1]), dtype=bool)  # the keys each query sees, per layer
     bar = None if progress is None else progress(total=samples, desc="detect")
     try:
         for start in range(0, samples, batch_size):
@@ -204,7 +222,9 @@ def detect(model: LoadedModel, *, length: int = 25, repeats: int = 4, samples: i
             batch = Batch(input_ids=chunk, attention_mask=np.ones_like(chunk), units=empty, kinds=empty)
 
             def on_layer(layer: int, weights) -> None:
-                totals[:, layer] += layer_scores(weights, queries, length, offset).cpu()
+                sums, seen = layer_scores(weights, queries, length, offset)
+                totals[:, layer] += sums.cpu()
+                visible[layer] |= seen.cpu().numpy()
 
             with out_of_memory_as_error(model.device, batch_size):
                 forward_layers(model, batch, on_layer)
@@ -232,7 +252,7 @@ def detect(model: LoadedModel, *, length: int = 25, repeats: int = 4, samples: i
         "scores": {"induction": "weight on i - kL + 1 summed over every earlier copy k (the token after each)",
                    "duplicate": "weight on i - kL summed over every earlier copy k", "previous": "weight on i - 1",
                    "first": "weight on position 0", "entropy": "row entropy in nats"},
-        "chance": chance(queries, int(ids.shape[1]), model.causal, copy_targets(queries, offset, length)[1].sum(1)),
+        **chance_summary(visible, queries, offset, length),
         "top": {name: top_heads(heads, name) for name in SCORES},
         "versions": versions(),
     }
@@ -287,8 +307,15 @@ def write_detect(result: DetectResult, out: str | Path = ".", name: str | None =
 def describe(result: DetectResult) -> str:
     """The three strongest heads of each score (the lowest entropy), and what uniform attention would score."""
     lines = []
+    by_layer = result.summary.get("chance_by_layer")
     for name in ("induction", "previous", "duplicate", "first", "entropy"):
         tops = ", ".join(f"L{t['layer']}H{t['head']} {t['score']:.2f}" for t in result.summary["top"][name][:3])
         label = "entropy (lowest)" if name == "entropy" else name
         lines.append(f"{label:<16}: {tops}  (uniform attention: {result.summary['chance'][name]:.2f})")
+    if by_layer:
+        narrower = [number for number, levels in enumerate(by_layer, 1) if levels != result.summary["chance"]]
+        which = (f"layer {narrower[0]} sees" if len(narrower) == 1 else
+                 f"layers {', '.join(map(str, narrower))} see")
+        lines.append(f"{which} fewer keys (a sliding window): the uniform-attention levels of every layer are "
+                     "summary.json's chance_by_layer")
     return "\n".join(lines)

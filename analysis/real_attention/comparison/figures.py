@@ -5,6 +5,7 @@ Each returns a bare matplotlib Figure (outputs.figio.new_figure: no pyplot, no g
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -115,15 +116,18 @@ def layers_figure(result: CompareResult) -> Figure:
     width, height = body_w + 2.4, body_h + 1.8
     fig = new_figure(figsize=(width, height))
     ax = fig.add_axes((0.9 / width, 0.7 / height, body_w / width, body_h / height))
-    image = ax.imshow(means, cmap=DISTANCE_CMAP, interpolation="nearest", aspect="equal")
+    # the distance matrix's fixed scale, 0 to ln 2: a scale stretched to these means would show 0.2061 and 0.2062 as
+    # black and pale yellow, structure that is not there
+    most = float(np.log(2))
+    image = ax.imshow(means, cmap=DISTANCE_CMAP, vmin=0.0, vmax=most, interpolation="nearest", aspect="equal")
     if cell >= 0.4:  # two decimals; white on the darker half of the scale
-        middle = (means.min() + means.max()) / 2
         label_cells(ax, np.vectorize(lambda v: f"{v:.2f}", otypes=[object])(means),
-                    [WHITE if v > middle else INK for v in means.reshape(-1)], 5.5)
+                    [WHITE if v > most / 2 else INK for v in means.reshape(-1)], 5.5)
     ax.set_xticks(np.arange(second.layers), [str(i + 1) for i in range(second.layers)], fontsize=7)
     ax.set_yticks(np.arange(first.layers), [str(i + 1) for i in range(first.layers)], fontsize=7)
-    ax.set_xlabel(f"layer of {second.name}", fontsize=8)
-    ax.set_ylabel(f"layer of {first.name}", fontsize=8)
+    # a model given as a long path: its last part, wrapped to the axis, so that the labels do not run into each other
+    ax.set_xlabel(textwrap.fill(f"layer of {Path(second.name).name}", max(20, int(body_w * 13))), fontsize=8)
+    ax.set_ylabel(textwrap.fill(f"layer of {Path(first.name).name}", max(20, int(body_h * 13))), fontsize=8)
     cax = fig.add_axes(((body_w + 1.1) / width, 0.7 / height, 0.15 / width, body_h / height))
     bar = fig.colorbar(image, cax=cax)
     bar.set_label("mean JS (nats)", fontsize=8)

@@ -13,7 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from .checks import shown
+from .checks import model_arg, shown
 from .hashing import file_sha256
 from .errors import InputError, ModelUnavailable  # noqa: F401  (re-exported)
 
@@ -150,6 +150,7 @@ def local_folder(model: str) -> Path:
 
 def choose_model(lang: str | None, model: str | None, revision: str | None) -> ModelChoice:
     """Resolve --lang/--model/--revision to a ModelChoice. The pin of `lang` is the default."""
+    model = model_arg(model, "model (--model)")  # "" would be read as the current folder
     if model is None:
         if lang not in PINNED_MODELS:
             raise InputError(
