@@ -57,6 +57,42 @@ def test_tiny_decoders_load_as_causal_with_every_query_head(decoder_dir):
     assert attentions[0].words[-3:] == ("the", "bank", ".")
 
 
+def beside_gpt2_tokenizer(tiny_decoders, folder: Path, model) -> Path:
+    """`model` saved in `folder` with the tiny GPT-2's tokenizer."""
+    import shutil
+
+    shutil.copytree(tiny_decoders("gpt2"), folder)
+    (folder / "model.safetensors").unlink()
+    model.save_pretrained(folder)
+    return folder
+
+
+def test_a_model_without_a_position_table_loads_and_an_encoder_decoder_is_refused(tiny_decoders, tmp_path):
+    """Bloom (ALiBi) has no max_position_embeddings: every command ended in an AttributeError traceback. T5 and BART
+    want a decoder's input too: their forward pass raised a ValueError traceback."""
+    import torch
+    from transformers import BloomConfig, BloomModel, T5Config, T5Model
+
+    import real_attention as ra
+    from real_attention.engine.models import UNBOUNDED_MAX_TOKENS
+
+    torch.manual_seed(0)
+    size = len(json.loads((tiny_decoders("gpt2") / "tokenizer.json").read_text())["model"]["vocab"])
+    bloom = beside_gpt2_tokenizer(tiny_decoders, tmp_path / "bloom",
+                                  BloomModel(BloomConfig(vocab_size=size, hidden_size=16, n_layer=2, n_head=4)))
+    loaded = ra.load(str(bloom))
+    assert loaded.causal and (loaded.layers, loaded.heads) == (2, 4) and loaded.max_tokens == UNBOUNDED_MAX_TOKENS
+    assert ra.detect(loaded, length=3, repeats=2, samples=1).heads.shape == (8, 7)
+    t5 = beside_gpt2_tokenizer(tiny_decoders, tmp_path / "t5", T5Model(T5Config(
+        vocab_size=size, d_model=16, d_kv=4, d_ff=32, num_layers=2, num_heads=4)))
+    result = CliRunner().invoke(cli, ["run", "--model", str(t5), "--no-figures", "--no-report", "--out",
+                                      str(tmp_path / "out")])
+    assert result.exit_code == 1 and result.output.strip().splitlines()[-1] == (
+        f"Error: {t5} is an encoder-decoder model (T5Model); real-attention reads encoder-only (BERT-style) and "
+        "decoder-only (GPT-style) models"), result.output
+    assert not (tmp_path / "out").exists()
+
+
 def test_llama_adds_a_first_special_and_gpt2_none(tiny_decoders, llama_dir, tmp_path):
     from real_attention.engine.pipeline import attend_with_sums
 

@@ -63,3 +63,21 @@ def test_best_labels_sit_inside_long_bars_and_after_short_ones():
             assert text.get_color() == "black"
     assert any("90.0%" in t for t in inside) and not any("2.0%" in t for t in inside)
     assert any("99.0%" in t for t in inside) and not any(" 0.0%" in t for t in inside)
+
+
+@pytest.mark.parametrize("layers, heads", [(3, 4), (6, 12), (2, 1)])
+def test_importance_heatmaps_keep_their_title_and_colour_bar_inside_the_figure(layers, heads):
+    """With 4 heads the figure was 3.6 inches wide and its title, wrapped to the figure rather than the grid, ran
+    off the left edge; the colour bar's label off the right."""
+    from real_attention.head_importance.figures import score_heatmap
+
+    layer, head = np.indices((layers, heads)).reshape(2, -1) + 1
+    frame = pd.DataFrame({"layer": layer, "head": head, "taylor": np.linspace(2.6e-5, 2.3e-4, layers * heads)})
+    fig = score_heatmap(frame, "taylor", "bert_mlm on corpus3.txt (3 sentences), objective mlm: Taylor score "
+                        "E|dL/dξ|", "taylor")
+    fig.draw_without_rendering()
+    page = fig.bbox
+    texts = [fig.axes[0].title, *(ax.yaxis.label for ax in fig.axes)]
+    for text in texts:
+        box = text.get_window_extent()
+        assert page.x0 <= box.x0 and box.x1 <= page.x1 and box.y1 <= page.y1, (text.get_text(), box, page)

@@ -181,6 +181,17 @@ def _hand_bert(model, input_ids, attention_mask, zero_layer: int | None):
     return x
 
 
+def test_a_mask_too_large_for_float32_is_an_input_error_not_nan(mlm_dir):
+    """1e30 is finite in float64 but inf in the model's float32: the objective came back NaN, said nowhere."""
+    model = ra.load(str(mlm_dir))
+    with pytest.raises(ra.InputError, match=r"float32 can hold .* not 1e\+40"):
+        ra.objective(str(mlm_dir), TEXTS, "mlm", head_mask=np.full((model.layers, model.heads), 1e40))
+    with pytest.raises(ra.InputError, match=r"the objective is not finite \(nan\) under this head_mask: its largest "
+                                            r"value in size, 1e\+30, overflows"):
+        ra.objective(str(mlm_dir), TEXTS, "mlm", head_mask=np.full((model.layers, model.heads), 1e30))
+    assert np.isfinite(ra.objective(str(mlm_dir), TEXTS, "mlm", head_mask=np.full((model.layers, model.heads), 1.5)))
+
+
 @pytest.mark.parametrize("zero_layer", [None, 0, 2])
 def test_masking_a_whole_layer_zeroes_its_attention_output(zero_layer, tiny_model_dir):
     import torch

@@ -37,6 +37,10 @@ MIN_VOCABULARY = 20  # fewer ordinary pieces than this is no real tokenizer (the
 # Told "Loading ... on cpu…" as a model starts loading (the CLI sets it to print to stderr; None: nothing said).
 ON_LOADING: ContextVar[Callable[[str], None] | None] = ContextVar("real_attention_on_loading", default=None)
 
+# The pieces a sentence may have when neither the model (no position table: ALiBi, relative positions) nor its tokenizer
+# sets a limit: the maps grow with its square, so a long line must not run away
+UNBOUNDED_MAX_TOKENS = 4096
+
 
 @dataclass(frozen=True)
 class ModelChoice:
@@ -671,6 +675,10 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False,
     except (StrictDataclassError, AttributeError, TypeError) as error:  # a config value of the wrong type or shape
         raise ModelUnavailable(f"cannot load model {source}: its config.json holds a value transformers refuses "
                                f"({_first_line(error)})") from None
+    if getattr(model.config, "is_encoder_decoder", False):  # T5, BART: their forward pass wants a decoder's input too
+        raise ModelUnavailable(
+            f"{source} is an encoder-decoder model ({type(model).__name__}); real-attention reads encoder-only "
+            "(BERT-style) and decoder-only (GPT-style) models")
     ordinary = set(tokenizer.get_vocab().values()) - set(tokenizer.all_special_ids)
     if len(ordinary) < MIN_VOCABULARY:  # transformers builds an empty tokenizer when the files are missing
         raise ModelUnavailable(
@@ -701,7 +709,8 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False,
         fetch_sentence_config(choice, revision)
     # RoBERTa-style embeddings (RoBERTa, XLM-R, MPNet) number positions from padding_idx + 1
     offset = getattr(getattr(model, "embeddings", None), "padding_idx", None)
-    limits = [config.max_position_embeddings - (offset + 1 if isinstance(offset, int) else 0)]
+    positions = getattr(config, "max_position_embeddings", None)  # none for ALiBi or relative positions (Bloom)
+    limits = [positions - (offset + 1 if isinstance(offset, int) else 0)] if isinstance(positions, int) else []
     if 0 < getattr(tokenizer, "model_max_length", 0) < 1_000_000:
         limits.append(tokenizer.model_max_length)
     return LoadedModel(
@@ -712,7 +721,7 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False,
         device=device,
         layers=config.num_hidden_layers,
         heads=config.num_attention_heads,
-        max_tokens=min(limits),
+        max_tokens=min(limits, default=UNBOUNDED_MAX_TOKENS),
         causal=is_causal(config),
         full=full,
     )

@@ -24,7 +24,7 @@ def score_heatmap(heads: pd.DataFrame, column: str, title: str, label: str):
     layers, per_layer = int(heads["layer"].max()), int(heads["head"].max())
     grid = np.full((layers, per_layer), np.nan)
     grid[heads["layer"].to_numpy() - 1, heads["head"].to_numpy() - 1] = heads[column].to_numpy(dtype=float)
-    width = 1.6 + 0.5 * per_layer
+    width = max(4.2, 1.6 + 0.5 * per_layer)  # a model of few heads still has room for the title and the colour bar
     fig = new_figure(figsize=(width, 1.4 + 0.32 * layers), layout="constrained")
     ax = fig.add_subplot()
     finite = grid[np.isfinite(grid)]
@@ -48,7 +48,8 @@ def score_heatmap(heads: pd.DataFrame, column: str, title: str, label: str):
     ax.set_xlabel("head")
     ax.set_ylabel("layer")
     fig.colorbar(image, ax=ax, label=label, shrink=0.9)
-    ax.set_title(textwrap.fill(title, max(20, int(width * 72 / (9 * 0.6)))), fontsize=9)
+    # the title is centred over the grid, which the colour bar and the layer labels leave about width - 1.6 inches
+    ax.set_title(textwrap.fill(title, max(20, int((width - 1.6) * 72 / (9 * 0.6)))), fontsize=9)
     return fig
 
 

@@ -213,6 +213,10 @@ def _mask_array(head_mask, layers: int, heads: int) -> np.ndarray:
         raise InputError(f"head_mask must have shape (layers, heads) = ({layers}, {heads}), not {array.shape}")
     if not np.isfinite(array).all():
         raise InputError("head_mask must hold finite numbers")
+    largest = float(np.abs(array).max(initial=0.0))
+    if largest > float(np.finfo(np.float32).max):  # the model computes in float32: it would be inf there, and the loss NaN
+        raise InputError(f"head_mask must hold numbers the model's float32 can hold (at most about 3.4e38 in size), "
+                         f"not {largest:.3g}")
     return array
 
 
@@ -242,7 +246,11 @@ def objective(model: LoadedModel | str, sentences: Sequence[str | dict[str, Any]
     if head_mask is None:
         return float(intact(scorer, prepared).objective[0])
     mask = _mask_array(head_mask, scorer.layers, scorer.heads)
-    return float(evaluate(scorer, prepared, mask[None]).objective[0])
+    value = float(evaluate(scorer, prepared, mask[None]).objective[0])
+    if not np.isfinite(value):  # a mask large enough to overflow the float32 activations that follow it
+        raise InputError(f"the objective is not finite ({value}) under this head_mask: its largest value in size, "
+                         f"{float(np.abs(mask).max()):.3g}, overflows the model's float32 arithmetic")
+    return value
 
 
 def importance(model: LoadedModel | str, sentences: Sequence[str | dict[str, Any]], objective: str = AUTO, *,
