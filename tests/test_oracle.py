@@ -1,6 +1,6 @@
 """An independent oracle for the corpus kernel: Clark et al.'s word-word merge and every statistic, written
 here with Python loops over words and plain numpy, one sentence per forward pass with output_attentions, and
-nothing from real_attention's merge, units or statistics (real_attention.engine.heads.unit_totals). It and
+nothing from real_attention's merge, units or statistics (real_attention.engine.heads.sentence_totals). It and
 `ra.corpus_stats` (the batched kernel of `heads --corpus`) must agree to 1e-6 on the seed corpus with MiniLM.
 """
 import unicodedata

@@ -100,7 +100,8 @@ def lesson_summary(r: LessonResults) -> dict:
             "output_scaled": [_round(v) for v in s.output_scaled],
         },
         "score_spread": {
-            "draws": "numpy.random.default_rng(0); for each d in order: q then k, each (20000, d)",
+            "draws": f"numpy.random.default_rng({sp.seed}); for each d in order: q then k, each "
+                     f"({sp.scores.shape[1]}, d)",
             "dims": list(sp.dims),
             "std_unscaled": [_round(v) for v in sp.std_unscaled],
             "std_scaled": [_round(v) for v in sp.std_scaled],
@@ -111,13 +112,13 @@ def lesson_summary(r: LessonResults) -> dict:
             "d_k": sat.d_k,
             "n_keys": sat.n_keys,
             "n_draws": sat.n_draws,
-            "seed": 0,
+            "seed": sat.seed,
             "mean_unscaled": _round(sat.mean_unscaled),
             "mean_scaled": _round(sat.mean_scaled),
             "per_draw_percentiles_5_50_95": per_draw,
             "expectation": {
                 "n_draws": sat.n_large,
-                "seed": 1,
+                "seed": sat.large_seed,
                 "unscaled": _round(sat.expect_unscaled),
                 "scaled": _round(sat.expect_scaled),
             },
@@ -132,6 +133,9 @@ def lesson_summary(r: LessonResults) -> dict:
                 "unscaled": _round(sat.jacobian_unscaled.mean()),
                 "scaled": _round(sat.jacobian_scaled.mean()),
             },
+            # the figure's sweep over d_k (saturation_sweep.csv): its own draws, so its d_k = 64 point differs
+            "sweep": {"dims": list(r.sweep.dims), "n_draws": r.sweep.n_draws, "seed": r.sweep.seed,
+                      "draws": "one generator for every d_k in order, each as above"},
         },
         "positional_encoding": {
             "d": r.positions.d,
@@ -141,6 +145,8 @@ def lesson_summary(r: LessonResults) -> dict:
         },
         "causal_mask": {
             "tokens": list(r.causal.tokens),
+            "draws": f"queries then keys ({len(r.causal.tokens)}, {r.causal.d_k}), standard normal, "
+                     f"numpy.random.default_rng({r.causal.seed}); scores q·k/sqrt({r.causal.d_k})",
             "weight_on_later_tokens": float(np.abs(r.causal.weights_masked[~r.causal.mask]).sum()),
         },
         "cost": [

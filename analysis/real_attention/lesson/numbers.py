@@ -155,6 +155,7 @@ class ScoreSpread:
     scores: np.ndarray  # unscaled q·k
     std_unscaled: np.ndarray
     std_scaled: np.ndarray  # std of q·k / sqrt(d)
+    seed: int  # of the one generator, numpy.random.default_rng
 
     def __post_init__(self) -> None:
         assert self.scores.shape[0] == len(self.dims) == self.std_unscaled.shape[0] == self.std_scaled.shape[0]
@@ -177,6 +178,7 @@ def score_spread(dims: tuple[int, ...] = (1, 2, 64, 512), n_products: int = 20_0
         scores=scores,
         std_unscaled=scores.std(axis=1),
         std_scaled=(scores / scale[:, None]).std(axis=1),
+        seed=seed,
     )
 
 
@@ -229,6 +231,8 @@ class Saturation:
     expect_scaled: float
     batch_unscaled: np.ndarray
     batch_scaled: np.ndarray
+    seed: int  # of the n_draws draws
+    large_seed: int  # of the n_large draws
 
     def __post_init__(self) -> None:
         assert self.weights_unscaled.shape == self.weights_scaled.shape == (self.n_draws, self.n_keys)
@@ -283,6 +287,8 @@ def saturation(
         expect_scaled=float(ls.mean()),
         batch_unscaled=lu.reshape(-1, n_draws).mean(axis=1),
         batch_scaled=ls.reshape(-1, n_draws).mean(axis=1),
+        seed=seed,
+        large_seed=large_seed,
     )
 
 
@@ -298,6 +304,7 @@ class SaturationSweep:
     p90_unscaled: np.ndarray
     p10_scaled: np.ndarray
     p90_scaled: np.ndarray
+    seed: int  # of the one generator that draws every d_k in order
 
 
 SATURATION_DIMS: tuple[int, ...] = tuple(2**i for i in range(10))  # 1, 2, 4, ..., 512
@@ -320,6 +327,7 @@ def saturation_sweep(
         p90_unscaled=np.percentile(u, 90, axis=1),
         p10_scaled=np.percentile(s, 10, axis=1),
         p90_scaled=np.percentile(s, 90, axis=1),
+        seed=seed,
     )
 
 
@@ -432,6 +440,8 @@ class CausalExample:
     mask: np.ndarray
     weights_unmasked: np.ndarray
     weights_masked: np.ndarray
+    d_k: int  # of the random queries and keys
+    seed: int  # of their generator
 
     def __post_init__(self) -> None:
         n = len(self.tokens)
@@ -452,6 +462,8 @@ def causal_example(tokens: tuple[str, ...] = MASK_TOKENS, d_k: int = 8, seed: in
         mask=mask,
         weights_unmasked=softmax(scores),
         weights_masked=masked_softmax(scores, mask),
+        d_k=d_k,
+        seed=seed,
     )
 
 

@@ -59,7 +59,8 @@ def scene_figure(scene: Scene) -> Figure:
     ax_bar.set_ylim(0, 0.7)
     ax_bar.set_ylabel("weight of «banco» on the word")
     ou, os_ = scene.output_unscaled, scene.output_scaled
-    ax_bar.set_title(f"Output: ({ou[0]:.2f}, {ou[1]:.2f}) unscaled, ({os_[0]:.2f}, {os_[1]:.2f}) scaled")
+    # the values' two dimensions are the lesson's (asiento, dinero): how much of "seat" and of "money" the output holds
+    ax_bar.set_title(f"Output (seat, money): ({ou[0]:.2f}, {ou[1]:.2f}) unscaled, ({os_[0]:.2f}, {os_[1]:.2f}) scaled")
     ax_bar.legend(frameon=False)
     return fig
 
@@ -84,9 +85,9 @@ def score_spread_figure(spread: ScoreSpread) -> Figure:
 
 def saturation_figure(sweep: SaturationSweep, sat: Saturation, jac: JacobianSlope) -> Figure:
     """Left: the mean largest weight against d_k. Right: the softmax's largest slope against the largest weight."""
-    fig = new_figure(figsize=(11, 4.2))
+    fig = new_figure(figsize=(11, 4.4))
     ax, ax_j = fig.subplots(1, 2)
-    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.13, top=0.92, wspace=0.25)
+    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.12, top=0.88, wspace=0.25)  # room for a two-line title
     dims = np.asarray(sweep.dims)
     ax.fill_between(dims, sweep.p10_unscaled, sweep.p90_unscaled, color=UNSCALED, alpha=0.15, lw=0)
     ax.fill_between(dims, sweep.p10_scaled, sweep.p90_scaled, color=SCALED, alpha=0.15, lw=0)
@@ -101,7 +102,9 @@ def saturation_figure(sweep: SaturationSweep, sat: Saturation, jac: JacobianSlop
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("d_k")
     ax.set_ylabel("largest of 8 weights")
-    ax.set_title(f"Saturation: {sweep.n_draws} draws per d_k")
+    # the sweep draws every d_k from one generator: its point at 64 is not the printed draws
+    ax.set_title(f"Saturation: {sweep.n_draws} draws per d_k (seed {sweep.seed}; the numbers printed\nfor d_k = "
+                 f"{sat.d_k} come from their own {sat.n_draws} draws, seed {sat.seed})", fontsize=10)
     ax.legend(frameon=False, fontsize=8, loc="center right")
 
     ax_j.scatter(sat.max_unscaled, sat.jacobian_unscaled, s=12, color=UNSCALED, alpha=0.7,
@@ -124,7 +127,7 @@ def positional_figure(pos: Positions) -> Figure:
     im = ax.imshow(pos.encoding, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest",
                    extent=(-0.5, pos.d - 0.5, pos.positions[-1] + 0.5, pos.positions[0] - 0.5))
     fig.colorbar(im, ax=ax, label="f(t)_i")
-    ax.set_xlabel("i (even: sin θ, odd: cos θ, θ = t / N^(2k/d))")
+    ax.set_xlabel("i (even: sin θ, odd: cos θ, θ = t / N^(2k/d), k = ⌊i/2⌋)")
     ax.set_ylabel("position t")
     ax.set_title(f"Sinusoidal positional encoding, d = {pos.d}, N = {pos.base:g}")
     return fig
