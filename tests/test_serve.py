@@ -573,7 +573,7 @@ def test_an_error_shows_as_text_and_the_page_keeps_working(browser, tiny_server)
     assert "the focus word 'perro' is not in sentence 1" in message
     # the examples' answer stays drawn: dimmed, and the status line says what it is
     assert browser.find_element(By.ID, "live-status").text == (
-        message + " The views below still show the previous answer (measure weights, units text).")
+        message + ". The views below still show the previous answer (measure weights, units text).")
     assert browser.execute_script("return document.body.dataset.stale") == "true"
     assert browser.execute_script("return getComputedStyle(document.querySelector('main')).opacity") == "0.45"
     ask(browser, ["fui al banco a sacar dinero."], "banco", ["dinero"])  # the page keeps working
@@ -581,6 +581,23 @@ def test_an_error_shows_as_text_and_the_page_keeps_working(browser, tiny_server)
     assert browser.execute_script("return getComputedStyle(document.querySelector('main')).opacity") == "1"
     logs = [entry["message"] for entry in browser.get_log("browser")]
     assert not [line for line in logs if "favicon" in line], logs  # the browser's icon request is answered (204)
+
+
+@pytest.mark.browser
+def test_the_keyboard_keeps_its_place_while_the_page_answers(browser, tiny_server):
+    """The busy button was disabled, which dropped a keyboard user's focus to the top of the page; the download was a
+    link to "#", which Space scrolled instead of pressing."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    open_page(browser, tiny_server.url)
+    before = browser.execute_script("return Number(document.body.dataset.shown || 0)")
+    browser.find_element(By.ID, "live-submit").send_keys(Keys.SPACE)
+    wait_for(browser, f"return Number(document.body.dataset.shown || 0) > {before}")
+    assert browser.execute_script("return document.activeElement.id") == "live-submit"
+    assert browser.find_element(By.ID, "live-submit").get_attribute("aria-disabled") is None  # not busy any more
+    download = browser.find_element(By.ID, "live-download")
+    assert download.tag_name == "button" and download.get_attribute("type") == "button"
 
 
 @pytest.mark.browser

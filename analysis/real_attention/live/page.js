@@ -33,10 +33,13 @@
 
   form.addEventListener("submit", function (event) {
     event.preventDefault();
+    // busy: the button is marked, not disabled, so that a keyboard user's focus stays on it (a disabled button
+    // drops the focus to the top of the page); a second press meanwhile is ignored
+    if (button.getAttribute("aria-disabled") === "true") return;
     const q = query(), started = performance.now();
     asked += 1;
     const mine = asked;
-    button.disabled = true;
+    button.setAttribute("aria-disabled", "true");
     document.body.dataset.busy = "true";
     delete document.body.dataset.error;
     say("Running the model on " + q.texts.length + " sentence(s)…", false);
@@ -67,13 +70,14 @@
         // what is drawn below is still the last answer: say so, dim it, and name what it was asked with
         const stale = shown && !error.drawing ? " The views below still show the previous answer (measure " + shown.measure +
           ", units " + shown.units + ")." : "";
-        say(error.message + stale, true);
+        const message = /[.!?]$/.test(error.message) ? error.message : error.message + ".";
+        say((stale ? message : error.message) + stale, true);
         document.body.dataset.error = error.message;
         if (shown || error.drawing) document.body.dataset.stale = "true";
       })
       .finally(function () {
         if (mine !== asked) return;  // the newer question's own end re-enables the button
-        button.disabled = false;
+        button.removeAttribute("aria-disabled");
         document.body.dataset.busy = "false";
       });
   });

@@ -70,7 +70,7 @@ def controls(sentence_set, measure: str, units: str = "text", measures: tuple[st
       <label>Measure <select id="live-measure" name="measure">{options(measures, measure)}</select></label>
       <label>Units <select id="live-units" name="units">{options(UNIT_RULES, units)}</select></label>
       <button type="submit" id="live-submit">Show every head</button>
-      <a id="live-download" href="#" class="live-download">download report.html</a>
+      <button type="button" id="live-download" class="live-download">download report.html</button>
     </div>
   </form>
   <p id="live-status" class="{status_class}" role="status" aria-live="polite">{html.escape(status)}</p>

@@ -17,7 +17,8 @@ import numpy as np
 
 from ..engine import words as words_module
 from ..engine.categories import (
-    CATEGORY_COLOURS, CATEGORY_LABELS, CATEGORY_NOTES, DARK_CATEGORIES, FOCUS_COLOUR, HEATMAP_CMAP,
+    CATEGORY_COLOURS, CATEGORY_LABELS, CATEGORY_NOTES, DARK_CATEGORIES, FOCUS_COLOUR, FOCUS_TEXT_COLOUR,
+    HEATMAP_CMAP, SENSE_TEXT_COLOUR,
     HEATMAP_LIGHT_TEXT_FROM, SENSE, categories_for, category_counts, focus_categories, head_rules, key_relations,
 )
 from ..engine.heads import NEXT_OFFSET, PREVIOUS_OFFSET
@@ -354,8 +355,9 @@ def page_html(result: RunResult | None, summary: dict | None, *, styles: str, sc
 
 
 def colour_rules() -> str:
-    """The CSS variables of the focus and sense colours (the colours are decided in Python)."""
-    return f":root {{ --focus: {html.escape(FOCUS_COLOUR)}; --sense: {html.escape(CATEGORY_COLOURS[SENSE])}; }}"
+    """The CSS variables of the focus and sense colours, and their darker shades for text (decided in Python)."""
+    return (f":root {{ --focus: {html.escape(FOCUS_COLOUR)}; --sense: {html.escape(CATEGORY_COLOURS[SENSE])}; "
+            f"--focus-text: {html.escape(FOCUS_TEXT_COLOUR)}; --sense-text: {html.escape(SENSE_TEXT_COLOUR)}; }}")
 
 
 def report_html(result: RunResult, summary: dict, max_sentences: int | None = REPORT_SENTENCES,

@@ -68,6 +68,20 @@
     return "";
   }
 
+  // An SVG view as one image with a spoken summary (its words set as an attribute value, never parsed).
+  function name(svg, label) {
+    svg.setAttribute("role", "img");
+    svg.setAttribute("aria-label", label);
+  }
+  // "«banco» looks most at «jardín» 28.00 %, «.» 13.00 %, ...": the focus word's largest weights, largest first
+  function rowSummary(s, values, count, lead) {
+    const S = data.sentences[s];
+    const order = values.map(function (w, k) { return k; }).sort(function (a, b) { return values[b] - values[a] || a - b; });
+    return (lead || "«" + S.words[S.focus] + "» looks most at ") + order.slice(0, count || 3).map(function (k) {
+      return "«" + S.words[k] + "» " + percent(values[k], 2);
+    }).join(", ") + ".";
+  }
+
   // ---- tooltip -------------------------------------------------------------------------------
   function showTip(event, html) {
     fill(Object.assign(tooltip, { innerHTML: html }));
@@ -91,8 +105,30 @@
     });
     return out;
   }
+  // Up to this many sentences get a button each; more get a drop-down list between previous and next buttons, so
+  // that the sticky toolbar stays one line high (200 buttons made it taller than the window, over every head).
+  const SENTENCE_BUTTONS = 8;
   function buildSentenceButtons() {
     const box = byId("sentence-buttons");
+    if (data.sentences.length > SENTENCE_BUTTONS) {
+      box.textContent = "";
+      const previous = document.createElement("button"), next = document.createElement("button");
+      const list = document.createElement("select");
+      Object.assign(previous, { type: "button", id: "previous-sentence", textContent: "‹", title: "Previous sentence ([ key)" });
+      Object.assign(next, { type: "button", id: "next-sentence", textContent: "›", title: "Next sentence (] key)" });
+      previous.setAttribute("aria-label", "Previous sentence");
+      next.setAttribute("aria-label", "Next sentence");
+      list.id = "sentence-select";
+      list.setAttribute("aria-label", "Sentence");
+      data.sentences.forEach(function (S, s) {
+        const option = document.createElement("option");
+        option.value = String(s);
+        option.textContent = (s + 1) + ". " + S.text;  // as text: a word is never parsed as HTML
+        list.append(option);
+      });
+      box.append(previous, list, next);
+      return;
+    }
     box.innerHTML = data.sentences.map(function (S, s) {
       return "<button type=\"button\" data-sentence=\"" + (s + 1) + "\">" + (s + 1) + ". " + sentenceHtml(S, s) + "</button>";
     }).join("");
@@ -115,7 +151,6 @@
         const isBest = best && best.layer === l + 1 && best.head === h + 1;
         html += "<button type=\"button\" class=\"cell" + (c.dark ? " dark" : "") + (isBest ? " best" : "") +
           "\" data-layer=\"" + (l + 1) + "\" data-head=\"" + (h + 1) + "\" data-category=\"" + c.name +
-          "\" aria-label=\"" + esc(headName(l, h) + ": " + c.label) +
           "\"><span class=\"top\"></span><span class=\"pct\"></span></button>";
       }
     }
@@ -130,6 +165,11 @@
     byId("sentence-buttons").addEventListener("click", function (event) {
       const button = event.target.closest("button[data-sentence]");
       if (button) select({ sentence: Number(button.dataset.sentence) - 1 });
+      else if (event.target.closest("#previous-sentence")) stepSentence(-1);
+      else if (event.target.closest("#next-sentence")) stepSentence(1);
+    });
+    byId("sentence-buttons").addEventListener("change", function (event) {
+      if (event.target.id === "sentence-select") select({ sentence: Number(event.target.value) });
     });
     const grid = byId("overview");
     grid.addEventListener("click", function (event) {
@@ -144,14 +184,23 @@
     });
     grid.addEventListener("mouseleave", hideTip);
   }
+  const TIP_ROWS = 10;
   function cellTip(l, h) {
     const c = CATEGORY[data.head_category[headIndex(l, h)]];
     let html = "<div class=\"tt-title\">Layer " + (l + 1) + ", head " + (h + 1) + ": " + esc(c.label) + "</div><table>";
-    data.sentences.forEach(function (S, s) {
-      const top = S.top_key[headIndex(l, h)], w = S.top_weight[headIndex(l, h)];
+    // at most TIP_ROWS sentences (the chosen one among them): 200 rows made a tooltip taller than any window
+    const rows = data.sentences.map(function (S, s) { return s; }).filter(function (s) {
+      return s < TIP_ROWS - 1 || s === state.sentence || (s === TIP_ROWS - 1 && state.sentence < TIP_ROWS);
+    });
+    rows.forEach(function (s) {
+      const S = data.sentences[s], top = S.top_key[headIndex(l, h)], w = S.top_weight[headIndex(l, h)];
       html += "<tr><td>" + (s + 1) + ".</td><td>«" + wordSlot(s, S.focus) + "» → «" + wordSlot(s, top) +
         "»</td><td class=\"num\">" + percent(w, 1) + "</td></tr>";
     });
+    if (rows.length < data.sentences.length) {
+      html += "<tr><td colspan=\"3\">and " + (data.sentences.length - rows.length) + " more sentences: choose one to see " +
+        "it here</td></tr>";
+    }
     if (data.sentences.length < data.sentences_total) {  // run --report-sentences: the page holds the first ones
       html += "<tr><td colspan=\"3\">the first " + data.sentences.length + " of the run's " + data.sentences_total +
         " sentences; the page holds no more</td></tr>";
@@ -162,9 +211,15 @@
     const S = data.sentences[state.sentence];
     document.querySelectorAll("#overview .cell").forEach(function (cell) {
       const i = headIndex(Number(cell.dataset.layer) - 1, Number(cell.dataset.head) - 1);
-      cell.querySelector(".top").textContent = S.words[S.top_key[i]];
-      cell.querySelector(".pct").textContent = Math.round(100 * S.top_weight[i]) + " %";
-      cell.classList.toggle("selected", i === headIndex(state.layer, state.head));
+      const c = CATEGORY[data.head_category[i]], top = S.words[S.top_key[i]], pct = Math.round(100 * S.top_weight[i]) + " %";
+      cell.querySelector(".top").textContent = top;
+      cell.querySelector(".pct").textContent = pct;
+      // what a screen reader says: the head, its category and the numbers the cell shows (set as an attribute value)
+      cell.setAttribute("aria-label", headName(Number(cell.dataset.layer) - 1, Number(cell.dataset.head) - 1) + ": " +
+        c.label + "; in sentence " + (state.sentence + 1) + " «" + S.words[S.focus] + "» looks most at «" + top + "», " + pct);
+      const chosen = i === headIndex(state.layer, state.head);
+      cell.classList.toggle("selected", chosen);
+      cell.setAttribute("aria-pressed", String(chosen));
     });
   }
   function buildLegend() {
@@ -231,6 +286,8 @@
     const box = byId("heatmap");
     fill(Object.assign(box, { innerHTML: out }));
     const svg = box.firstChild;
+    name(svg, "Heatmap of " + headName(l, h) + ", sentence " + (s + 1) + ": the % of each row word's attention on each " +
+      "column word. " + rowSummary(s, row(s, l, h, S.focus)));
     svg.addEventListener("mousemove", function (event) {
       const t = event.target;
       if (t.tagName !== "rect" || t.dataset.q === undefined) { hideTip(); return; }
@@ -287,6 +344,8 @@
     const box = byId("lines");
     fill(Object.assign(box, { innerHTML: out }));
     const svg = box.firstChild;
+    name(svg, "Lines of " + headName(l, h) + ", sentence " + (s + 1) + ": from each word to the words it looks at, " +
+      "the same weights as the heatmap");
     const lines = svg.querySelectorAll(".ln");
     const annots = svg.querySelectorAll(".annot");
     function isolate(side, i) {
@@ -348,6 +407,7 @@
     });
     out += "</svg>";
     fill(Object.assign(byId("bars"), { innerHTML: out }));
+    name(byId("bars").firstChild, "Bars of " + headName(l, h) + ", sentence " + (s + 1) + ": " + rowSummary(s, values, n));
     byId("bars-caption").innerHTML = "Where «<b" + wordAttrs(s, S.focus) + "></b>» looks in sentence " + (s + 1) +
       " (its row of the heatmap); bars coloured like the overview";
     fill(byId("bars-caption"));
@@ -386,6 +446,9 @@
       "\" height=\"" + (rowH + 2) + "\" fill=\"none\" stroke=\"" + data.focus_colour + "\" stroke-width=\"2.5\" pointer-events=\"none\"/></svg>";
     const box = byId("rollout");
     fill(Object.assign(box, { innerHTML: out }));
+    const last = S.rollout.slice((LAYERS - 1) * n, LAYERS * n).map(function (w) { return w / SCALE; });
+    name(box.firstChild, "Rollout, sentence " + (s + 1) + ", all heads layer by layer. After the last layer: " +
+      rowSummary(s, last, 3, "most of «" + S.words[S.focus] + "» comes from "));
     box.firstChild.addEventListener("mousemove", function (event) {
       const t = event.target;
       if (t.tagName !== "rect" || t.dataset.k === undefined) { hideTip(); return; }
@@ -433,6 +496,8 @@
     out += "</g></svg>";
     const box = byId("mixing");
     fill(Object.assign(box, { innerHTML: out }));
+    name(box.firstChild, "Context mixing, sentence " + (s + 1) + ": the focus word's rolled row by " +
+      data.mixing_labels.map(function (pair) { return pair[1]; }).join(", ") + ", layer by layer");
     box.firstChild.addEventListener("mousemove", function (event) {
       const t = event.target;
       if (t.tagName !== "rect" || t.dataset.k === undefined) { hideTip(); return; }
@@ -472,9 +537,15 @@
     byId("head-scores").textContent = "Mean over all words and sentences: " + data.head_score_names.map(function (pair) {
       return pair[1] + " " + percent(scores[pair[0]][i], 1);
     }).join(" · ") + " · entropy " + scores.entropy[i].toFixed(2) + " nats";
-    document.querySelectorAll("#sentence-buttons button").forEach(function (b) {
-      b.classList.toggle("active", Number(b.dataset.sentence) === state.sentence + 1);
+    document.querySelectorAll("#sentence-buttons button[data-sentence]").forEach(function (b) {
+      const active = Number(b.dataset.sentence) === state.sentence + 1;
+      b.classList.toggle("active", active);
+      b.setAttribute("aria-pressed", String(active));
     });
+    const list = byId("sentence-select");
+    if (list) list.value = String(state.sentence);
+    byId("announce").textContent = "Layer " + (l + 1) + ", head " + (h + 1) + ", " + c.label + "; sentence " +
+      (state.sentence + 1) + ".";
   }
   function select(change) {
     Object.assign(state, change);
@@ -496,6 +567,9 @@
     const i = (headIndex(state.layer, state.head) + delta + LAYERS * HEADS) % (LAYERS * HEADS);
     select({ layer: Math.floor(i / HEADS), head: i % HEADS });
   }
+  function stepSentence(delta) {
+    select({ sentence: (state.sentence + delta + data.sentences.length) % data.sentences.length });
+  }
   document.addEventListener("keydown", function (event) {
     if (!data || event.altKey || event.ctrlKey || event.metaKey) return;
     if (event.target.closest && event.target.closest("input, textarea, select")) return;  // typing, not choosing
@@ -505,8 +579,14 @@
     else if (key === "ArrowDown") step(HEADS);
     else if (key === "ArrowUp") step(-HEADS);
     else if (/^[1-9]$/.test(key) && Number(key) <= data.sentences.length) select({ sentence: Number(key) - 1 });
+    else if (key === "[" || key === "]") stepSentence(key === "[" ? -1 : 1);
     else return;
     event.preventDefault();
+    // a keyboard user on a head cell stays on the chosen one (the focus and the selection would drift apart)
+    if (event.target.closest && event.target.closest("#overview .cell")) {
+      const chosen = document.querySelector("#overview .cell.selected");
+      if (chosen) chosen.focus();
+    }
   });
   byId("previous-head").addEventListener("click", function () { if (data) step(-1); });
   byId("next-head").addEventListener("click", function () { if (data) step(1); });
