@@ -98,7 +98,7 @@ def test_a_second_run_waits_or_with_no_wait_stops(tiny_model_dir, tmp_path):
     refused = invoke("run", "--model", tiny_model_dir, "--out", tmp_path, "--no-figures", "--no-report", "--no-wait")
     assert refused.exit_code == 1
     assert error_line(refused) == (f"Error: another real-attention run is writing {tmp_path / 'results' / 'es'}; "
-                                   "wait for it to finish, or run again with wait=True (without --no-wait) to wait for it")
+                                   "wait for it to finish, or run again without --no-wait (in Python: wait=True) to wait for it")
     assert not (tmp_path / "results" / "es").exists()
 
     messages: list[str] = []

@@ -363,3 +363,14 @@ def test_save_figure_refuses_unknown_formats(tmp_path):
 
     with pytest.raises(ValueError, match="use one of .pdf, .png, .svg"):
         save_figure(plt.figure(), tmp_path / "x.jpg")
+
+
+def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, tmp_path):
+    """Ctrl-C printed Click's "Aborted!" with exit 1, the status of a failure; a shell reports 128 + SIGINT."""
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(L, "compute_lesson", interrupted)
+    result = CliRunner().invoke(cli, ["lesson", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 130 and result.output.strip().splitlines()[-1] == "Interrupted.", result.output
+    assert not (tmp_path / "out").exists()

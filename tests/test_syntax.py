@@ -297,6 +297,22 @@ def test_a_treebank_that_is_not_a_regular_file_says_so(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("make, expected", [
+    (lambda tmp: ".", "Error: . is a folder; pass a CoNLL-U treebank file (.conllu), e.g. UD English-EWT's "
+                      "en_ewt-ud-dev.conllu"),  # was: "the name taken from '' cannot be a folder name"
+    (lambda tmp: tmp / "ewt.conllu.gz", "Error: {path} is gzip-compressed; syntax reads plain CoNLL-U text: "
+                                        "decompress it first (with gunzip)"),  # was: "not UTF-8 at byte 1"
+])
+def test_a_folder_or_a_compressed_treebank_is_named_as_such(tmp_path, monkeypatch, make, expected):
+    import gzip
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ewt.conllu.gz").write_bytes(gzip.compress(SNIPPET.encode("utf-8")))
+    path = make(tmp_path)
+    result = CliRunner().invoke(cli, ["syntax", "--treebank", str(path), "--model", str(tmp_path / "no-model")])
+    assert result.exit_code == 2 and result.output.strip() == expected.format(path=path), result.output
+
+
 # --- the given-words rule on real tokenizers -----------------------------------------------------------------
 
 

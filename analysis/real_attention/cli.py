@@ -110,8 +110,9 @@ class Group(click.Group):
         except Terminated:
             click.echo("Terminated.", err=True)
             ctx.exit(128 + signal.SIGTERM)  # the status a shell reports for a process SIGTERM ended
-        except KeyboardInterrupt:
-            raise click.exceptions.Abort() from None
+        except KeyboardInterrupt:  # Ctrl-C: the staged folders are gone and earlier results untouched
+            click.echo("Interrupted.", err=True)
+            ctx.exit(128 + signal.SIGINT)  # the status a shell reports for a process Ctrl-C ended
         except Exception:  # noqa: BLE001 - a bug, not bad input
             import traceback
 
@@ -696,7 +697,9 @@ def importance_command(corpus, lang, model_name, revision, offline, device, obje
         chosen = objective_for(choice, objective, labels, offline, lines)  # a bad label: before the model loads
         loaded = load_model(choice, device=device, offline=offline, head=HEAD_OF[chosen])
         total = importance_work(loaded.layers, loaded.heads, len(texts), prune_step, chosen != "embedding")
-        with tqdm(total=total, unit="sent", desc=name, disable=quiet, file=sys.stderr, dynamic_ncols=True) as bar:
+        # the total counts every masked pass over every sentence (72 heads x 16 sentences and more), not the corpus
+        with tqdm(total=total, unit=" pass", desc=f"{name}: {len(texts)} sentences x masks", disable=quiet,
+                  file=sys.stderr, dynamic_ncols=True) as bar:
             sentences = texts if labels is None else [{"text": t, "label": lab} for t, lab in zip(texts, labels)]
             result = importance(loaded, sentences, chosen, batch_size=batch_size, prune_step=prune_step, seed=seed,
                                 max_tokens=max_tokens, corpus=name, corpus_file=corpus, progress=bar.update)

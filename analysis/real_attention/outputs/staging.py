@@ -70,7 +70,7 @@ class Staging:
         if not self._take(target, lock):
             if not self._wait:
                 raise OutputError(f"another real-attention run is writing {target}; wait for it to finish, or run "
-                                  "again with wait=True (without --no-wait) to wait for it")
+                                  "again without --no-wait (in Python: wait=True) to wait for it")
             if self._on_wait is not None:
                 self._on_wait(f"waiting for another real-attention run that is writing {target} ...")
             while not self._take(target, lock):  # Ctrl-C and SIGTERM end the wait between tries

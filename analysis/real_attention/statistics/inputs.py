@@ -278,6 +278,10 @@ def expand(specs: list[str] | tuple[str, ...], fmt: str = "auto") -> list[Input]
             if not path.is_file():
                 raise CorpusError(f"inputs (--corpus) {spec}: no such file")
             names.append(spec)
+    for name in names:
+        if plain_name(name).lower().endswith(".conllu"):  # its comment and token lines would be read as sentences
+            raise CorpusError(f"inputs (--corpus) {name} is a CoNLL-U treebank, not one sentence per line; to score "
+                              "heads as parsers on it, use `real-attention syntax --treebank FILE`")
     return [Input(name, corpus_format(plain_name(name), fmt)) for name in names]
 
 

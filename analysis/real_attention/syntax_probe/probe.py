@@ -328,6 +328,7 @@ def output_name(name: str | None, treebank: str | Path, measure: str) -> str:
     if name is not None:
         folder_name(name, measure)
         return name
+    check_treebank(treebank)  # "." is a folder, not a treebank whose name is ''
     name = default_name(treebank)
     try:
         folder_name(name, measure)

@@ -47,6 +47,11 @@ def relation_of(deprel: str) -> str:
 
 
 
+# The first bytes of the compressed files `heads --corpus` reads: a treebank must be plain CoNLL-U text
+COMPRESSED = ((b"\x1f\x8b", "gzip", "gunzip"), (b"BZh", "bzip2", "bunzip2"), (b"\xfd7zXZ\x00", "xz", "unxz"),
+              (b"\x28\xb5\x2f\xfd", "zstd", "unzstd"))
+
+
 def check_treebank(path: str | Path) -> Path:
     """The path of a readable file, else TreebankError."""
     path = Path(path)
@@ -57,6 +62,15 @@ def check_treebank(path: str | Path) -> Path:
     if not path.is_file():
         raise TreebankError(f"{path}: no such file; pass a CoNLL-U treebank (.conllu), e.g. UD English-EWT's "
                             "en_ewt-ud-dev.conllu")
+    try:
+        with path.open("rb") as handle:
+            start = handle.read(6)
+    except OSError as error:
+        raise TreebankError(f"{path}: cannot be read ({error.strerror or error})") from None
+    for magic, kind, tool in COMPRESSED:
+        if start.startswith(magic):  # said as such, not as "not UTF-8 at byte 1"
+            raise TreebankError(f"{path} is {kind}-compressed; syntax reads plain CoNLL-U text: decompress it first "
+                                f"(with {tool})")
     return path
 
 
