@@ -237,11 +237,11 @@ def test_compare_measures_with_a_measure_is_one_error(tmp_path, tiny_model_dir):
 
 @pytest.mark.parametrize("args, message", [
     (["run", "--lang", "es-norm"], "Error: lang (--lang) 'es-norm' ends in '-norm', the ending of the folders of "
-                                   "measure (--measure) norm; for that measure's results pass 'es' with --measure "
-                                   "norm, or choose another name"),
+                                   "measure (--measure) norm; for that measure's results pass 'es' with measure "
+                                   "(--measure) norm, or choose another name"),
     (["heads", "--corpus", "CORPUS", "--name", "wiki-norm"],
      "Error: name (--name) 'wiki-norm' ends in '-norm', the ending of the folders of measure (--measure) norm; "
-     "for that measure's results pass 'wiki' with --measure norm, or choose another name"),
+     "for that measure's results pass 'wiki' with measure (--measure) norm, or choose another name"),
     (["heads", "--corpus", "CORPUS", "--name", "wiki-shard-1-of-2"],
      "Error: name (--name) 'wiki-shard-1-of-2' ends like the folder of a shard (-shard-i-of-N); "
      "choose another name"),

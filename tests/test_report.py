@@ -985,6 +985,10 @@ def test_screen_readers_hear_the_numbers_the_views_show(tiny_page):
     assert browser.find_element(By.ID, "announce").get_attribute("textContent").startswith("Layer 2, head 1, ")
     assert browser.find_element(By.ID, "previous-head").get_attribute("aria-label") == "Previous head"
     assert browser.find_element(By.ID, "overview").get_attribute("role") == "group"  # no grid without its rows
+    # the Spanish sentences are marked as Spanish for a screen reader's voice; the page's own words stay English
+    assert browser.find_element(By.ID, "sentence-list").get_attribute("lang") == "es"
+    assert browser.find_element(By.CSS_SELECTOR, '#sentence-buttons button[data-sentence="1"]').get_attribute("lang") == "es"
+    assert browser.find_element(By.TAG_NAME, "html").get_attribute("lang") == "en"
 
 
 def contrast(first: str, second: str) -> float:

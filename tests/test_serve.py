@@ -601,6 +601,28 @@ def test_the_keyboard_keeps_its_place_while_the_page_answers(browser, tiny_serve
 
 
 @pytest.mark.browser
+def test_errors_name_the_forms_boxes_not_the_apis_arguments(browser, tiny_server):
+    """"sense= has 1 word(s) for 2 sentence(s)" is the Python API's wording; the page's reader sees boxes."""
+    from selenium.webdriver.common.by import By
+
+    open_page(browser, tiny_server.url)
+    for texts, sense, expected in (
+            ("fui al banco.\nel banco de mi jardín.", "fui", "The sense words box has 1 word(s) for 2 sentence(s); "
+                                                           "give one per line, one for each sentence"),
+            ("fui al banco.", "", "Give both a focus word and a sense word for each sentence (or neither, to see the "
+                                  "maps only)")):
+        browser.execute_script("delete document.body.dataset.error")
+        for element_id, value in (("live-texts", texts), ("live-sense", sense)):
+            box = browser.find_element(By.ID, element_id)
+            box.clear()
+            if value:
+                box.send_keys(value)
+        browser.find_element(By.ID, "live-submit").click()
+        message = wait_for(browser, "return document.body.dataset.error")
+        assert message.startswith(expected), message
+
+
+@pytest.mark.browser
 def test_a_drawing_that_fails_is_not_called_the_previous_answer(browser, tiny_server):
     from selenium.webdriver.common.by import By
 

@@ -96,11 +96,13 @@ class Group(click.Group):
     def invoke(self, ctx: click.Context):
         import signal
 
-        from .outputs.staging import Terminated, sigterm_as_interrupt
+        from .outputs.staging import Terminated, raise_if_signalled, sigterm_as_interrupt
 
         try:
             with sigterm_as_interrupt():  # SIGTERM (kill, timeout, docker stop) cleans up as Ctrl-C does
-                return super().invoke(ctx)
+                result = super().invoke(ctx)
+                raise_if_signalled()  # one a finalizer swallowed still ends the command as a signal
+                return result
         except NO_ARGS_IS_HELP:
             raise
         except click.UsageError as error:  # a command's options and arguments, or no such command

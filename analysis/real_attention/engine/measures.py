@@ -47,8 +47,8 @@ def check_own_folder(name: str, what: str) -> str:
         suffix = folder_suffix(measure)
         if suffix and name.endswith(suffix):
             raise InputError(f"{what} {name!r} ends in {suffix!r}, the ending of the folders of measure (--measure) "
-                             f"{measure}; for that measure's results pass {name[:-len(suffix)]!r} with --measure "
-                             f"{measure}, or choose another name")
+                             f"{measure}; for that measure's results pass {name[:-len(suffix)]!r} with measure "
+                             f"(--measure) {measure}, or choose another name")
     return name
 
 

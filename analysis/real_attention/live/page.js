@@ -22,9 +22,21 @@
       .then(function (response) {
         if (response.ok) return response;
         return response.json().catch(function () { return {}; }).then(function (answer) {
-          throw new Error(answer.error || response.status + " " + response.statusText);
+          throw new Error(answer.error ? inFormWords(answer.error) : response.status + " " + response.statusText);
         });
       });
+  }
+  // The API's messages name its arguments (focus=, sense=, ra.serve's max_sentences=); the form's reader knows
+  // its boxes: say those instead.
+  const FORM_WORDS = [
+    [/^give both focus= \(the ambiguous word\) and sense= \(one word per sentence\)/,
+     "Give both a focus word and a sense word for each sentence (or neither, to see the maps only)"],
+    [/^sense= has (\d+) word\(s\) for (\d+) sentence\(s\); give one per sentence/,
+     "The sense words box has $1 word(s) for $2 sentence(s); give one per line, one for each sentence"],
+    [/ \(its --max-sentences, max_sentences= of ra\.serve\)/, " (the server's --max-sentences)"],
+  ];
+  function inFormWords(message) {
+    return FORM_WORDS.reduce(function (text, pair) { return text.replace(pair[0], pair[1]); }, message);
   }
   function say(message, isError) {
     status.textContent = message;

@@ -166,6 +166,8 @@ def serve(model: LoadedModel | str, *, host: str = LOCALHOST, port: int = 8000, 
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:  # uvicorn stops cleanly, then raises the Ctrl-C it caught again
-        pass
+        from ..outputs.staging import handled_signals
+
+        handled_signals()  # Ctrl-C is how a server ends: exit 0, not the 130 of an interrupted command
     finally:
         sock.close()

@@ -369,10 +369,12 @@
       annots.forEach(function (a) { a.textContent = ""; });
       delete svg.dataset.isolated;
     }
-    svg.addEventListener("mouseover", function (event) {
+    function pointed(event) {
       const hit = event.target.closest("[data-side]");
       if (hit && hit.classList.contains("hit")) isolate(hit.dataset.side, Number(hit.dataset.i));
-    });
+    }
+    svg.addEventListener("mouseover", pointed);
+    svg.addEventListener("click", pointed);  // a touch screen has no hover: a tap isolates the word
     svg.addEventListener("mouseleave", reset);
   }
 
@@ -639,9 +641,20 @@
     });
   }
   let shown = 0;
+  // The sentences' language for a screen reader's voice, where the config's table is named by a language code
+  // (es, en-causal -> en); the page's own text stays English.
+  function markLanguage() {
+    const code = /^([a-z]{2,3})(?:-|$)/i.exec(data.lang || "");
+    document.querySelectorAll("#sentence-list, #sentence-buttons button[data-sentence], #sentence-select")
+      .forEach(function (element) {
+        if (code) element.setAttribute("lang", code[1].toLowerCase());
+        else element.removeAttribute("lang");
+      });
+  }
   function start() {
     fillHeader(data.header);
     buildSentenceButtons();
+    markLanguage();
     buildOverview();
     buildLegend();
     select(initial(shown === 0));

@@ -133,6 +133,7 @@ class Staging:
         self._staged.append((None, target))
 
     def commit(self) -> None:
+        raise_if_signalled()  # a Ctrl-C or SIGTERM whose exception a finalizer swallowed: nothing goes in place
         for staging, target in self._staged:
             backup = None
             with _signals_held():  # the two renames: both or neither
@@ -272,6 +273,26 @@ class Terminated(KeyboardInterrupt):
     removed, every lock released and the earlier results stay as they were."""
 
 
+# The signals that raised in this process since sigterm_as_interrupt began. A handler runs in whatever frame is
+# executing, and Python ignores ("Exception ignored in ...") an exception raised inside a finalizer (__del__): the
+# run would go on and write its results. The commit and the command's end ask again (raise_if_signalled).
+_SIGNALLED: list[int] = []
+
+
+def raise_if_signalled() -> None:
+    """Raise again what a signal raised in this process (Terminated for SIGTERM, KeyboardInterrupt for Ctrl-C), in
+    case a finalizer swallowed it."""
+    if _SIGNALLED and _SIGNALLED[-1] == signal.SIGTERM:
+        raise Terminated()
+    if _SIGNALLED:
+        raise KeyboardInterrupt()
+
+
+def handled_signals() -> None:
+    """The signals so far were answered as the command means to (serve ends on Ctrl-C): not to be raised again."""
+    _SIGNALLED.clear()
+
+
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
     """While the block runs, SIGTERM raises Terminated (a KeyboardInterrupt) in this process, as Ctrl-C would.
@@ -285,19 +306,32 @@ def sigterm_as_interrupt() -> Iterator[None]:
         yield
         return
     owner = os.getpid()
+    interrupt_is_default = signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
     def terminate(number, _frame) -> None:
         if os.getpid() != owner:  # a forked child: die as SIGTERM would have made it
             signal.signal(number, signal.SIG_DFL)
             os.kill(os.getpid(), number)
             return
+        _SIGNALLED.append(number)
         raise Terminated()
 
+    def interrupt(number, frame) -> None:  # Python's own Ctrl-C handler, remembered
+        if os.getpid() == owner:
+            _SIGNALLED.append(number)
+        signal.default_int_handler(number, frame)
+
+    _SIGNALLED.clear()
     signal.signal(signal.SIGTERM, terminate)
+    if interrupt_is_default:
+        signal.signal(signal.SIGINT, interrupt)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if interrupt_is_default:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        _SIGNALLED.clear()
 
 
 @contextmanager
