@@ -1014,3 +1014,19 @@ def test_text_colours_are_readable():
         assert contrast(chosen, fill) >= contrast(other, fill), name
     page = report_html(*hand_made_result())
     assert f"--focus-text: {FOCUS_TEXT_COLOUR}" in page and "color: var(--focus)" not in page
+
+
+def test_heatmap_text_turns_white_where_white_reads_better():
+    """Cell numbers were white from 0.6, where white on Blues is 3.2:1 and the page's dark text 4.9:1."""
+    from matplotlib import colormaps
+    from matplotlib.colors import to_hex
+
+    from real_attention.engine.categories import HEATMAP_CMAP, HEATMAP_LIGHT_TEXT_FROM
+
+    ramp = colormaps[HEATMAP_CMAP]
+    for ink in ("#1d2530", "#1f1f1f"):  # the page's text, the figures' (outputs.plots.INK)
+        below = to_hex(ramp(HEATMAP_LIGHT_TEXT_FROM - 0.01))
+        at = to_hex(ramp(HEATMAP_LIGHT_TEXT_FROM))
+        # the crossing, within a step of the ramp (the page's ink and the figures' cross at 0.67 and 0.69)
+        assert contrast(ink, below) >= contrast("#ffffff", below) - 0.05, ink
+        assert contrast("#ffffff", at) >= contrast(ink, at) - 0.05, ink
