@@ -86,8 +86,13 @@ def test_serve_without_its_extra_is_one_error_line_before_the_model_loads(monkey
                         else real_find_spec(name, *rest))
     monkeypatch.setattr(api, "load", lambda *args, **kwargs: pytest.fail("the model loaded"))
     result = CliRunner().invoke(cli, ["serve", "--model", "minilm"])
-    assert result.exit_code == 2
+    assert result.exit_code == 1  # a missing package, as Dask's, pyarrow's, fsspec's: not the input's fault
     assert result.output.strip() == 'Error: serve needs uvicorn: pip install "real-attention[serve]"'
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *rest: None if name == "pyarrow"
+                        else real_find_spec(name, *rest))
+    result = CliRunner().invoke(cli, ["run", "--model", "minilm", "--table-format", "parquet", "--out", "/nonexistent"])
+    assert result.exit_code == 1 and result.output.strip() == (
+        'Error: table_format (--table-format) parquet needs pyarrow: pip install "real-attention[parquet]"')
 
 
 def test_heads_with_an_unknown_language_is_one_line_and_no_progress_bar(tmp_path):

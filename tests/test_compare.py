@@ -403,6 +403,9 @@ def test_the_layers_figure_keeps_the_distance_scale_and_short_names(tiny, tiny_m
     axes = figure.axes[0]
     assert axes.images[0].get_clim() == (0.0, math.log(2))
     assert axes.get_ylabel() == "layer of tiny-bert" and axes.get_xlabel() == "layer of other"
+    twins = layers_figure(ra.compare([tiny, tiny], SENTENCES, names=["runs/a/final", "runs/b/final"])).axes[0]
+    assert [" ".join(label.split()) for label in (twins.get_ylabel(), twins.get_xlabel())] == [
+        "layer of runs/a/final", "layer of runs/b/final"]  # two checkpoints named final: their whole names
 
 
 # --- files and the command line ------------------------------------------------------------------------------
@@ -683,6 +686,45 @@ def test_detect_chance_counts_only_the_keys_a_sliding_window_shows(tiny_decoders
     first_layer = result.heads[result.heads["layer"] == 1]
     assert (first_layer["entropy"] <= math.log(3) + 1e-6).all() and (first_layer["first"] == 0).all()
     assert "layer 1 sees fewer keys (a sliding window)" in describe(result)
+
+
+def test_detect_chance_fills_a_weight_that_rounded_to_zero_inside_the_seen_keys():
+    """Half precision rounds weights below 3e-8 to 0: a key inside a query's causal run whose weight did so in every
+    head and sample is still seen, and does not read as a sliding window."""
+    from real_attention.comparison.detect import chance_summary
+
+    queries = np.arange(4, 12)
+    causal = np.tril(np.ones((12, 12), dtype=bool))[queries]
+    holed = causal.copy()
+    holed[:, 2] = False  # key 2 rounded to 0 everywhere
+    summary = chance_summary(np.stack([causal, holed]), queries, 0, 4)
+    assert "chance_by_layer" not in summary
+    assert summary["chance"] == chance_summary(causal[None], queries, 0, 4)["chance"]
+
+
+def test_a_model_without_layers_or_with_nan_maps_is_one_error(tiny_model_dir, tmp_path, tiny, monkeypatch):
+    """A 0-layer model crashed detect (np.argmax of nothing); NaN maps tripped an assert."""
+    import shutil
+
+    import torch
+    from transformers import BertConfig, BertModel
+
+    folder = tmp_path / "no-layers"
+    shutil.copytree(tiny_model_dir, folder)
+    BertModel(BertConfig(vocab_size=tiny.model.config.vocab_size, hidden_size=8, num_hidden_layers=0,
+                         num_attention_heads=2, intermediate_size=16)).save_pretrained(folder)
+    with pytest.raises(ra.ModelUnavailable, match=r"has no attention layer \(num_hidden_layers 0\)"):
+        ra.load(str(folder))
+    from real_attention.comparison import detect as detect_module
+
+    def nan_scores(weights, queries, length, offset=0):
+        sums, seen = real_scores(weights, queries, length, offset)
+        return sums * float("nan"), torch.zeros_like(seen)
+
+    real_scores = detect_module.layer_scores
+    monkeypatch.setattr(detect_module, "layer_scores", nan_scores)
+    with pytest.raises(ra.ModelUnavailable, match=r"^layer 1 of .* gives no query weight above 0 \(its maps hold NaN"):
+        ra.detect(tiny, length=3, repeats=2, samples=1)
 
 
 def test_detect_counts_every_earlier_copy_against_a_direct_loop(tiny):

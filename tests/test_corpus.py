@@ -376,14 +376,21 @@ def test_bad_options_give_one_error_line(tmp_path, corpus_file, tiny_model_dir, 
     assert not (tmp_path / "out").exists()
 
 
-def test_a_treebank_given_as_a_corpus_is_refused(tmp_path, tiny_model_dir):
-    """heads read a .conllu's comment and token lines as sentences, without a word."""
+@pytest.mark.parametrize("command", ["heads", "importance", "compare"])
+def test_a_treebank_given_as_a_corpus_is_refused(tmp_path, tiny_model_dir, command):
+    """heads, importance and compare read a .conllu's comment and token lines as sentences, without a word."""
     treebank = tmp_path / "ewt.conllu"
     treebank.write_text("# sent_id = 1\n1\tFui\tir\tVERB\t_\t_\t0\troot\t_\t_\n\n", encoding="utf-8")
-    result = CliRunner().invoke(cli, heads_args(treebank, tiny_model_dir, tmp_path / "out"))
+    model = str(tiny_model_dir)
+    arguments = {"heads": heads_args(treebank, tiny_model_dir, tmp_path / "out"),
+                 "importance": ["importance", "--corpus", str(treebank), "--model", model, "--out", str(tmp_path / "out")],
+                 "compare": ["compare", "--corpus", str(treebank), "--model", model, "--model", model, "--out",
+                             str(tmp_path / "out")]}[command]
+    result = CliRunner().invoke(cli, arguments)
+    named = "inputs (--corpus)" if command == "heads" else "--corpus"
     assert result.exit_code == 2 and result.output.strip() == (
-        f"Error: inputs (--corpus) {treebank} is a CoNLL-U treebank, not one sentence per line; to score heads as "
-        "parsers on it, use `real-attention syntax --treebank FILE`")
+        f"Error: {named} {treebank} is a CoNLL-U treebank, not one sentence per line; to score heads as "
+        "parsers on it, use `real-attention syntax --treebank FILE`"), result.output
     assert not (tmp_path / "out").exists()
 
 

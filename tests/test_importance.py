@@ -183,6 +183,10 @@ def _hand_bert(model, input_ids, attention_mask, zero_layer: int | None):
 
 def test_a_mask_too_large_for_float32_is_an_input_error_not_nan(mlm_dir):
     """1e30 is finite in float64 but inf in the model's float32: the objective came back NaN, said nowhere."""
+    import torch
+
+    from real_attention.head_importance.run import _mask_array
+
     model = ra.load(str(mlm_dir))
     with pytest.raises(ra.InputError, match=r"float32 can hold .* not 1e\+40"):
         ra.objective(str(mlm_dir), TEXTS, "mlm", head_mask=np.full((model.layers, model.heads), 1e40))
@@ -190,6 +194,9 @@ def test_a_mask_too_large_for_float32_is_an_input_error_not_nan(mlm_dir):
                                             r"value in size, 1e\+30, overflows"):
         ra.objective(str(mlm_dir), TEXTS, "mlm", head_mask=np.full((model.layers, model.heads), 1e30))
     assert np.isfinite(ra.objective(str(mlm_dir), TEXTS, "mlm", head_mask=np.full((model.layers, model.heads), 1.5)))
+    # a model in half precision holds far less: the message names its type
+    with pytest.raises(ra.InputError, match=r"the model's float16 can hold \(at most about 6.55e\+04 in size\), not 1e\+05"):
+        _mask_array(np.full((model.layers, model.heads), 1e5), model.layers, model.heads, torch.float16)
 
 
 @pytest.mark.parametrize("zero_layer", [None, 0, 2])

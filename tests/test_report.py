@@ -947,8 +947,12 @@ def test_many_sentences_get_a_list_and_the_toolbar_never_covers_the_heads(browse
         assert browser.execute_script("return document.body.dataset.sentence") == "12"
         browser.find_element(By.ID, "next-sentence").click()
         assert browser.execute_script("return document.body.dataset.sentence") == "13"
-        browser.find_element(By.TAG_NAME, "body").send_keys("]")
+        # ] as a Spanish keyboard types it: AltGr, which Windows reports as Ctrl+Alt
+        browser.execute_script("document.dispatchEvent(new KeyboardEvent('keydown', "
+                               "{key: ']', ctrlKey: true, altKey: true, bubbles: true}))")
         assert browser.execute_script("return document.body.dataset.sentence") == "14"
+        assert chooser.options[0].get_attribute("lang") == "xx"  # the sentences' language, on each option
+        assert browser.find_element(By.ID, "sentence-select").get_attribute("lang") in (None, "")
         assert chooser.first_selected_option.get_attribute("value") == "13"
         cell = browser.find_element(By.CSS_SELECTOR, '#overview .cell[data-layer="1"][data-head="1"]')
         hover(browser, cell)
@@ -987,6 +991,7 @@ def test_screen_readers_hear_the_numbers_the_views_show(tiny_page):
     assert browser.find_element(By.ID, "overview").get_attribute("role") == "group"  # no grid without its rows
     # the Spanish sentences are marked as Spanish for a screen reader's voice; the page's own words stay English
     assert browser.find_element(By.ID, "sentence-list").get_attribute("lang") == "es"
+    assert browser.find_element(By.CSS_SELECTOR, "#sentence-list .sense-note").get_attribute("lang") == "en"
     assert browser.find_element(By.CSS_SELECTOR, '#sentence-buttons button[data-sentence="1"]').get_attribute("lang") == "es"
     assert browser.find_element(By.TAG_NAME, "html").get_attribute("lang") == "en"
 

@@ -598,6 +598,9 @@ def test_the_keyboard_keeps_its_place_while_the_page_answers(browser, tiny_serve
     assert browser.find_element(By.ID, "live-submit").get_attribute("aria-disabled") is None  # not busy any more
     download = browser.find_element(By.ID, "live-download")
     assert download.tag_name == "button" and download.get_attribute("type") == "button"
+    # it looks like a link, not like the form's submit button
+    assert download.value_of_css_property("background-color") in ("rgba(0, 0, 0, 0)", "transparent")
+    assert download.value_of_css_property("font-weight") == "400"
 
 
 @pytest.mark.browser
@@ -609,8 +612,7 @@ def test_errors_name_the_forms_boxes_not_the_apis_arguments(browser, tiny_server
     for texts, sense, expected in (
             ("fui al banco.\nel banco de mi jardín.", "fui", "The sense words box has 1 word(s) for 2 sentence(s); "
                                                            "give one per line, one for each sentence"),
-            ("fui al banco.", "", "Give both a focus word and a sense word for each sentence (or neither, to see the "
-                                  "maps only)")):
+            ("fui al banco.", "", "Give both a focus word and a sense word for each sentence")):
         browser.execute_script("delete document.body.dataset.error")
         for element_id, value in (("live-texts", texts), ("live-sense", sense)):
             box = browser.find_element(By.ID, element_id)

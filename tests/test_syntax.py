@@ -106,6 +106,9 @@ def test_the_possessive_case_scores_the_next_word_and_survives_a_final_possessor
     assert scored_index(["JOHN", "\u2019S", "dog"], ["poss", "case", "nsubj"]).tolist() == [1, 1, 2]
     assert scored_index(["the", "dog", "of", "John"], ["det", "root", "case", "poss"]).tolist() == [0, 1, 2, 3]
     assert scored_index(["his", "dog"], ["poss", "root"]).tolist() == [0, 1]
+    # UD's plural possessive is ' alone ("soldiers ' families"): once scored as the possessor itself
+    assert scored_index(["soldiers", "'", "families"], ["poss", "case", "root"]).tolist() == [1, 1, 2]
+    assert scored_index(["soldiers", "\u2019", "families"], ["poss", "case", "root"]).tolist() == [1, 1, 2]
     sentence = tree(["John", "'s", "dog", "barked"], [3, 1, 4, 0], ["poss", "case", "nsubj", "root"])
     # John -> 's, 's -> dog: John (poss) is scored by the prediction of 's, which is its gold head, dog
     m = np.zeros((4, 4))

@@ -750,14 +750,14 @@ def serve_command(lang, model_name, revision, offline, device, host, port, measu
 
 
 def require_serve_extra() -> None:
-    """InputError naming the extra to install when the live page's web stack (Starlette, uvicorn) is missing."""
+    """MissingPackage naming the extra to install when the live page's web stack (Starlette, uvicorn) is missing."""
     import importlib.util
 
-    from .engine.errors import InputError
+    from .engine.errors import MissingPackage
 
     missing = [name for name in ("starlette", "uvicorn") if importlib.util.find_spec(name) is None]
     if missing:
-        raise InputError(f"serve needs {' and '.join(missing)}: pip install \"real-attention[serve]\"")
+        raise MissingPackage(f"serve needs {' and '.join(missing)}: pip install \"real-attention[serve]\"")
 
 
 def main() -> None:

@@ -99,10 +99,11 @@ class CorpusLines:
     records it. Errors name a line as "line N of FILE", N counting every line, blank ones too."""
 
     def __init__(self, path: str | Path, fmt: str = "auto"):
-        from ..statistics.inputs import plain_name
+        from ..statistics.inputs import plain_name, refuse_treebank
         from ..statistics.sums import corpus_format
 
         self.path = Path(path)
+        refuse_treebank(str(self.path), CORPUS_PATH)
         if self.path.is_dir():
             raise InputError(f"{CORPUS_PATH} {self.path} is a folder; pass a text or .jsonl file")
         if self.path.exists() and not self.path.is_file():  # a device or a pipe: compare reads it twice

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ..engine.errors import InputError
+from ..engine.errors import InputError, ModelUnavailable
 
 if TYPE_CHECKING:
     from ..engine.models import LoadedModel
@@ -131,8 +131,7 @@ def chance(visible: np.ndarray, queries: np.ndarray, offset: int, length: int) -
     """Each score under uniform attention over the keys a query sees. visible: (Q, T) bool, the keys each query
     sees (an encoder's all T, a decoder's the i + 1 up to it, a sliding window's the last few); queries: (Q,) their
     positions. Induction and duplicate add the weight on every earlier copy the query sees (and the token after it)."""
-    seen = visible.sum(axis=1).astype(np.float64)
-    assert (seen > 0).all(), "every query sees itself"
+    seen = visible.sum(axis=1).astype(np.float64)  # every query sees itself (detect refuses maps without a weight)
     positions, real = copy_targets(queries, offset, length)
     rows = np.arange(len(queries))
     successors = (visible[rows[:, None], positions + 1] & real).sum(axis=1)
@@ -145,6 +144,9 @@ def chance(visible: np.ndarray, queries: np.ndarray, offset: int, length: int) -
 def chance_summary(visible: np.ndarray, queries: np.ndarray, offset: int, length: int) -> dict:
     """visible: (L, Q, T) bool per layer -> summary.json's `chance` (the layers that see the most keys: all of them
     but for sliding windows), and `chance_by_layer` (one dict per layer from 1) where some layer sees fewer keys."""
+    # the keys a query sees are one run (a causal mask's, a window's): a key inside it whose weight rounded to 0 in
+    # every head and sample (half precision rounds below 3e-8 to 0) is seen all the same
+    visible = np.maximum.accumulate(visible, axis=2) & np.maximum.accumulate(visible[..., ::-1], axis=2)[..., ::-1]
     per_layer = [chance(layer, queries, offset, length) for layer in visible]
     widest = int(np.argmax(visible.sum(axis=(1, 2))))
     summary: dict = {"chance": per_layer[widest]}
@@ -233,6 +235,11 @@ def detect(model: LoadedModel, *, length: int = 25, repeats: int = 4, samples: i
     finally:
         if bar is not None:
             bar.close()
+    blind = np.flatnonzero(~np.all(np.any(visible, axis=2), axis=1))  # layers with a query whose row has no weight > 0
+    if blind.size:
+        raise ModelUnavailable(f"layer {blind[0] + 1} of {model.choice.short} gives no query weight above 0 (its maps "
+                               "hold NaN, e.g. from half-precision overflow): its scores cannot be read; try another "
+                               "--device or a float32 copy of the model")
     means = (totals / (samples * len(queries))).numpy()
     layer, head = np.indices((model.layers, model.heads)).reshape(2, -1)
     heads = pd.DataFrame({"layer": layer + 1, "head": head + 1,

@@ -22,5 +22,10 @@ class ModelUnavailable(RealAttentionError):
     """The model cannot be had (no network, not cached, unknown id, not a model folder)."""
 
 
+class MissingPackage(RealAttentionError):
+    """An optional package the asked-for work needs is not installed; the message names what to install. Not
+    the input's fault, so exit 1, as for a model that cannot be had."""
+
+
 class OutputError(RealAttentionError, OSError):
     """An output folder cannot be written; the message names it."""

@@ -46,9 +46,10 @@ def check_own_folder(name: str, what: str) -> str:
     for measure in MEASURES:
         suffix = folder_suffix(measure)
         if suffix and name.endswith(suffix):
+            hint = (f"for that measure's results pass {name[:-len(suffix)]!r} with measure (--measure) {measure}, or "
+                    if name != suffix else "")
             raise InputError(f"{what} {name!r} ends in {suffix!r}, the ending of the folders of measure (--measure) "
-                             f"{measure}; for that measure's results pass {name[:-len(suffix)]!r} with measure "
-                             f"(--measure) {measure}, or choose another name")
+                             f"{measure}; {hint}choose another name")
     return name
 
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..engine.errors import InputError
+from ..engine.errors import InputError, ModelUnavailable
 from .objectives import (AUTO, DEFINITIONS, EMBEDDING, HEAD_OF, LABEL, LM, MLM, OBJECTIVES, Prepared, Scorer,
                          choose_objective, evaluate, intact, label_ids, normalized, prepare, pruning_counts,
                          sentence_place, taylor)
@@ -97,9 +97,12 @@ def read_corpus_lines(path: str | Path, limit: int | None = None) -> tuple[list,
     """read_corpus, and the file's line number (from 1) of each sentence, for messages about them."""
     import json
 
+    from ..statistics.inputs import refuse_treebank
+
     path = Path(path)
     if limit is not None and limit < 1:
         raise InputError(f"--limit must be at least 1, not {limit}")
+    refuse_treebank(str(path), "--corpus")
     try:
         data = path.read_bytes()
         text = data.decode("utf-8").removeprefix("\ufeff")  # a BOM is no text (it hid a JSONL file's first record)
@@ -191,7 +194,7 @@ def model_config(choice, offline: bool = False):
     """The model's config, read without loading its weights (for the checks before the model loads)."""
     from transformers import AutoConfig
 
-    from ..engine.models import ModelUnavailable, hub_options, quiet_loading
+    from ..engine.models import hub_options, quiet_loading
 
     source = str(choice.path) if choice.path is not None else choice.name
     options = {"local_files_only": True} if choice.path is not None else hub_options(choice, offline)
@@ -204,7 +207,11 @@ def model_config(choice, offline: bool = False):
         raise ModelUnavailable(f"cannot read the config of {choice.name}: {str(error).splitlines()[0]}") from None
 
 
-def _mask_array(head_mask, layers: int, heads: int) -> np.ndarray:
+def _mask_array(head_mask, layers: int, heads: int, dtype=None) -> np.ndarray:
+    """head_mask as a (layers, heads) float64 array; InputError unless it holds finite numbers that the model's
+    dtype (a torch float type; None: float32) can hold."""
+    import torch
+
     try:
         array = np.asarray(head_mask, dtype=np.float64)
     except (TypeError, ValueError):
@@ -213,10 +220,11 @@ def _mask_array(head_mask, layers: int, heads: int) -> np.ndarray:
         raise InputError(f"head_mask must have shape (layers, heads) = ({layers}, {heads}), not {array.shape}")
     if not np.isfinite(array).all():
         raise InputError("head_mask must hold finite numbers")
-    largest = float(np.abs(array).max(initial=0.0))
-    if largest > float(np.finfo(np.float32).max):  # the model computes in float32: it would be inf there, and the loss NaN
-        raise InputError(f"head_mask must hold numbers the model's float32 can hold (at most about 3.4e38 in size), "
-                         f"not {largest:.3g}")
+    dtype = torch.float32 if dtype is None else dtype
+    largest, most = float(np.abs(array).max(initial=0.0)), float(torch.finfo(dtype).max)
+    if largest > most:  # it would be inf in the model's arithmetic, and the loss NaN
+        raise InputError(f"head_mask must hold numbers the model's {str(dtype).removeprefix('torch.')} can hold (at "
+                         f"most about {most:.3g} in size), not {largest:.3g}")
     return array
 
 
@@ -245,11 +253,17 @@ def objective(model: LoadedModel | str, sentences: Sequence[str | dict[str, Any]
     prepared = _prepared(scorer, texts, labels, batch_size, seed, max_tokens)
     if head_mask is None:
         return float(intact(scorer, prepared).objective[0])
-    mask = _mask_array(head_mask, scorer.layers, scorer.heads)
+    dtype = next(scorer.base.parameters()).dtype
+    mask = _mask_array(head_mask, scorer.layers, scorer.heads, dtype)
     value = float(evaluate(scorer, prepared, mask[None]).objective[0])
-    if not np.isfinite(value):  # a mask large enough to overflow the float32 activations that follow it
+    if not np.isfinite(value):  # the mask's fault only if the intact model's objective is finite
+        whole = float(intact(scorer, prepared).objective[0])
+        if not np.isfinite(whole):
+            raise ModelUnavailable(f"the objective of the intact model is not finite ({whole}) on these sentences: "
+                                   "its arithmetic overflows (try float32 or another --device)")
         raise InputError(f"the objective is not finite ({value}) under this head_mask: its largest value in size, "
-                         f"{float(np.abs(mask).max()):.3g}, overflows the model's float32 arithmetic")
+                         f"{float(np.abs(mask).max()):.3g}, overflows the model's {str(dtype).removeprefix('torch.')} "
+                         "arithmetic")
     return value
 
 

@@ -30,7 +30,7 @@
   // its boxes: say those instead.
   const FORM_WORDS = [
     [/^give both focus= \(the ambiguous word\) and sense= \(one word per sentence\)/,
-     "Give both a focus word and a sense word for each sentence (or neither, to see the maps only)"],
+     "Give both a focus word and a sense word for each sentence"],
     [/^sense= has (\d+) word\(s\) for (\d+) sentence\(s\); give one per sentence/,
      "The sense words box has $1 word(s) for $2 sentence(s); give one per line, one for each sentence"],
     [/ \(its --max-sentences, max_sentences= of ra\.serve\)/, " (the server's --max-sentences)"],

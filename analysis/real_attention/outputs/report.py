@@ -268,7 +268,7 @@ def _header_sentences(result: RunResult, shown: int) -> str:
     items = []
     for configured, located in list(zip(result.sentence_set.sentences, result.sentences))[:shown]:
         items.append(
-            f"<li>{html.escape(configured.text)} <span class=\"sense-note\">sense word: "
+            f"<li>{html.escape(configured.text)} <span class=\"sense-note\" lang=\"en\">sense word: "
             f"<b>{html.escape(located.attention.words[located.sense])}</b></span></li>"
         )
     note = sentences_note(result, shown)

@@ -573,7 +573,9 @@
     select({ sentence: (state.sentence + delta + data.sentences.length) % data.sentences.length });
   }
   document.addEventListener("keydown", function (event) {
-    if (!data || event.altKey || event.ctrlKey || event.metaKey) return;
+    // [ and ] need AltGr on Spanish, German or French keyboards (Ctrl+Alt on Windows, Option on a Mac): let them by
+    const bracket = event.key === "[" || event.key === "]";
+    if (!data || event.metaKey || (!bracket && (event.altKey || event.ctrlKey))) return;
     if (event.target.closest && event.target.closest("input, textarea, select")) return;  // typing, not choosing
     const key = event.key;
     if (key === "ArrowRight") step(1);
@@ -628,6 +630,7 @@
     data.sentences.forEach(function (S) {
       const item = document.createElement("li"), note = document.createElement("span"), word = document.createElement("b");
       note.className = "sense-note";
+      note.lang = "en";  // the page's words, inside a sentence list marked with the sentences' language
       word.textContent = S.words[S.sense];
       note.append("sense word: ", word);
       item.append(S.text + " ", note);
@@ -645,7 +648,7 @@
   // (es, en-causal -> en); the page's own text stays English.
   function markLanguage() {
     const code = /^([a-z]{2,3})(?:-|$)/i.exec(data.lang || "");
-    document.querySelectorAll("#sentence-list, #sentence-buttons button[data-sentence], #sentence-select")
+    document.querySelectorAll("#sentence-list, #sentence-buttons button[data-sentence], #sentence-select option")
       .forEach(function (element) {
         if (code) element.setAttribute("lang", code[1].toLowerCase());
         else element.removeAttribute("lang");

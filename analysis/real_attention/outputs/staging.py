@@ -58,6 +58,7 @@ class Staging:
         self._staged: list[tuple[Path | None, Path]] = []  # (staging folder or None to remove, target)
         self._locks: dict[Path, FolderLock] = {}  # target -> its held FileLock
         self._made: list[Path] = []  # the folders above the targets this run created (results/, ...), deepest last
+        self._signals = len(_SIGNALLED)  # those before this staging began were answered by whoever caught them
         self._wait = wait
         self._on_wait = on_wait
         self.leftovers: list[str] = []
@@ -133,7 +134,7 @@ class Staging:
         self._staged.append((None, target))
 
     def commit(self) -> None:
-        raise_if_signalled()  # a Ctrl-C or SIGTERM whose exception a finalizer swallowed: nothing goes in place
+        raise_if_signalled(self._signals)  # a Ctrl-C or SIGTERM a finalizer swallowed: nothing goes in place
         for staging, target in self._staged:
             backup = None
             with _signals_held():  # the two renames: both or neither
@@ -279,13 +280,11 @@ class Terminated(KeyboardInterrupt):
 _SIGNALLED: list[int] = []
 
 
-def raise_if_signalled() -> None:
-    """Raise again what a signal raised in this process (Terminated for SIGTERM, KeyboardInterrupt for Ctrl-C), in
-    case a finalizer swallowed it."""
-    if _SIGNALLED and _SIGNALLED[-1] == signal.SIGTERM:
-        raise Terminated()
-    if _SIGNALLED:
-        raise KeyboardInterrupt()
+def raise_if_signalled(since: int = 0) -> None:
+    """Raise again what a signal raised in this process after the first `since` (Terminated for SIGTERM,
+    KeyboardInterrupt for Ctrl-C), in case a finalizer swallowed it."""
+    if len(_SIGNALLED) > since:
+        raise Terminated() if _SIGNALLED[-1] == signal.SIGTERM else KeyboardInterrupt()
 
 
 def handled_signals() -> None:
@@ -328,10 +327,10 @@ def sigterm_as_interrupt() -> Iterator[None]:
     try:
         yield
     finally:
+        _SIGNALLED.clear()  # first: a signal that comes while the handlers are put back must not outlive the block
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         if interrupt_is_default:
             signal.signal(signal.SIGINT, signal.default_int_handler)
-        _SIGNALLED.clear()
 
 
 @contextmanager

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..engine.checks import shown
-from ..engine.errors import InputError
+from ..engine.errors import InputError, MissingPackage
 from ..engine.hashing import file_sha256
 from ..engine.measures import NORM, WEIGHTS
 
@@ -134,10 +134,8 @@ def _read_parquet(path: Path, columns: list[str]) -> pd.DataFrame:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
-        from .readback import ResultsError
-
-        raise ResultsError(f"{path} is a Parquet file, read with pyarrow: pip install "
-                           "\"real-attention[parquet]\"") from None
+        raise MissingPackage(f"{path} is a Parquet file, read with pyarrow: pip install "
+                             "\"real-attention[parquet]\"") from None
     try:
         table = pq.read_table(path)
     except Exception as error:  # noqa: BLE001  pyarrow raises ArrowInvalid, OSError, ValueError, ... on a bad file

@@ -145,7 +145,7 @@ class _CsvTable:
 
 def check_table_format(table_format: str) -> str:
     """The format, or InputError; parquet needs pyarrow (the parquet extra)."""
-    from ..engine.errors import InputError
+    from ..engine.errors import InputError, MissingPackage
 
     if table_format not in TABLE_FORMATS:
         raise InputError(f"table format {table_format!r} is not one of {', '.join(TABLE_FORMATS)}")
@@ -153,7 +153,8 @@ def check_table_format(table_format: str) -> str:
         from importlib.util import find_spec
 
         if find_spec("pyarrow") is None:
-            raise InputError("table_format (--table-format) parquet needs pyarrow: pip install \"real-attention[parquet]\"")
+            raise MissingPackage("table_format (--table-format) parquet needs pyarrow: pip install "
+                                 "\"real-attention[parquet]\"")
     return table_format
 
 

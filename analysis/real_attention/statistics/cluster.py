@@ -24,7 +24,7 @@ from .sums import CorpusError, CorpusReader, HeadSums, corpus_sums
 from ..engine.batches import SHAPES
 from ..engine.checks import whole_number
 from ..engine.units import DEFAULT_UNITS
-from ..engine.errors import RealAttentionError
+from ..engine.errors import MissingPackage
 
 # 1024 = the default batch size (32) x the batches that corpus_sums reads ahead at once (32). The size changes no
 # bit of the sums (fixed-shape batches); on a cluster a partition's last batches are filled with dummy rows, so
@@ -33,7 +33,7 @@ DEFAULT_PARTITION_SIZE = 1024
 SINGLE_PROCESS, DASK_LOCAL, DASK_SCHEDULER = "single-process", "dask-local", "dask-scheduler"
 
 
-class DaskMissing(RealAttentionError):
+class DaskMissing(MissingPackage):
     """A cluster was asked for, but Dask is not installed; the message says what to install."""
 
 

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 
 from .reading import count_stream
 from .sums import CorpusError, CorpusReader, Shard, corpus_format, count_lines
+from ..engine.errors import MissingPackage
 
 STDIN = "-"
 # What reading an input can raise: the file, or a damaged or cut compressed file (gzip's EOFError and zlib.error,
@@ -217,8 +218,8 @@ def _fsspec():
     try:
         import fsspec
     except ImportError:
-        raise CorpusError('URLs in inputs (--corpus) need fsspec: pip install "real-attention[dask]" (and the filesystem\'s '
-                          "package, e.g. s3fs for s3://)") from None
+        raise MissingPackage('URLs in inputs (--corpus) need fsspec: pip install "real-attention[dask]" (and the '
+                             "filesystem's package, e.g. s3fs for s3://)") from None
     return fsspec
 
 
@@ -279,10 +280,15 @@ def expand(specs: list[str] | tuple[str, ...], fmt: str = "auto") -> list[Input]
                 raise CorpusError(f"inputs (--corpus) {spec}: no such file")
             names.append(spec)
     for name in names:
-        if plain_name(name).lower().endswith(".conllu"):  # its comment and token lines would be read as sentences
-            raise CorpusError(f"inputs (--corpus) {name} is a CoNLL-U treebank, not one sentence per line; to score "
-                              "heads as parsers on it, use `real-attention syntax --treebank FILE`")
+        refuse_treebank(name)
     return [Input(name, corpus_format(plain_name(name), fmt)) for name in names]
+
+
+def refuse_treebank(name: str, what: str = "inputs (--corpus)") -> None:
+    """CorpusError for a CoNLL-U file given as a corpus: its comment and token lines would be read as sentences."""
+    if plain_name(name).lower().endswith(".conllu"):
+        raise CorpusError(f"{what} {name} is a CoNLL-U treebank, not one sentence per line; to score heads as parsers "
+                          "on it, use `real-attention syntax --treebank FILE`")
 
 
 class CorpusText:

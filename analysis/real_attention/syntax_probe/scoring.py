@@ -24,7 +24,8 @@ from .treebank import POSS, TreeSentence
 ROOT = -1  # a baseline's prediction of the root (a word before the sentence's start); never counted correct
 DIRECTIONS = ("dep->head", "head->dep")  # the word map as it is; its transpose
 OFFSETS = (-3, -2, -1, 0, 1, 2)  # the fixed-offset baselines
-POSS_MARKERS = ("'s", "s'", "\u2019s", "s\u2019")  # the possessive words after a poss word (compared lower-cased)
+# The possessive words after a poss word, compared lower-cased; UD writes a plural's as ' alone ("soldiers '")
+POSS_MARKERS = ("'s", "s'", "'", "\u2019s", "s\u2019", "\u2019")
 ALL = "all"  # the relation of every word
 UNREPORTED = ("root", "punct")  # never in best.csv: no head predicts the root; punctuation is no relation of words
 DEFAULT_MIN_COUNT = 100
