@@ -194,3 +194,12 @@ def test_the_quickstart_notebook_runs(needs_minilm):
     report = cells[-1].outputs[-1]["data"]["text/html"]
     assert report.startswith("<iframe") and not EXTERNAL_URL.search(report)
     assert json.dumps(notebook.cells[-1].outputs).count("srcdoc") == 1
+
+
+def test_results_holding_arrays_compare_as_objects_without_raising(tiny_loaded):
+    """The frozen dataclasses compared their numpy fields with ==: `att == other` raised "the truth value of an
+    array with more than one element is ambiguous", and hash() a TypeError."""
+    att = ra.attend(tiny_loaded, ["fui al banco a sacar dinero."], focus="banco", sense=["dinero"])
+    again = ra.attend(tiny_loaded, ["fui al banco a sacar dinero."], focus="banco", sense=["dinero"])
+    assert att == att and att != again and att[0] == att[0] and att[0] != again[0]
+    assert len({att, again, att[0], again[0]}) == 4  # hashable, by identity

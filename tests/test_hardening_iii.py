@@ -150,7 +150,6 @@ def test_sigterm_inside_staged_outputs_discards_everything(tmp_path):
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the default action is back
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the finalizer's, as intended
 @pytest.mark.parametrize("number, name", [(signal.SIGTERM, "Terminated"), (signal.SIGINT, "KeyboardInterrupt")])
 def test_a_signal_a_finalizer_swallowed_still_keeps_the_results_out(tmp_path, number, name):
     """A handler runs in whatever frame is executing; inside a __del__ its exception is only printed ("Exception
@@ -167,7 +166,20 @@ def test_a_signal_a_finalizer_swallowed_still_keeps_the_results_out(tmp_path, nu
     assert not target.exists()
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_ctrl_c_the_caller_caught_lets_a_later_staging_commit(tmp_path):
+    """Only a swallowed signal is raised again: one a caller caught and answered must not stop later writes."""
+    from real_attention.outputs.staging import sigterm_as_interrupt
+
+    with sigterm_as_interrupt():
+        try:
+            signal.getsignal(signal.SIGINT)(signal.SIGINT, None)
+        except KeyboardInterrupt:
+            pass
+        with staged_outputs() as staging:
+            (staging.folder(tmp_path / "results" / "es") / "new.csv").write_text("new")
+    assert (tmp_path / "results" / "es" / "new.csv").read_text() == "new"
+
+
 def test_a_swallowed_sigterm_ends_the_command_with_143(tmp_path, monkeypatch):
     import real_attention.lesson.numbers as lesson_numbers
 

@@ -26,7 +26,9 @@ import importlib
 import types
 from typing import TYPE_CHECKING, Any
 
-from .engine import VERSION as __version__  # noqa: F401  (in __all__, built below)
+from .engine import VERSION
+
+__version__: str = VERSION  # a plain assignment: a type checker sees it exported (as `import ... as` it did not)
 
 # The command group is bound now, not lazily: importing the submodule real_attention.cli (as `python -m
 # real_attention` and the `real-attention` script do) would otherwise leave the module, not the group, as `ra.cli`.
@@ -54,6 +56,8 @@ if TYPE_CHECKING:  # what editors and mypy read; at run time __getattr__ imports
     from .comparison.compare import write_compare as write_compare
     from .comparison.detect import DetectResult as DetectResult, detect as detect, write_detect as write_detect
     from .statistics.labels import Thresholds as Thresholds
+    from .outputs.readback import ResultsError as ResultsError
+    from .outputs.table_checks import DamagedTable as DamagedTable
 
 # Each public name and the module (relative to this package) that defines it.
 _API = {
@@ -72,17 +76,19 @@ _API = {
     "Thresholds": ".statistics.labels",
     "RealAttentionError": ".engine.errors", "InputError": ".engine.errors",
     "ModelUnavailable": ".engine.errors", "OutputError": ".engine.errors", "MissingPackage": ".engine.errors",
+    "ResultsError": ".outputs.readback", "DamagedTable": ".outputs.table_checks",
     "app": ".live.server", "serve": ".live.server",
 }
 __all__ = sorted([*_API, "cli", "main", "__version__"])
 
 
-def __getattr__(name: str) -> Any:
-    if name in _API:
-        value = getattr(importlib.import_module(_API[name], __name__), name)
-        globals()[name] = value  # later lookups skip __getattr__
-        return value
-    raise AttributeError(f"module 'real_attention' has no attribute {name!r}")
+if not TYPE_CHECKING:  # hidden from type checkers: they would read any name, a misspelt one too, as Any
+    def __getattr__(name: str) -> Any:
+        if name in _API:
+            value = getattr(importlib.import_module(_API[name], __name__), name)
+            globals()[name] = value  # later lookups skip __getattr__
+            return value
+        raise AttributeError(f"module 'real_attention' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:  # the public names and the submodules, not this module's own helpers

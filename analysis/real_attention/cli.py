@@ -761,6 +761,8 @@ def require_serve_extra() -> None:
 
 
 def main() -> None:
+    """Run the `real-attention` command line on sys.argv (what `python -m real_attention` does), ending quietly
+    when its reader goes away (a closed pipe)."""
     try:
         cli()
     except BrokenPipeError:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING, SupportsIndex, overload
 
 from ..engine.errors import InputError
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ..engine.words import WordAttention, WordMaps
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Attention(Sequence["WordMaps"]):  # the name only: numpy loads on first use
     """Word-level attention of S sentences from one model: `att[i]` is sentence i's WordMaps (a WordAttention
     whose maps are there).
@@ -37,7 +37,7 @@ class Attention(Sequence["WordMaps"]):  # the name only: numpy loads on first us
     result: RunResult | None = None  # with focus and sense: located words and head labels
     units: str = "text"  # the unit rule the sentences were cut by: "text", "tokenizer" or "words" (given)
     measure: str = "weights"  # what the maps measure: "weights" or "norm" (real_attention.engine.measures)
-    rollout: tuple = ()  # (S,) each (layers, n_i, n_i) float32: the attention rollout (real_attention.engine.rollout)
+    rollout: tuple[np.ndarray, ...] = ()  # (S,) each (layers, n_i, n_i) float32: the rollout (engine.rollout)
     causal: bool = False  # a decoder's maps: W[i, j] = 0 for j > i
 
     @classmethod
@@ -84,13 +84,15 @@ class Attention(Sequence["WordMaps"]):  # the name only: numpy loads on first us
 
     @property
     def layers(self) -> int:
+        """The model's layers (each sentence's maps have this many)."""
         return self.sentences[0].layers
 
     @property
     def heads(self) -> int:
+        """Heads per layer."""
         return self.sentences[0].heads
 
-    def heatmap(self, index: int, layer: int, head: int, *, focus: str | None = None,
+    def heatmap(self, index: int, layer: SupportsIndex, head: SupportsIndex, *, focus: str | None = None,
                 sense: str | None = None) -> Figure:
         """The word x word heatmap of one head on sentence `index` (as in att[index], from 0), as a matplotlib
         Figure titled with this Attention's model, revision and measure. layer and head count from 1.

@@ -11,11 +11,13 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..engine.errors import InputError
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from ..engine.progress import ProgressBar
     from ..statistics.cluster import CorpusResult
     from ..statistics.sums import CorpusRun, Thresholds
@@ -26,15 +28,15 @@ class CorpusOutput:
     """What `ra.corpus` or `ra.merge` wrote: the run's facts, its summary and the two folders."""
 
     run: CorpusRun  # model, revision, corpus name and sha256, shard, thresholds, engine, units, measure
-    summary: dict  # summary.json's content
+    summary: dict[str, Any]  # summary.json's content
     results_dir: Path  # OUT/results/corpus/<folder>
     figures_dir: Path | None  # OUT/figures/corpus/<folder>; None without figures (figures=False)
-    engine: dict  # where the sums were computed: kind, workers, partitions
+    engine: dict[str, Any]  # where the sums were computed: kind, workers, partitions
     shards: int = 0  # shards merged (ra.merge), else 0
     leftovers: tuple[str, ...] = ()  # old folders that could not be deleted, each with its reason
 
     @property
-    def heads(self):
+    def heads(self) -> pd.DataFrame:
         """heads.csv as a DataFrame, labels as written; sense/marker-free (a corpus has no focus word).
         DamagedTable if its bytes are not those the summary records (changed or cut off since)."""
         import hashlib

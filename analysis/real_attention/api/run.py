@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..engine.errors import InputError
 from ..engine.sentences import DEFAULT_LANG
@@ -25,14 +25,14 @@ if TYPE_CHECKING:
     from .attention import Attention
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class MeasureRun:
     """One measure's part of a run: what was computed and where it went."""
 
     measure: str  # "weights", "norm" or "value-zeroing"
     folder: str  # the folder name under results/ and figures/: LANG, LANG-norm or LANG-value-zeroing
     result: RunResult  # the sentences' maps, located words and head labels
-    summary: dict  # summary.json's content
+    summary: dict[str, Any]  # summary.json's content
     results_dir: Path  # OUT/results/<folder>
     figures_dir: Path | None  # OUT/figures/<folder>, None when neither figures nor the report were asked for
     figures: tuple[Path, ...]  # the figure files drawn, in order
@@ -51,7 +51,7 @@ class MeasureRun:
         return Attention.from_result(self.result)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RunOutput:
     """What `ra.run` computed and wrote. `runs` has one MeasureRun per measure (two with compare_measures)."""
 
@@ -71,7 +71,8 @@ class RunOutput:
         return self.runs[0].attention
 
     @property
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
+        """The first measure's summary.json, as a dict."""
         return self.runs[0].summary
 
 

@@ -62,7 +62,7 @@ class ComparedModel:
     given: str = ""  # the name as given, before a repeated one was told apart ('@' revision, '#2'): the folder's
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class CompareResult:
     """What `ra.compare` computed. Heads are ordered by model (as given), then layer, then head.
 
@@ -76,7 +76,7 @@ class CompareResult:
     distances: pd.DataFrame
     matching: pd.DataFrame
     mds: pd.DataFrame
-    summary: dict
+    summary: dict[str, Any]
 
     def __repr__(self) -> str:
         names = " x ".join(f"{m.name} ({m.layers * m.heads} heads)" for m in self.models)

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -47,12 +47,12 @@ MIN_LENGTH = 3  # at 2, i - L + 1 is i - 1: induction would be the previous-toke
 DETECT_FIGURE = "scores"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DetectResult:
     """What `ra.detect` computed: heads.csv (layer, head from 1, and the five scores) and summary.json."""
 
     heads: pd.DataFrame
-    summary: dict
+    summary: dict[str, Any]
 
     def __repr__(self) -> str:
         top = {name: self.summary["top"][name][0] for name in ("induction", "previous")}

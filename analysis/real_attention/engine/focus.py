@@ -14,7 +14,7 @@ class SentenceError(InputError):
     """A sentence does not fit the config (a missing or repeated word); the message names it."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class FocusedSentence:
     """A sentence at word level with its focus and sense word located."""
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from .mixing import Mixing
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RunResult:
     """Everything `run` computed; tables, figures and the report are drawn from this."""
 

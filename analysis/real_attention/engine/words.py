@@ -43,7 +43,7 @@ MARKER_KINDS = (*SPECIAL_KINDS, PUNCT)
 MARKERS_TEXT = "special tokens the tokenizer added (every one: [CLS], [SEP], <s>, </s>, ...) and words made only of punctuation"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class WordAttention:
     """One sentence at the level of units: each special token alone, each word with its pieces."""
 
@@ -105,7 +105,7 @@ class WordAttention:
         return self.checked_weights().shape[1]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class WordMaps(WordAttention):
     """A WordAttention whose maps are there: `weights` is the (layers, heads, n, n) float32 array, never None.
     Each sentence of an ra.Attention is one, so that editors and type checkers know `att[i].weights` is an array."""

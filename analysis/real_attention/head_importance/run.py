@@ -41,7 +41,7 @@ OBJECTIVE_LABELS = {LM: "next-token loss (nats)", MLM: "masked-piece loss (nats)
 _HEADED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # base module -> LoadedModel with the head
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ImportanceResult:
     """What `ra.importance` found: `heads` (heads.csv: layer, head from 1, ablation, taylor, taylor_normalized,
     rank), `pruning` (pruning.csv: order, heads_pruned, fraction, objective[, accuracy]) and `summary`
@@ -49,7 +49,7 @@ class ImportanceResult:
 
     heads: pd.DataFrame  # (layers x heads) rows
     pruning: pd.DataFrame  # one row per order and step
-    summary: dict
+    summary: dict[str, Any]
 
     def __repr__(self) -> str:
         return (f"<ImportanceResult: {self.summary['model']}, objective {self.summary['objective']} = "
@@ -237,7 +237,7 @@ def _prepared(scorer: Scorer, texts: list[str], labels: list | None, batch_size:
 # ------------------------------------------------------------------------------------------------------ API
 
 
-def objective(model: LoadedModel | str, sentences: Sequence[str | dict[str, Any]], objective: str = AUTO,
+def objective(model: LoadedModel | str | os.PathLike[str], sentences: Sequence[str | dict[str, Any]], objective: str = AUTO,
               head_mask: Any = None, *, batch_size: int = 32, seed: int = 0, max_tokens: int | None = None) -> float:
     """The objective (a loss: lower is better) of the model on the sentences, with head h of layer l multiplied
     by head_mask[l, h] ((layers, heads) of 0/1 or any real ξ; None: the intact model).
@@ -267,7 +267,7 @@ def objective(model: LoadedModel | str, sentences: Sequence[str | dict[str, Any]
     return value
 
 
-def importance(model: LoadedModel | str, sentences: Sequence[str | dict[str, Any]], objective: str = AUTO, *,
+def importance(model: LoadedModel | str | os.PathLike[str], sentences: Sequence[str | dict[str, Any]], objective: str = AUTO, *,
                batch_size: int = 32, prune_step: float = 0.1, seed: int = 0, max_tokens: int | None = None,
                corpus: str | None = None, corpus_file: str | Path | None = None,
                progress: Callable[[int], Any] | None = None) -> ImportanceResult:
@@ -285,7 +285,7 @@ def importance(model: LoadedModel | str, sentences: Sequence[str | dict[str, Any
                            max_tokens=max_tokens, corpus=corpus, corpus_file=corpus_file, progress=progress)
 
 
-def _importance(model: LoadedModel | str, sentences: Sequence[str | dict[str, Any]], objective: str = AUTO, *,
+def _importance(model: LoadedModel | str | os.PathLike[str], sentences: Sequence[str | dict[str, Any]], objective: str = AUTO, *,
                batch_size: int = 32, prune_step: float = 0.1, seed: int = 0, max_tokens: int | None = None,
                corpus: str | None = None, corpus_file: str | Path | None = None,
                progress: Callable[[int], Any] | None = None) -> ImportanceResult:

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 from ..engine.errors import InputError
 
 if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
     from ..engine.models import LoadedModel
 
 LOCALHOST = "127.0.0.1"
@@ -83,7 +85,7 @@ def _loaded(model: LoadedModel | str) -> LoadedModel:
 
 
 def app(model: LoadedModel | str, *, lang: str | None = None, measure: str = "weights", max_sentences: int = 16,
-        max_pieces: int = 256):
+        max_pieces: int = 256) -> Starlette:
     """The live page and its JSON API as a Starlette (ASGI) app, for one model fixed now.
 
     model: a LoadedModel (`ra.load(...)`) or a name to load. lang: the packaged config's table whose sentences
@@ -166,8 +168,6 @@ def serve(model: LoadedModel | str, *, host: str = LOCALHOST, port: int = 8000, 
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:  # uvicorn stops cleanly, then raises the Ctrl-C it caught again
-        from ..outputs.staging import handled_signals
-
-        handled_signals()  # Ctrl-C is how a server ends: exit 0, not the 130 of an interrupted command
+        pass
     finally:
         sock.close()

@@ -58,7 +58,6 @@ class Staging:
         self._staged: list[tuple[Path | None, Path]] = []  # (staging folder or None to remove, target)
         self._locks: dict[Path, FolderLock] = {}  # target -> its held FileLock
         self._made: list[Path] = []  # the folders above the targets this run created (results/, ...), deepest last
-        self._signals = len(_SIGNALLED)  # those before this staging began were answered by whoever caught them
         self._wait = wait
         self._on_wait = on_wait
         self.leftovers: list[str] = []
@@ -134,7 +133,7 @@ class Staging:
         self._staged.append((None, target))
 
     def commit(self) -> None:
-        raise_if_signalled(self._signals)  # a Ctrl-C or SIGTERM a finalizer swallowed: nothing goes in place
+        raise_if_signalled()  # a Ctrl-C or SIGTERM a finalizer swallowed: nothing goes in place
         for staging, target in self._staged:
             backup = None
             with _signals_held():  # the two renames: both or neither
@@ -274,22 +273,20 @@ class Terminated(KeyboardInterrupt):
     removed, every lock released and the earlier results stay as they were."""
 
 
-# The signals that raised in this process since sigterm_as_interrupt began. A handler runs in whatever frame is
-# executing, and Python ignores ("Exception ignored in ...") an exception raised inside a finalizer (__del__): the
-# run would go on and write its results. The commit and the command's end ask again (raise_if_signalled).
-_SIGNALLED: list[int] = []
+# The Ctrl-C and SIGTERM exceptions that a finalizer swallowed. A signal handler runs in whatever frame is executing;
+# raised inside a __del__ (or a weakref or GC callback), its exception is only reported to sys.unraisablehook
+# ("Exception ignored in ...") and the run would go on and write its results. sigterm_as_interrupt's hook keeps them;
+# the commit and the command's end raise them again (raise_if_signalled). One a caller caught is not among them.
+_SWALLOWED: list[KeyboardInterrupt] = []
 
 
-def raise_if_signalled(since: int = 0) -> None:
-    """Raise again what a signal raised in this process after the first `since` (Terminated for SIGTERM,
-    KeyboardInterrupt for Ctrl-C), in case a finalizer swallowed it."""
-    if len(_SIGNALLED) > since:
-        raise Terminated() if _SIGNALLED[-1] == signal.SIGTERM else KeyboardInterrupt()
-
-
-def handled_signals() -> None:
-    """The signals so far were answered as the command means to (serve ends on Ctrl-C): not to be raised again."""
-    _SIGNALLED.clear()
+def raise_if_signalled() -> None:
+    """Raise again a Ctrl-C or SIGTERM (Terminated) whose exception a finalizer swallowed inside
+    sigterm_as_interrupt; nothing if none was."""
+    if _SWALLOWED:
+        swallowed = _SWALLOWED[-1]
+        _SWALLOWED.clear()
+        raise Terminated() if isinstance(swallowed, Terminated) else KeyboardInterrupt()
 
 
 @contextmanager
@@ -298,39 +295,39 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
     Only where Python lets a handler be set (the main thread) and only over the default action (a handler the
     program set stays). A process forked meanwhile (a drawing worker) inherits the handler: there it falls back to
-    the default action, so the worker simply ends, as before.
+    the default action, so the worker simply ends, as before. A Ctrl-C or SIGTERM that a finalizer swallows is kept
+    for raise_if_signalled, not printed.
     """
     if threading.current_thread() is not threading.main_thread() or \
             signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         yield
         return
     owner = os.getpid()
-    interrupt_is_default = signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
     def terminate(number, _frame) -> None:
         if os.getpid() != owner:  # a forked child: die as SIGTERM would have made it
             signal.signal(number, signal.SIG_DFL)
             os.kill(os.getpid(), number)
             return
-        _SIGNALLED.append(number)
         raise Terminated()
 
-    def interrupt(number, frame) -> None:  # Python's own Ctrl-C handler, remembered
-        if os.getpid() == owner:
-            _SIGNALLED.append(number)
-        signal.default_int_handler(number, frame)
+    previous_hook = sys.unraisablehook
 
-    _SIGNALLED.clear()
+    def keep_swallowed(unraisable) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and os.getpid() == owner:
+            _SWALLOWED.append(unraisable.exc_value)
+        else:
+            previous_hook(unraisable)
+
+    _SWALLOWED.clear()
     signal.signal(signal.SIGTERM, terminate)
-    if interrupt_is_default:
-        signal.signal(signal.SIGINT, interrupt)
+    sys.unraisablehook = keep_swallowed
     try:
         yield
     finally:
-        _SIGNALLED.clear()  # first: a signal that comes while the handlers are put back must not outlive the block
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        if interrupt_is_default:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+        sys.unraisablehook = previous_hook
+        _SWALLOWED.clear()
 
 
 @contextmanager

@@ -101,14 +101,14 @@ class Example:
     relations: tuple[str, ...]  # (W,)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SyntaxResult:
     """What `ra.syntax` computed: the tables as DataFrames, the summary and the example sentences."""
 
     heads: pd.DataFrame  # heads.csv: relation, direction, layer, head, correct, total, accuracy
     best: pd.DataFrame  # best.csv: relation, total, layer, head, direction, accuracy, baseline_offset, baseline_accuracy
     baselines: pd.DataFrame  # baselines.csv: relation, offset, correct, total, accuracy
-    summary: dict  # summary.json
+    summary: dict[str, Any]  # summary.json
     examples: tuple[Example, ...]  # up to EXAMPLES sentences for each of EXAMPLE_RELATIONS that best.csv reports
 
     def __repr__(self) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import overload
+from typing import Any, overload
 
 import numpy as np
 import pandas as pd
@@ -37,7 +37,7 @@ MIXING_COLUMNS = ["sentence", "measure", "layer", "query_index", "query", "key_i
 AGREEMENT_COLUMNS = ["layer", "measure_a", "measure_b", "layer_spearman", "rolled_spearman", "cells"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SentenceMixing:
     """One sentence's maps at the level of its units: per measure, (layers, n, n) float64, rows summing to 1."""
 
@@ -53,7 +53,7 @@ class SentenceMixing:
             assert all(a.ndim == 3 and a.shape[1:] == (n, n) for a in arrays.values()), n
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Mixing(Sequence[SentenceMixing]):
     """The context-mixing maps of S sentences: `mix[i].maps["alti"]` is sentence i's (layers, n, n) ALTI."""
 
@@ -62,8 +62,8 @@ class Mixing(Sequence[SentenceMixing]):
     revision: str
     causal: bool
     measures: tuple[str, ...] = MIXING_MEASURES
-    smallest_raw_row_sum: dict = field(default_factory=dict)  # value zeroing: value, sentence, layer, query (from 1)
-    near_zero_rows: tuple = ()  # (sentence, layer from 1, query_index, query) of raw sums below NEAR_ZERO
+    smallest_raw_row_sum: dict[str, Any] = field(default_factory=dict)  # value zeroing: value, sentence, layer, query (from 1)
+    near_zero_rows: tuple[tuple[Any, ...], ...] = ()  # (sentence, layer from 1, query_index, query) of raw sums below NEAR_ZERO
 
     @overload
     def __getitem__(self, index: int) -> SentenceMixing: ...
