@@ -125,8 +125,8 @@ def test_a_batch_size_past_the_largest_is_one_error_line_before_loading(command,
              "compare": ("compare", "--corpus", corpus, "--model", tiny_model_dir)}[command]
     result = invoke(*given, "--model", tiny_model_dir, "--batch-size", 10**20, "--out", tmp_path / "out")
     assert result.exit_code == 2
-    named = "--batch-size" if command == "compare" else "batch_size (--batch-size)"  # compare's CLI checks it itself
-    assert error_line(result) == f"Error: {named} {10**20} is out of range: 1 to 65536"
+    assert error_line(result) == (f"Error: Invalid value for '--batch-size': {10**20} is not in the range "
+                                  f"1<=x<=65536. See 'cli {command} --help'.")  # Click's range, as for every command
     assert not (tmp_path / "out").exists()
 
 

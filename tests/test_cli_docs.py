@@ -88,6 +88,10 @@ def test_serve_without_its_extra_is_one_error_line_before_the_model_loads(monkey
     result = CliRunner().invoke(cli, ["serve", "--model", "minilm"])
     assert result.exit_code == 1  # a missing package, as Dask's, pyarrow's, fsspec's: not the input's fault
     assert result.output.strip() == 'Error: serve needs uvicorn: pip install "real-attention[serve]"'
+    import real_attention as ra
+
+    with pytest.raises(ra.MissingPackage, match="serve needs uvicorn"):  # the API says so too, not ImportError
+        ra.app("minilm")
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *rest: None if name == "pyarrow"
                         else real_find_spec(name, *rest))
     result = CliRunner().invoke(cli, ["run", "--model", "minilm", "--table-format", "parquet", "--out", "/nonexistent"])

@@ -2,6 +2,8 @@
 the words-only rule across an encoder and a decoder, Olsson's test on a head forced to induct, bad input, files."""
 from __future__ import annotations
 
+import re
+
 import hashlib
 import json
 import math
@@ -500,6 +502,16 @@ def test_a_corpus_damaged_past_the_limit_is_one_error_line_too(tiny_model_dir, t
     assert not (tmp_path / "out").exists()
 
 
+def test_detect_says_why_an_option_is_out_of_range(tiny):
+    """The command line's ranges are Click's; the API says why each limit is there."""
+    for options, why in (({"length": 2}, "induction and previous would be one score"),
+                         ({"repeats": 1}, "the scores are read in the repeats after the first"),
+                         ({"samples": 10 ** 12}, "samples (--samples) must be at most 1,000,000"),
+                         ({"batch_size": 10 ** 20}, "batch_size (--batch-size) must be at most 65,536")):
+        with pytest.raises(ra.InputError, match=re.escape(why)):
+            ra.detect(tiny, **options)
+
+
 @pytest.mark.parametrize("arguments, message", [
     (["compare", "--corpus", "{corpus}", "--model", "minilm"], "at least two models"),
     (["compare", "--corpus", "{corpus}", "--model", "{model}", "--model", "{model}", "--revision", "main"],
@@ -507,12 +519,12 @@ def test_a_corpus_damaged_past_the_limit_is_one_error_line_too(tiny_model_dir, t
     (["compare", "--corpus", "{long}", "--model", "{model}", "--model", "{model}"], "no words in common"),
     (["compare", "--corpus", "/dev/null", "--model", "{model}", "--model", "{model}"], "not a regular file"),
     (["compare", "--corpus", "{tmp}/missing.txt", "--model", "{model}", "--model", "{model}"], "no such file"),
-    (["detect", "--model", "{model}", "--length", "1"], "length (--length) must be at least 3"),
+    (["detect", "--model", "{model}", "--length", "1"], "Invalid value for '--length': 1 is not in the range x>=3"),
     (["detect", "--model", "{model}", "--lang", "en"], "detect takes --model or --lang"),
-    (["detect", "--model", "{model}", "--length", "2"], "induction and previous would be one score"),
-    (["detect", "--model", "{model}", "--batch-size", "99999999999999999999"], "batch_size (--batch-size) must be at most 65,536"),
+    (["detect", "--model", "{model}", "--length", "2"], "Invalid value for '--length': 2 is not in the range x>=3"),
+    (["detect", "--model", "{model}", "--batch-size", "99999999999999999999"], "not in the range 1<=x<=65536"),
     (["detect", "--model", "{model}", "--length", "10", "--repeats", "3"], "takes at most 24"),
-    (["detect", "--model", "{model}", "--samples", "1000000000000"], "samples (--samples) must be at most 1,000,000"),
+    (["detect", "--model", "{model}", "--samples", "1000000000000"], "not in the range 1<=x<=1000000"),
     (["compare", "--corpus", "{blank}", "--model", "{model}", "--model", "{model}"], "has no sentence"),
     (["compare", "--corpus", "{corpus}", "--model", "{model}", "--model", "{model}", "--name", ""],
      "cannot be a folder name"),
@@ -524,7 +536,7 @@ def test_bad_input_is_one_error_line(tiny_model_dir, tmp_path, arguments, messag
     blank.write_text("\n  \n\u200b\n", encoding="utf-8")
     values = {"corpus": str(corpus), "long": str(long), "model": str(tiny_model_dir), "tmp": str(tmp_path),
               "blank": str(blank)}
-    if message in ("has no sentence", "cannot be a folder name", "samples (--samples) must be at most 1,000,000"):
+    if message in ("has no sentence", "cannot be a folder name", "not in the range 1<=x<=1000000"):
         import real_attention.engine.models as models
 
         def refuse(*args, **kwargs):
@@ -725,6 +737,16 @@ def test_a_model_without_layers_or_with_nan_maps_is_one_error(tiny_model_dir, tm
     monkeypatch.setattr(detect_module, "layer_scores", nan_scores)
     with pytest.raises(ra.ModelUnavailable, match=r"^layer 1 of .* gives no query weight above 0 \(its maps hold NaN"):
         ra.detect(tiny, length=3, repeats=2, samples=1)
+    calls = []
+
+    def nan_in_one_batch(weights, queries, length, offset=0):  # the second layer of the second batch only
+        calls.append(1)
+        sums, seen = real_scores(weights, queries, length, offset)
+        return (sums * float("nan"), seen) if len(calls) == tiny.layers + 2 else (sums, seen)
+
+    monkeypatch.setattr(detect_module, "layer_scores", nan_in_one_batch)
+    with pytest.raises(ra.ModelUnavailable, match=r"^layer 2 of "):  # its rows were seen: only the sums were NaN
+        ra.detect(tiny, length=3, repeats=2, samples=2, batch_size=1)
 
 
 def test_detect_counts_every_earlier_copy_against_a_direct_loop(tiny):

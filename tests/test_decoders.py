@@ -362,14 +362,14 @@ def test_smollm2_without_its_package_names_what_to_install(monkeypatch):
 def test_smollm2_without_gguf_names_what_to_install(monkeypatch):
     import importlib.util
 
-    from real_attention.engine.errors import ModelUnavailable
+    from real_attention.engine.errors import MissingPackage
     from real_attention.engine.models import ModelChoice, load_model
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *rest: None if name == "gguf" else real(name, *rest))
     choice = ModelChoice(name="HuggingFaceTB/SmolLM2-135M-Instruct", revision=None, path=Path("."),
                          gguf_file="model.gguf")
-    with pytest.raises(ModelUnavailable, match=r"gguf is missing: pip install gguf \(or the decoder extra"):
+    with pytest.raises(MissingPackage, match=r"gguf is missing: pip install gguf \(or the decoder extra"):
         load_model(choice)
 
 

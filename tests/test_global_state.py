@@ -79,7 +79,7 @@ def test_a_missing_gguf_package_is_one_error_and_changes_nothing(user_settings, 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "gguf" else real(name, *a))
     choice = ModelChoice(name="decoder", revision=None, path=tiny_model_dir, gguf_file="model.gguf")
-    with pytest.raises(ra.ModelUnavailable, match="gguf is missing"):
+    with pytest.raises(ra.MissingPackage, match="gguf is missing"):
         load_model(choice)
     assert _state() == user_settings
 

@@ -486,7 +486,7 @@ def test_bad_input_is_one_error_line_before_loading(case, tmp_path, tiny_model_d
     assert "Traceback" not in result.output
     assert not (tmp_path / "out").exists()
     said = {"unknown_label": "no label 'maybe'", "empty_json_text": "line 2: its \"text\" is empty",
-            "negative_seed": "seed (--seed) must be a whole number of at least 0, not -1",
+            "negative_seed": "Invalid value for '--seed': -1 is not in the range x>=0",
             "through_a_file": "cannot be read: Not a directory", "empty": "has no sentence"}
     assert said.get(case, "") in lines[0]
 

@@ -109,6 +109,8 @@ def test_the_possessive_case_scores_the_next_word_and_survives_a_final_possessor
     # UD's plural possessive is ' alone ("soldiers ' families"): once scored as the possessor itself
     assert scored_index(["soldiers", "'", "families"], ["poss", "case", "root"]).tolist() == [1, 1, 2]
     assert scored_index(["soldiers", "\u2019", "families"], ["poss", "case", "root"]).tolist() == [1, 1, 2]
+    # a closing quotation mark after a possessor is punctuation, not the possessive: the possessor is scored itself
+    assert scored_index(["our", "'", "said"], ["poss", "punct", "root"]).tolist() == [0, 1, 2]
     sentence = tree(["John", "'s", "dog", "barked"], [3, 1, 4, 0], ["poss", "case", "nsubj", "root"])
     # John -> 's, 's -> dog: John (poss) is scored by the prediction of 's, which is its gold head, dog
     m = np.zeros((4, 4))

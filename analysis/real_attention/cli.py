@@ -180,9 +180,14 @@ def one_model_choice(model_name: str | None, lang: str | None, command: str, exa
         raise InputError(f"{command} takes --model or --lang (the pinned model of a language), not both")
 
 
+# 65,536: the most sentences (or sequences) one forward pass takes (engine.batches.MAX_BATCH_SIZE)
+BATCH_SIZE = click.IntRange(1, 1 << 16)
+DEVICE_HELP = "Torch device, e.g. cpu, cuda, cuda:1, mps; auto: cuda, else mps, else cpu."
+
+
 def out_option(function):
     return click.option(
-        "--out", "out_dir", type=click.Path(file_okay=False), default=".", callback=_out_folder,
+        "--out", "out_dir", type=click.Path(file_okay=False), default=".", callback=_out_folder, metavar="DIR",
         show_default=True, help="Folder that receives results/ and figures/.",
     )(function)
 
@@ -198,7 +203,7 @@ def format_option(function):
 def no_corpus_figures_option(function):
     return click.option("--no-figures", "no_figures", is_flag=True,
                         help="Write the tables alone (heads.csv, summary.json, sums.json): no figures folder, and "
-                             "an earlier run's is removed. For shards, which need only sums.json.")(function)
+                             "an earlier run's is removed.")(function)
 
 
 def quiet_option(function):
@@ -227,11 +232,11 @@ def model_options(function):
         click.option("--model", "model_name", metavar="ID_OR_PATH",
                      help="Hub id or local folder of an encoder with a fast tokenizer (BERT, RoBERTa, XLM-R, MPNet, "
                           "DeBERTa, ...) or a decoder (Llama-, GPT-2- or Gemma-style); 'minilm' and 'smollm2' are the "
-                          "packaged offline encoder and decoder. Default: the pinned model of --lang."),
+                          "packaged offline encoder and decoder. Default: the pinned model of --lang (give one of "
+                          "the two)."),
         click.option("--revision", metavar="REV", help="Hub revision (commit, tag or branch) for a Hub id --model."),
         click.option("--offline", is_flag=True, help="Use local files only; never touch the network."),
-        click.option("--device", default="cpu", show_default=True,
-                     help="Torch device, e.g. cpu, cuda, cuda:1, mps; auto: cuda, else mps, else cpu."),
+        click.option("--device", default="cpu", show_default=True, help=DEVICE_HELP),
     ]
     for option in reversed(options):
         function = option(function)
@@ -244,7 +249,7 @@ def cli() -> None:
     """Per-head, word-level attention of real BERT models and decoders."""
 
 
-@cli.command("lesson")
+@cli.command("lesson", short_help="The lesson's model-free numbers and figures.")
 @out_option
 @format_option
 @quiet_option
@@ -280,10 +285,10 @@ def measure_option(help_text: str):
     return decorate
 
 
-@cli.command("run")
+@cli.command("run", short_help="Every head's word-level maps of a config's sentences, classified; figures, report.")
 @click.option("--lang", default=DEFAULT_LANG, show_default=True,
               help="Language table of the config (es, en, ...); also the results folder's name.")
-@click.option("--config", "config", type=GivenPath(),
+@click.option("--config", "config", type=GivenPath(), metavar="FILE",
               help="TOML file of sentences; replaces the lesson's packaged config.")
 @model_options
 @units_option
@@ -305,7 +310,7 @@ def measure_option(help_text: str):
 @click.option("--table-format", type=click.Choice(["csv", "parquet"]), default="csv", show_default=True,
               help="How attention and rollout are stored: csv, or parquet (typed columns, about a tenth of the "
                    "size; needs the parquet extra). ra.read_attention reads either.")
-@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True, metavar="N",
+@click.option("--batch-size", type=BATCH_SIZE, default=32, show_default=True, metavar="N",
               help="Sentences per forward pass; lower it if the device runs out of memory.")
 @click.option("--report-sentences", type=click.IntRange(min=1), default=200, show_default=True, metavar="N",
               help="The report holds the first N sentences (the tables hold all of them).")
@@ -337,12 +342,12 @@ def run_command(no_report: bool, no_figures: bool, model_name: str | None, out_d
         click.echo("\n".join(run_lines(output)))
 
 
-@cli.command("show")
+@cli.command("show", short_help="One more head of a finished run, drawn without the model.")
 @click.option("--lang", default=DEFAULT_LANG, show_default=True, help="Language of the run to draw from.")
 @click.option("--layer", type=int, required=True, help="Layer, counted from 1.")
 @click.option("--head", type=int, required=True, help="Head within the layer, counted from 1.")
 @click.option("--sentence", type=int, help="Sentence number, counted from 1. Default: every sentence.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=".", callback=_out_folder,
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=".", callback=_out_folder, metavar="DIR",
               show_default=True, help="The --out folder of `real-attention run`; figures go to OUT/figures/show/LANG/.")
 @measure_option("Which run to draw from: that of `run --measure MEASURE`, read from results/LANG/ (weights), "
                 "results/LANG-norm/ or results/LANG-value-zeroing/; the figures go to figures/show/ under the same "
@@ -367,7 +372,7 @@ def show_command(lang, layer, head, sentence, out_dir, measure, formats, quiet) 
             click.echo(str(path))
 
 
-@cli.command("heads")
+@cli.command("heads", short_help="Head statistics and labels pooled over a corpus (heads --corpus).")
 @click.option("--corpus", "corpus_specs", required=True, multiple=True, metavar="FILE",
               help="UTF-8 text with one sentence per line, or .jsonl with a \"text\" field; '-' reads stdin. "
                    "Repeat it, list more files after the options, or give a quoted glob or an fsspec URL "
@@ -380,7 +385,7 @@ def show_command(lang, layer, head, sentence, out_dir, measure, formats, quiet) 
 @click.option("--lang", help="Use the pinned model of this language (es, en); or pass --model.")
 @model_options
 @units_option
-@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True,
+@click.option("--batch-size", type=BATCH_SIZE, default=32, show_default=True, metavar="N",
               help="Sentences per forward pass, fewer for long ones; grouped by length, so little padding is run. "
               "Shards merge bit for bit when they share it (and torch threads).")
 @click.option("--truncate", is_flag=True, help="Cut lines over the model's maximum length instead of skipping them.")
@@ -390,7 +395,8 @@ def show_command(lang, layer, head, sentence, out_dir, measure, formats, quiet) 
               help="Read the first N lines of the corpus only (blank ones counted; the inputs in order, as one "
                    "corpus); every shard of a run takes its lines of those N.")
 @click.option("--threshold", "thresholds", metavar="NAME=VALUE", multiple=True,
-              help="Change a labelling threshold: position (0.5), marker (0.5) or broad (0.8); repeatable.")
+              help="Change a labelling threshold: position (0.5) and marker (0.5), a pooled mean weight from 0 to 1; "
+                   "broad (0.8), a fraction of uniform attention's entropy; repeatable.")
 @click.option("--workers", type=click.IntRange(min=1), metavar="N",
               help="Start a local Dask cluster of N worker processes (needs the dask extra).")
 @click.option("--scheduler", metavar="ADDRESS",
@@ -433,7 +439,7 @@ def heads_command(corpus_specs, more_specs, model_name, out_dir, no_wait, quiet,
         click.echo("\n".join(corpus_lines(output)))
 
 
-@cli.command("merge")
+@cli.command("merge", short_help="Add up the shards of heads --shard i/N.")
 @click.argument("shard_dirs", nargs=-1, required=True, metavar="SHARD_DIR...",
                 type=GivenPath(file_okay=False))
 @out_option
@@ -471,7 +477,7 @@ def progress_bar(total: int, desc: str, unit: str = "sent"):
 # --- syntax: heads as dependency parsers ------------------------------------------------------------------
 
 
-@cli.command("syntax")
+@cli.command("syntax", short_help="Every head as a dependency parser on a UD treebank (Clark et al. 2019).")
 @click.option("--treebank", required=True, type=GivenPath(), metavar="FILE.conllu",
               help="A CoNLL-U treebank, e.g. UD English-EWT's en_ewt-ud-dev.conllu.")
 @click.option("--lang", help="Use the pinned model of this language (es, en); or pass --model.")
@@ -483,7 +489,7 @@ def progress_bar(total: int, desc: str, unit: str = "sent"):
 @click.option("--min-count", type=click.IntRange(min=1), default=100, show_default=True, metavar="N",
               help="best.csv reports a relation with at least this many words (always `all`).")
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Score the first N sentences only.")
-@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True, metavar="N",
+@click.option("--batch-size", type=BATCH_SIZE, default=32, show_default=True, metavar="N",
               help="Sentences per forward pass, fewer for long ones; sorted by length first.")
 @out_option
 @format_option
@@ -541,7 +547,7 @@ def compared_models(model_names, revisions) -> tuple[list[tuple[str, str | None]
     return paired, [model if revision is None else f"{model}@{revision}" for model, revision in paired]
 
 
-@cli.command("compare")
+@cli.command("compare", short_help="Every head of two or more models against every other (Clark et al. 2019, Sec. 6).")
 @click.option("--corpus", required=True, type=GivenPath(), metavar="FILE",
               help="UTF-8 text with one sentence per line, or .jsonl with a \"text\" field (read twice: first only "
                    "tokenized); .gz, .bz2, .xz and .zst are decompressed.")
@@ -550,14 +556,14 @@ def compared_models(model_names, revisions) -> tuple[list[tuple[str, str | None]
 @click.option("--revision", "revisions", multiple=True, metavar="REV",
               help="Hub revision of each --model, in the same order: give it once per --model or not at all.")
 @click.option("--offline", is_flag=True, help="Use local files only; never touch the network.")
-@click.option("--device", default="cpu", show_default=True, help="Torch device, e.g. cpu, cuda, mps.")
+@click.option("--device", default="cpu", show_default=True, help=DEVICE_HELP)
 @click.option("--measure", type=click.Choice(["weights", "norm"]), default="weights", show_default=True,
               help="The maps compared: post-softmax weights, or norm (||alpha f(x)||, Kobayashi et al. 2020).")
 @units_option
 @click.option("--name", metavar="NAME", help="The folder under results/compare/ and figures/compare/. "
               "Default: the models' names joined by -vs-.")
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Compare on the first N sentences only.")
-@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True, metavar="N",
+@click.option("--batch-size", type=BATCH_SIZE, default=32, show_default=True, metavar="N",
               help="Sentences per forward pass.")
 @out_option
 @format_option
@@ -574,15 +580,10 @@ def compare_command(corpus, model_names, revisions, offline, device, measure, un
     """
     from .api.api import load
     from .comparison.compare import CorpusLines, compare, default_name, describe, folder_name, write_compare
-    from .engine.batches import MAX_BATCH_SIZE
-    from .engine.checks import whole_number
     from .outputs.staging import check_targets
 
     with friendly_errors(), relayed_warnings():
-        paired, labels = compared_models(model_names, revisions)
-        whole_number(batch_size, "--batch-size", 1, MAX_BATCH_SIZE)
-        if limit is not None:
-            whole_number(limit, "--limit")
+        paired, labels = compared_models(model_names, revisions)  # --batch-size and --limit: Click's ranges
         name = default_name(labels) if name is None else name  # --name '' is a bad name, not the default
         folder = folder_name(name, measure)  # a bad --name, before any work
         check_targets([out_dir / "results" / "compare" / folder, out_dir / "figures" / "compare" / folder])
@@ -597,15 +598,18 @@ def compare_command(corpus, model_names, revisions, offline, device, measure, un
         click.echo(f"wrote {results_folder} and {figures_folder}")
 
 
-@cli.command("detect")
+@cli.command("detect", short_help="Induction, previous-token and sink heads on repeated random tokens.")
 @click.option("--lang", help="Use the pinned model of this language (es, en); or pass --model.")
 @model_options
-@click.option("--length", type=int, default=25, show_default=True, help="Random tokens per sequence (at least 3).")
-@click.option("--repeats", type=int, default=4, show_default=True,
-              help="Times each sequence is repeated (at least 2).")
-@click.option("--samples", type=int, default=32, show_default=True, help="Random sequences.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the draw.")
-@click.option("--batch-size", type=int, default=32, show_default=True, help="Sequences per forward pass.")
+@click.option("--length", type=click.IntRange(min=3), default=25, show_default=True, metavar="N",
+              help="Random tokens per sequence (at least 3: at 2 the token after an earlier copy is the previous one).")
+@click.option("--repeats", type=click.IntRange(min=2), default=4, show_default=True, metavar="N",
+              help="Times each sequence is repeated (at least 2: the scores are read in the repeats after the first).")
+@click.option("--samples", type=click.IntRange(1, 1_000_000), default=32, show_default=True, metavar="N",
+              help="Random sequences.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the draw.")
+@click.option("--batch-size", type=BATCH_SIZE, default=32, show_default=True, metavar="N",
+              help="Sequences per forward pass.")
 @click.option("--name", metavar="NAME", help="The folder under results/detect/ and figures/detect/. "
               "Default: the model's last path part.")
 @out_option
@@ -617,7 +621,7 @@ def detect_command(lang, model_name, revision, offline, device, length, repeats,
     """Find induction and previous-token heads by repeated random tokens (Olsson et al. 2022).
 
     Per head, in the repeats after the first: induction (weight on the token right after the current token's
-    previous occurrence), duplicate (on that occurrence), previous (on the token before), first (on position 0)
+    previous occurrence), duplicate (on that occurrence), previous (on the token before), first (on the first token, position 0)
     and the row entropy. Writes OUT/results/detect/NAME/ (heads.csv, summary.json) and
     OUT/figures/detect/NAME/scores.png.
     """
@@ -646,7 +650,7 @@ def detect_command(lang, model_name, revision, offline, device, length, repeats,
 # ---- importance: which heads matter (Michel et al. 2019) ----------------------------------------------------
 
 
-@cli.command("importance")
+@cli.command("importance", short_help="Which heads the model needs: ablation, Michel's Taylor score, pruning curves.")
 @click.option("--corpus", "corpus", required=True, type=GivenPath(), metavar="FILE",
               help="One sentence a line, or JSON lines {\"text\": ..., \"label\": ...} (labels for --objective label).")
 @click.option("--lang", help="Use the pinned model of this language (es, en); or pass --model.")
@@ -660,13 +664,14 @@ def detect_command(lang, model_name, revision, offline, device, length, repeats,
 @click.option("--name", metavar="NAME", help="The folder under results/importance/ and figures/importance/. "
               "Default: the corpus file's stem.")
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Score the first N sentences only.")
-@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True, metavar="N",
+@click.option("--batch-size", type=BATCH_SIZE, default=32, show_default=True, metavar="N",
               help="Sentences per forward pass (sorted by length first); several masks share a pass.")
 @click.option("--prune-step", type=click.FloatRange(min=0, max=1, min_open=True), default=0.1, show_default=True,
               metavar="F", help="Fraction of all heads removed at each step of the pruning curves.")
 @click.option("--max-tokens", type=click.IntRange(min=2), metavar="N",
-              help="Cut each sentence to its first N pieces (special ones included); the model's maximum by default.")
-@click.option("--seed", type=int, default=0, show_default=True,
+              help="Cut each sentence to its first N pieces (special ones included). Default: the model's maximum; "
+                   "for the embedding objective, sentence-transformers' max_seq_length where the model has one.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the random pruning order and of the mlm objective's masked pieces.")
 @out_option
 @format_option
@@ -712,9 +717,9 @@ def importance_command(corpus, lang, model_name, revision, offline, device, obje
 
 
 # ---- serve: the live page (analysis/live/) -------------------------------------------------------------------
-@cli.command("serve")
-@click.option("--lang", help="Serve the pinned model of this language (es, en), or with --model: whose example "
-                             "sentences fill the form. Default: es (en-causal for a decoder).")
+@cli.command("serve", short_help="The live page and JSON API, the model loaded once.")
+@click.option("--lang", help="Serve the pinned model of this language (es, en); with --model: whose example sentences "
+                             "fill the form (default es, en-causal for a decoder).")
 @model_options
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on; 0.0.0.0 lets anyone on the network use the model (a warning says so).")
@@ -735,7 +740,7 @@ def serve_command(lang, model_name, revision, offline, device, host, port, measu
     GET /api/health says the model and its revision. Ctrl-C stops it.
     """
     from .api.api import load
-    from .live.server import serve
+    from .live.server import require_serve_extra, serve
 
     with friendly_errors():
         if model_name is None and lang is None:
@@ -747,17 +752,6 @@ def serve_command(lang, model_name, revision, offline, device, host, port, measu
             loaded = load(model_name, revision=revision, lang=lang, device=device, offline=offline)
         serve(loaded, host=host, port=port, lang=lang, measure=measure, max_sentences=max_sentences,
               max_pieces=max_pieces, open_browser=open_browser, quiet=quiet)
-
-
-def require_serve_extra() -> None:
-    """MissingPackage naming the extra to install when the live page's web stack (Starlette, uvicorn) is missing."""
-    import importlib.util
-
-    from .engine.errors import MissingPackage
-
-    missing = [name for name in ("starlette", "uvicorn") if importlib.util.find_spec(name) is None]
-    if missing:
-        raise MissingPackage(f"serve needs {' and '.join(missing)}: pip install \"real-attention[serve]\"")
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, SupportsIndex
+from typing import TYPE_CHECKING
 
 from ..engine.checks import flag, kind, loaded_model, model_arg, optional_text, text, whole_number
 from ..engine.errors import InputError
@@ -19,6 +19,7 @@ from .arguments import checked_lines, given_words, sentence_set, sentence_texts
 from .attention import Attention
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
     from matplotlib.figure import Figure
 
@@ -139,7 +140,7 @@ def classify(att: Attention, focus: str | None = None, sense: str | Sequence[str
     return heads_frame(result.report)
 
 
-def heatmap(sentence: Attention | WordAttention, layer: SupportsIndex, head: SupportsIndex, *, index: int = 0,
+def heatmap(sentence: Attention | WordAttention, layer: int | np.integer, head: int | np.integer, *, index: int = 0,
             focus: str | None = None, sense: str | None = None, model: str | None = None,
             revision: str | None = None, number: int | None = None, measure: str | None = None) -> Figure:
     """The word x word heatmap of one head on one sentence, as a matplotlib Figure (no pyplot, no backend change).

@@ -4,7 +4,7 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, SupportsIndex, overload
+from typing import TYPE_CHECKING, overload
 
 from ..engine.errors import InputError
 
@@ -92,7 +92,7 @@ class Attention(Sequence["WordMaps"]):  # the name only: numpy loads on first us
         """Heads per layer."""
         return self.sentences[0].heads
 
-    def heatmap(self, index: int, layer: SupportsIndex, head: SupportsIndex, *, focus: str | None = None,
+    def heatmap(self, index: int, layer: int | np.integer, head: int | np.integer, *, focus: str | None = None,
                 sense: str | None = None) -> Figure:
         """The word x word heatmap of one head on sentence `index` (as in att[index], from 0), as a matplotlib
         Figure titled with this Attention's model, revision and measure. layer and head count from 1.

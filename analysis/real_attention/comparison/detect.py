@@ -147,6 +147,7 @@ def chance_summary(visible: np.ndarray, queries: np.ndarray, offset: int, length
     # the keys a query sees are one run (a causal mask's, a window's): a key inside it whose weight rounded to 0 in
     # every head and sample (half precision rounds below 3e-8 to 0) is seen all the same
     visible = np.maximum.accumulate(visible, axis=2) & np.maximum.accumulate(visible[..., ::-1], axis=2)[..., ::-1]
+    visible[:, np.arange(len(queries)), queries] = True  # every query sees itself, whatever its weight rounded to
     per_layer = [chance(layer, queries, offset, length) for layer in visible]
     widest = int(np.argmax(visible.sum(axis=(1, 2))))
     summary: dict = {"chance": per_layer[widest]}
@@ -236,6 +237,8 @@ def detect(model: LoadedModel, *, length: int = 25, repeats: int = 4, samples: i
         if bar is not None:
             bar.close()
     blind = np.flatnonzero(~np.all(np.any(visible, axis=2), axis=1))  # layers with a query whose row has no weight > 0
+    # NaN in one batch or head only (half precision overflows on some inputs) leaves the rows seen but the sums NaN
+    blind = np.union1d(blind, np.flatnonzero(~torch.isfinite(totals).all(dim=2).all(dim=0).numpy())).astype(int)
     if blind.size:
         raise ModelUnavailable(f"layer {blind[0] + 1} of {model.choice.short} gives no query weight above 0 (its maps "
                                "hold NaN, e.g. from half-precision overflow): its scores cannot be read; try another "

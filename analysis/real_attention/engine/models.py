@@ -15,7 +15,7 @@ from typing import Any
 
 from .checks import model_arg, shown
 from .hashing import file_sha256
-from .errors import InputError, ModelUnavailable  # noqa: F401  (re-exported)
+from .errors import InputError, MissingPackage, ModelUnavailable  # noqa: F401  (re-exported)
 
 # The lesson's models, pinned. This is the only place the pins live.
 PINNED_MODELS: dict[str, tuple[str, str]] = {
@@ -488,12 +488,12 @@ GGUF_PACKAGES = ("gguf", "accelerate")  # transformers reads a GGUF file with bo
 
 
 def check_gguf_packages(choice: ModelChoice) -> None:
-    """ModelUnavailable naming what to install when the packages that read a GGUF file are missing."""
+    """MissingPackage naming what to install when the packages that read a GGUF file are missing."""
     from importlib.util import find_spec
 
     missing = [name for name in GGUF_PACKAGES if find_spec(name) is None]
     if missing:
-        raise ModelUnavailable(
+        raise MissingPackage(
             f"{choice.name} is a GGUF file, which transformers reads with {' and '.join(GGUF_PACKAGES)}; "
             f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing: pip install {' '.join(missing)} "
             "(or the decoder extra: pip install \"real-attention[decoder]\")"

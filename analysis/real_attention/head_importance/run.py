@@ -228,6 +228,14 @@ def _mask_array(head_mask, layers: int, heads: int, dtype=None) -> np.ndarray:
     return array
 
 
+def _finite_intact(value: float) -> float:
+    """The intact model's objective; ModelUnavailable if it is not finite (its arithmetic overflows)."""
+    if not np.isfinite(value):
+        raise ModelUnavailable(f"the objective of the intact model is not finite ({value}) on these sentences: its "
+                               "arithmetic overflows (try float32 or another --device)")
+    return value
+
+
 def _prepared(scorer: Scorer, texts: list[str], labels: list | None, batch_size: int, seed: int,
               max_tokens: int | None) -> Prepared:
     ids = label_ids(scorer.base.config, labels) if scorer.objective == LABEL and labels is not None else None
@@ -252,15 +260,12 @@ def objective(model: LoadedModel | str | os.PathLike[str], sentences: Sequence[s
     scorer = scorer_for(model, objective, labels is not None)
     prepared = _prepared(scorer, texts, labels, batch_size, seed, max_tokens)
     if head_mask is None:
-        return float(intact(scorer, prepared).objective[0])
+        return _finite_intact(float(intact(scorer, prepared).objective[0]))
     dtype = next(scorer.base.parameters()).dtype
     mask = _mask_array(head_mask, scorer.layers, scorer.heads, dtype)
     value = float(evaluate(scorer, prepared, mask[None]).objective[0])
     if not np.isfinite(value):  # the mask's fault only if the intact model's objective is finite
-        whole = float(intact(scorer, prepared).objective[0])
-        if not np.isfinite(whole):
-            raise ModelUnavailable(f"the objective of the intact model is not finite ({whole}) on these sentences: "
-                                   "its arithmetic overflows (try float32 or another --device)")
+        _finite_intact(float(intact(scorer, prepared).objective[0]))
         raise InputError(f"the objective is not finite ({value}) under this head_mask: its largest value in size, "
                          f"{float(np.abs(mask).max()):.3g}, overflows the model's {str(dtype).removeprefix('torch.')} "
                          "arithmetic")

@@ -84,6 +84,17 @@ def _loaded(model: LoadedModel | str) -> LoadedModel:
     return model
 
 
+def require_serve_extra() -> None:
+    """MissingPackage naming the extra to install when the live page's web stack (Starlette, uvicorn) is missing."""
+    import importlib.util
+
+    from ..engine.errors import MissingPackage
+
+    missing = [name for name in ("starlette", "uvicorn") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise MissingPackage(f"serve needs {' and '.join(missing)}: pip install \"real-attention[serve]\"")
+
+
 def app(model: LoadedModel | str, *, lang: str | None = None, measure: str = "weights", max_sentences: int = 16,
         max_pieces: int = 256) -> Starlette:
     """The live page and its JSON API as a Starlette (ASGI) app, for one model fixed now.
@@ -95,6 +106,7 @@ def app(model: LoadedModel | str, *, lang: str | None = None, measure: str = "we
     page opens on the examples that fit). InputError for measure value-zeroing with max_pieces under 16.
     Mount it under any path (`Mount("/attention", app=ra.app(model))`): its page uses relative URLs.
     """
+    require_serve_extra()
     from .app import make_app
 
     return make_app(_loaded(model), lang=lang, measure=measure, max_sentences=max_sentences, max_pieces=max_pieces)
@@ -146,6 +158,7 @@ def serve(model: LoadedModel | str, *, host: str = LOCALHOST, port: int = 8000, 
     quiet). The arguments are those of `app`; open_browser opens the
     page in the default browser.
     """
+    require_serve_extra()
     import uvicorn
 
     from ..engine.naming import short_revision

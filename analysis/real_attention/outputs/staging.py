@@ -277,7 +277,7 @@ class Terminated(KeyboardInterrupt):
 # raised inside a __del__ (or a weakref or GC callback), its exception is only reported to sys.unraisablehook
 # ("Exception ignored in ...") and the run would go on and write its results. sigterm_as_interrupt's hook keeps them;
 # the commit and the command's end raise them again (raise_if_signalled). One a caller caught is not among them.
-_SWALLOWED: list[KeyboardInterrupt] = []
+_SWALLOWED: list[type[KeyboardInterrupt]] = []  # the kinds only: the exception's traceback holds the finalized object
 
 
 def raise_if_signalled() -> None:
@@ -286,7 +286,7 @@ def raise_if_signalled() -> None:
     if _SWALLOWED:
         swallowed = _SWALLOWED[-1]
         _SWALLOWED.clear()
-        raise Terminated() if isinstance(swallowed, Terminated) else KeyboardInterrupt()
+        raise Terminated() if issubclass(swallowed, Terminated) else KeyboardInterrupt()
 
 
 @contextmanager
@@ -315,7 +315,7 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
     def keep_swallowed(unraisable) -> None:
         if isinstance(unraisable.exc_value, KeyboardInterrupt) and os.getpid() == owner:
-            _SWALLOWED.append(unraisable.exc_value)
+            _SWALLOWED.append(type(unraisable.exc_value))
         else:
             previous_hook(unraisable)
 

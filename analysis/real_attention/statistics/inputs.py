@@ -51,7 +51,7 @@ def zstd_open(name: str | BinaryIO, mode: str = "rb") -> contextlib.AbstractCont
         return io.BufferedReader(ZstdFrames(raw, zstandard), 1 << 16)  # lines, as the other readers give them
     zstd = stdlib_zstd()
     if zstd is None:
-        raise OSError("reading .zst needs the zstandard package: pip install zstandard")
+        raise MissingPackage('reading .zst needs the zstandard package: pip install zstandard (or "real-attention[dask]")')
     given = None if isinstance(name, (str, Path)) else name  # a stream it was given: zstd.open would leave it open
     return io.BufferedReader(StdlibZstd(zstd.open(name, "rb"), zstd.ZstdError, given), 1 << 16)
 
@@ -208,6 +208,8 @@ class Input:
                 return fsspec.open(self.name, "rb", compression=suffix and COMPRESSIONS[suffix][1]).open()
             suffix = compression(self.name)
             return COMPRESSIONS[suffix][0](self.name, "rb") if suffix else Path(self.name).open("rb")
+        except MissingPackage:
+            raise
         except FileNotFoundError:  # fsspec's has no strerror: its text is the bare path
             raise CorpusError(f"cannot read {self.what} {self.name}: no such file") from None
         except (OSError, ValueError) as error:

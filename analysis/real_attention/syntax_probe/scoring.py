@@ -26,6 +26,7 @@ DIRECTIONS = ("dep->head", "head->dep")  # the word map as it is; its transpose
 OFFSETS = (-3, -2, -1, 0, 1, 2)  # the fixed-offset baselines
 # The possessive words after a poss word, compared lower-cased; UD writes a plural's as ' alone ("soldiers '")
 POSS_MARKERS = ("'s", "s'", "'", "\u2019s", "s\u2019", "\u2019")
+BARE_QUOTES = ("'", "\u2019")  # the possessive only as the poss word's `case`: else a closing quotation mark
 ALL = "all"  # the relation of every word
 UNREPORTED = ("root", "punct")  # never in best.csv: no head predicts the root; punctuation is no relation of words
 DEFAULT_MIN_COUNT = 100
@@ -68,7 +69,8 @@ def scored_index(words: Sequence[str], relations: Sequence[str]) -> np.ndarray:
     by a possessive 's (Clark's special case)."""
     index = np.arange(len(words))
     for i in range(len(words) - 1):  # a sentence-final poss word has no next word: scored as itself
-        if relations[i] == POSS and words[i + 1].lower() in POSS_MARKERS:
+        marker = words[i + 1].lower()
+        if relations[i] == POSS and marker in POSS_MARKERS and (marker not in BARE_QUOTES or relations[i + 1] == "case"):
             index[i] = i + 1
     return index
 
