@@ -206,9 +206,11 @@ def no_corpus_figures_option(function):
                              "an earlier run's is removed.")(function)
 
 
-def quiet_option(function):
-    return click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors and warnings: no summary, "
-                        "no banner, no progress bar.")(function)
+def quiet_option(function=None, *, text: str = "Print nothing but errors and warnings: no summary, no banner, no "
+                                                  "progress bar."):
+    """--quiet/-q with the command's own wording of what it leaves out (as a decorator, bare or called)."""
+    option = click.option("--quiet", "-q", is_flag=True, help=text)
+    return option if function is None else option(function)
 
 
 def wait_option(function):
@@ -353,7 +355,7 @@ def run_command(no_report: bool, no_figures: bool, model_name: str | None, out_d
                 "results/LANG-norm/ or results/LANG-value-zeroing/; the figures go to figures/show/ under the same "
                 "name.")
 @format_option
-@quiet_option
+@quiet_option(text="Print nothing but errors and warnings: not the paths of the files drawn.")
 def show_command(lang, layer, head, sentence, out_dir, measure, formats, quiet) -> None:
     """Draw the word x word heatmap of any one head from a finished run (no model is loaded).
 
@@ -488,7 +490,8 @@ def progress_bar(total: int, desc: str, unit: str = "sent"):
               "Default: the treebank's stem.")
 @click.option("--min-count", type=click.IntRange(min=1), default=100, show_default=True, metavar="N",
               help="best.csv reports a relation with at least this many words (always `all`).")
-@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Score the first N sentences only.")
+@click.option("--limit", type=click.IntRange(min=1), metavar="N",
+              help="Score the first N sentences of the treebank only.")
 @click.option("--batch-size", type=BATCH_SIZE, default=32, show_default=True, metavar="N",
               help="Sentences per forward pass, fewer for long ones; sorted by length first.")
 @out_option
@@ -562,7 +565,8 @@ def compared_models(model_names, revisions) -> tuple[list[tuple[str, str | None]
 @units_option
 @click.option("--name", metavar="NAME", help="The folder under results/compare/ and figures/compare/. "
               "Default: the models' names joined by -vs-.")
-@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Compare on the first N sentences only.")
+@click.option("--limit", type=click.IntRange(min=1), metavar="N",
+              help="Compare on the first N sentences only (blank lines not counted).")
 @click.option("--batch-size", type=BATCH_SIZE, default=32, show_default=True, metavar="N",
               help="Sentences per forward pass.")
 @out_option
@@ -652,7 +656,8 @@ def detect_command(lang, model_name, revision, offline, device, length, repeats,
 
 @cli.command("importance", short_help="Which heads the model needs: ablation, Michel's Taylor score, pruning curves.")
 @click.option("--corpus", "corpus", required=True, type=GivenPath(), metavar="FILE",
-              help="One sentence a line, or JSON lines {\"text\": ..., \"label\": ...} (labels for --objective label).")
+              help="One sentence a line, or JSON lines {\"text\": ..., \"label\": ...} (labels for --objective label); "
+                   "plain UTF-8, read whole (no compressed files, no stdin).")
 @click.option("--lang", help="Use the pinned model of this language (es, en); or pass --model.")
 @model_options
 @click.option("--objective", type=click.Choice(["auto", "lm", "mlm", "embedding", "label"]), default="auto",
@@ -663,7 +668,8 @@ def detect_command(lang, model_name, revision, offline, device, length, repeats,
                    "lines. auto: label, lm, mlm, embedding, the first the model and the corpus allow.")
 @click.option("--name", metavar="NAME", help="The folder under results/importance/ and figures/importance/. "
               "Default: the corpus file's stem.")
-@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Score the first N sentences only.")
+@click.option("--limit", type=click.IntRange(min=1), metavar="N",
+              help="Score the first N sentences only (blank lines not counted).")
 @click.option("--batch-size", type=BATCH_SIZE, default=32, show_default=True, metavar="N",
               help="Sentences per forward pass (sorted by length first); several masks share a pass.")
 @click.option("--prune-step", type=click.FloatRange(min=0, max=1, min_open=True), default=0.1, show_default=True,
@@ -731,7 +737,8 @@ def importance_command(corpus, lang, model_name, revision, offline, device, obje
 @click.option("--max-pieces", type=click.IntRange(min=1), default=256, show_default=True,
               help="The most word pieces one request may have, over all its sentences.")
 @click.option("--open", "open_browser", is_flag=True, help="Open the page in the default browser.")
-@quiet_option
+@quiet_option(text="Leave out the line that says where it listens (printed all the same with --port 0, the only "
+                   "place the chosen port is said); warnings and errors are still shown.")
 def serve_command(lang, model_name, revision, offline, device, host, port, measure, max_sentences, max_pieces,
                   open_browser, quiet) -> None:
     """Serve a live page where anyone types sentences and sees every head; the model loads once.
