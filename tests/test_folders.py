@@ -88,6 +88,21 @@ def test_a_corpus_name_never_leaves_its_folder(name, tiny_model_dir, tmp_path):
 
 # --- two runs on one --out ---------------------------------------------------------------------------------
 
+def test_lesson_takes_no_wait_as_every_writing_command_does(tmp_path):
+    from real_attention.outputs.staging import FolderLock
+
+    (tmp_path / "results").mkdir()
+    lock = FolderLock(tmp_path / "results" / ".lesson.lock")
+    assert lock.acquire(block=False)
+    try:
+        refused = invoke("lesson", "--out", tmp_path, "--no-wait")
+    finally:
+        lock.release()
+    assert refused.exit_code == 1 and error_line(refused).startswith(
+        f"Error: another real-attention run is writing {tmp_path / 'results' / 'lesson'}; ")
+    assert not (tmp_path / "results" / "lesson").exists()
+
+
 def test_a_second_run_waits_or_with_no_wait_stops(tiny_model_dir, tmp_path):
     import real_attention as ra
     from real_attention.outputs.staging import FolderLock

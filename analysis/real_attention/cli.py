@@ -254,8 +254,9 @@ def cli() -> None:
 @cli.command("lesson", short_help="The lesson's model-free numbers and figures.")
 @out_option
 @format_option
+@wait_option
 @quiet_option
-def lesson_command(out_dir: Path, formats: tuple[str, ...], quiet: bool) -> None:
+def lesson_command(out_dir: Path, formats: tuple[str, ...], no_wait: bool, quiet: bool) -> None:
     """Regenerate the lesson's model-free numbers and figures (numpy and matplotlib; no model, no torch).
 
     Writes OUT/results/lesson/ (CSV, JSON) and OUT/figures/lesson/ and prints each number next to the lesson's.
@@ -265,7 +266,7 @@ def lesson_command(out_dir: Path, formats: tuple[str, ...], quiet: bool) -> None
 
     results = compute_lesson()
     with friendly_errors():
-        results_dir, figures_dir = write_lesson(results, out_dir, formats)
+        results_dir, figures_dir = write_lesson(results, out_dir, formats, wait=not no_wait)
     if not quiet:
         click.echo(format_report(results))
         click.echo(f"Wrote {results_dir}/ and {figures_dir}/")
@@ -376,7 +377,8 @@ def show_command(lang, layer, head, sentence, out_dir, measure, formats, quiet) 
 
 @cli.command("heads", short_help="Head statistics and labels pooled over a corpus (heads --corpus).")
 @click.option("--corpus", "corpus_specs", required=True, multiple=True, metavar="FILE",
-              help="UTF-8 text with one sentence per line, or .jsonl with a \"text\" field; '-' reads stdin. "
+              help="UTF-8 text with one sentence per line, or .jsonl with a \"text\" field (.gz, .bz2, .xz and .zst "
+                   "are decompressed); '-' reads stdin. "
                    "Repeat it, list more files after the options, or give a quoted glob or an fsspec URL "
                    "(s3://bucket/wiki/*.txt); the inputs are read in order as one corpus.")
 @click.argument("more_specs", nargs=-1, metavar="[FILE]...")

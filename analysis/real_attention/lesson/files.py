@@ -180,11 +180,12 @@ def write_figures(r: LessonResults, folder: Path, formats: tuple[str, ...] = ("p
             save_figure(make(), folder / f"{name}.{fmt}")
 
 
-def write_lesson(r: LessonResults, out: Path, formats: tuple[str, ...] = ("png",)) -> tuple[Path, Path]:
+def write_lesson(r: LessonResults, out: Path, formats: tuple[str, ...] = ("png",),
+                 wait: bool = True) -> tuple[Path, Path]:
     """Write out/results/lesson and out/figures/lesson (figures in each format). Returns those two folders."""
     results_dir = out / "results" / "lesson"
     figures_dir = out / "figures" / "lesson"
-    with staged_outputs() as staging:
+    with staged_outputs(wait=wait) as staging:
         write_tables(r, staging.folder(results_dir))
         write_figures(r, staging.folder(figures_dir), formats)
     return results_dir, figures_dir
