@@ -3,6 +3,8 @@ on every command (serve included: no banner, warnings still shown), and a `/api/
 what it needs."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 
@@ -134,3 +136,14 @@ def test_only_this_packages_warnings_become_warning_lines(capsys):
     err = capsys.readouterr().err
     assert err.count("Warning: ours") == 1
     assert [str(item.message) for item in passed_on] == ["theirs"] and "Warning: theirs" not in err
+
+
+def test_every_entry_point_names_itself_real_attention():
+    """`python real_attention.py --help` said "Usage: real_attention.py", `python -m` "Usage: python -m ..."."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    for command in ([sys.executable, "real_attention.py", "--help"], [sys.executable, "-m", "real_attention", "--help"]):
+        done = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and done.stdout.startswith("Usage: real-attention [OPTIONS] COMMAND"), done.stdout

@@ -767,7 +767,7 @@ def main() -> None:
     """Run the `real-attention` command line on sys.argv (what `python -m real_attention` does), ending quietly
     when its reader goes away (a closed pipe)."""
     try:
-        cli()
+        cli(prog_name="real-attention")  # one name in usage and error lines, however it was started
     except BrokenPipeError:
         # The reader of our output went away (`real-attention run | head`): stop quietly. Python would report
         # the pipe again when it flushes stdout at exit, so point stdout at nowhere first.
