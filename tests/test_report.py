@@ -693,6 +693,9 @@ def test_arrow_keys_step_through_the_heads(tiny_page):
     driver.find_element(By.CSS_SELECTOR, '#overview .cell[data-layer="1"][data-head="1"]').click()
     ActionChains(driver).send_keys(Keys.ARROW_LEFT).perform()
     assert title() == "Layer 3, head 4"  # wraps around
+    driver.execute_script("document.activeElement.blur()")  # off the grid, the arrows scroll the page again
+    ActionChains(driver).send_keys(Keys.ARROW_DOWN).perform()
+    assert title() == "Layer 3, head 4"
 
 
 @pytest.mark.browser

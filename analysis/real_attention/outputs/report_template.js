@@ -578,6 +578,9 @@
     if (!data || event.metaKey || (!bracket && (event.altKey || event.ctrlKey))) return;
     if (event.target.closest && event.target.closest("input, textarea, select")) return;  // typing, not choosing
     const key = event.key;
+    // the arrows choose heads on the grid and the bar above it; elsewhere they scroll the page as usual
+    const onControls = event.target.closest && event.target.closest("#overview, #toolbar");
+    if (key.startsWith("Arrow") && !onControls) return;
     if (key === "ArrowRight") step(1);
     else if (key === "ArrowLeft") step(-1);
     else if (key === "ArrowDown") step(HEADS);
