@@ -194,6 +194,10 @@ def test_a_zst_input_without_zstandard_says_what_to_install(tmp_path, monkeypatc
     # a package to install (exit 1), not a damaged file
     with pytest.raises(MissingPackage, match=r"^reading .zst needs the zstandard package: pip install zstandard"):
         list(CorpusText(expand([str(tmp_path / "c.txt.zst")])))
+    stream = (tmp_path / "c.txt.zst").open("rb")  # a URL's stream, as fsspec hands it over
+    with pytest.raises(MissingPackage):
+        inputs.zstd_open(stream)
+    assert stream.closed
 
 
 def test_a_damaged_compressed_input_is_one_line(tmp_path, tiny_model_dir):

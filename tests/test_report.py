@@ -696,6 +696,11 @@ def test_arrow_keys_step_through_the_heads(tiny_page):
     driver.execute_script("document.activeElement.blur()")  # off the grid, the arrows scroll the page again
     ActionChains(driver).send_keys(Keys.ARROW_DOWN).perform()
     assert title() == "Layer 3, head 4"
+    # a click that does not focus the button (Safari's, and a script's here) still leaves the arrows on the grid
+    driver.execute_script("arguments[0].click()",
+                          driver.find_element(By.CSS_SELECTOR, '#overview .cell[data-layer="2"][data-head="2"]'))
+    ActionChains(driver).send_keys(Keys.ARROW_RIGHT).perform()
+    assert title() == "Layer 2, head 3"
 
 
 @pytest.mark.browser

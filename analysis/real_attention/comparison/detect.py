@@ -238,11 +238,12 @@ def detect(model: LoadedModel, *, length: int = 25, repeats: int = 4, samples: i
             bar.close()
     blind = np.flatnonzero(~np.all(np.any(visible, axis=2), axis=1))  # layers with a query whose row has no weight > 0
     # NaN in one batch or head only (half precision overflows on some inputs) leaves the rows seen but the sums NaN
-    blind = np.union1d(blind, np.flatnonzero(~torch.isfinite(totals).all(dim=2).all(dim=0).numpy())).astype(int)
-    if blind.size:
-        raise ModelUnavailable(f"layer {blind[0] + 1} of {model.choice.short} gives no query weight above 0 (its maps "
-                               "hold NaN, e.g. from half-precision overflow): its scores cannot be read; try another "
-                               "--device or a float32 copy of the model")
+    not_finite = np.flatnonzero(~torch.isfinite(totals).all(dim=2).all(dim=0).numpy())
+    for layers, what in ((blind, "gives no query weight above 0"), (not_finite, "gives scores that are not finite")):
+        if layers.size:
+            raise ModelUnavailable(f"layer {layers[0] + 1} of {model.choice.short} {what} (its maps hold NaN, e.g. "
+                                   "from half-precision overflow): its scores cannot be read; try another --device or "
+                                   "a float32 copy of the model")
     means = (totals / (samples * len(queries))).numpy()
     layer, head = np.indices((model.layers, model.heads)).reshape(2, -1)
     heads = pd.DataFrame({"layer": layer + 1, "head": head + 1,

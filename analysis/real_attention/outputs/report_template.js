@@ -174,7 +174,9 @@
     const grid = byId("overview");
     grid.addEventListener("click", function (event) {
       const cell = event.target.closest(".cell");
-      if (cell) select({ layer: Number(cell.dataset.layer) - 1, head: Number(cell.dataset.head) - 1 });
+      if (!cell) return;
+      select({ layer: Number(cell.dataset.layer) - 1, head: Number(cell.dataset.head) - 1 });
+      cell.focus();  // Safari and Firefox on a Mac do not focus a clicked button: the arrows would scroll instead
     });
     grid.addEventListener("mousemove", function (event) {
       const cell = event.target.closest(".cell");
@@ -595,8 +597,8 @@
       if (chosen) chosen.focus();
     }
   });
-  byId("previous-head").addEventListener("click", function () { if (data) step(-1); });
-  byId("next-head").addEventListener("click", function () { if (data) step(1); });
+  byId("previous-head").addEventListener("click", function (event) { if (data) step(-1); event.currentTarget.focus(); });
+  byId("next-head").addEventListener("click", function (event) { if (data) step(1); event.currentTarget.focus(); });
   listen();
 
   function initial(first) {

@@ -40,7 +40,8 @@ ZSTD = ".zst"
 
 def zstd_open(name: str | BinaryIO, mode: str = "rb") -> contextlib.AbstractContextManager[BinaryIO]:
     """The decompressed bytes of a Zstandard file (a path, or a binary stream such as fsspec's, closed with it):
-    the zstandard package, else Python 3.14's compression.zstd (OSError naming the package if neither is there)."""
+    the zstandard package, else Python 3.14's compression.zstd (MissingPackage if neither is there, the stream it
+    was given closed)."""
     assert mode == "rb", mode
     try:
         import zstandard
@@ -51,6 +52,8 @@ def zstd_open(name: str | BinaryIO, mode: str = "rb") -> contextlib.AbstractCont
         return io.BufferedReader(ZstdFrames(raw, zstandard), 1 << 16)  # lines, as the other readers give them
     zstd = stdlib_zstd()
     if zstd is None:
+        if not isinstance(name, (str, Path)):
+            name.close()  # the caller handed the stream over: a URL's connection must not stay open
         raise MissingPackage('reading .zst needs the zstandard package: pip install zstandard (or "real-attention[dask]")')
     given = None if isinstance(name, (str, Path)) else name  # a stream it was given: zstd.open would leave it open
     return io.BufferedReader(StdlibZstd(zstd.open(name, "rb"), zstd.ZstdError, given), 1 << 16)
