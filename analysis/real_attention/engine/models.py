@@ -675,9 +675,9 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False,
     except (StrictDataclassError, AttributeError, TypeError) as error:  # a config value of the wrong type or shape
         raise ModelUnavailable(f"cannot load model {source}: its config.json holds a value transformers refuses "
                                f"({_first_line(error)})") from None
-    if not getattr(model.config, "num_hidden_layers", 0) > 0:  # 0 layers (a test config, a broken file): no maps
-        raise ModelUnavailable(f"{source} has no attention layer (num_hidden_layers "
-                               f"{getattr(model.config, 'num_hidden_layers', None)!r}): it has no maps to read")
+    layers = getattr(model.config, "num_hidden_layers", None)
+    if not (isinstance(layers, int) and layers > 0):  # 0 layers (a test config, a broken file): no maps
+        raise ModelUnavailable(f"{source} has no attention layer (num_hidden_layers {layers!r}): it has no maps to read")
     if getattr(model.config, "is_encoder_decoder", False):  # T5, BART: their forward pass wants a decoder's input too
         raise ModelUnavailable(
             f"{source} is an encoder-decoder model ({type(model).__name__}); real-attention reads encoder-only "

@@ -211,8 +211,6 @@ class Input:
                 return fsspec.open(self.name, "rb", compression=suffix and COMPRESSIONS[suffix][1]).open()
             suffix = compression(self.name)
             return COMPRESSIONS[suffix][0](self.name, "rb") if suffix else Path(self.name).open("rb")
-        except MissingPackage:
-            raise
         except FileNotFoundError:  # fsspec's has no strerror: its text is the bare path
             raise CorpusError(f"cannot read {self.what} {self.name}: no such file") from None
         except (OSError, ValueError) as error:
