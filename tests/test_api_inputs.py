@@ -416,3 +416,17 @@ def test_a_corpus_outputs_heads_table_that_is_gone_or_changed_is_a_damaged_table
     table.symlink_to(tmp_path / "nowhere.csv")
     with pytest.raises(ra.InputError, match="cannot be read"):
         _ = output.heads
+
+
+def test_options_are_keywords_so_a_positional_slip_is_a_type_error():
+    # ra.run("es", None, "minilm") would otherwise read "minilm" as the model after a config of None, and a
+    # formats string passed where `name` stands would name the results folder "svg"
+    import inspect
+
+    assert [name for name, p in inspect.signature(ra.run).parameters.items()
+            if p.kind is not p.KEYWORD_ONLY] == ["lang"]
+    for writer in (ra.write_syntax, ra.write_compare, ra.write_detect, ra.write_importance):
+        parameters = inspect.signature(writer).parameters
+        assert [name for name, p in parameters.items() if p.kind is not p.KEYWORD_ONLY] == ["result", "out", "name"]
+    with pytest.raises(TypeError):
+        ra.run("es", None)  # type: ignore[misc]

@@ -526,7 +526,7 @@ def syntax_command(treebank, lang, model_name, revision, offline, device, measur
         with tqdm(total=bank.sentences, unit="sent", desc=name, disable=quiet, file=sys.stderr,
                   dynamic_ncols=True) as bar:
             result = syntax(loaded, bank, measure=measure, min_count=min_count, batch_size=batch_size, progress=bar)
-        results_folder, figures_folder = write_syntax(result, out_dir, name, formats, wait=not no_wait)
+        results_folder, figures_folder = write_syntax(result, out_dir, name, formats=formats, wait=not no_wait)
     if result.summary["counts"]["no_piece"]:  # a warning, so -q shows it too
         warn(f"{result.summary['counts']['no_piece']} sentence(s) skipped: a word the tokenizer gives no piece")
     if not quiet:
@@ -598,7 +598,7 @@ def compare_command(corpus, model_names, revisions, offline, device, measure, un
         models = [load(model, revision=revision, device=device, offline=offline) for model, revision in paired]
         result = compare(models, lines, names=labels, measure=measure, units=units, batch_size=batch_size,
                          limit=limit, progress=None if quiet else progress_bar)
-        results_folder, figures_folder = write_compare(result, out_dir, name, formats, wait=not no_wait)
+        results_folder, figures_folder = write_compare(result, out_dir, name, formats=formats, wait=not no_wait)
     if not quiet:
         click.echo(describe(result))
         click.echo(f"wrote {results_folder} and {figures_folder}")
@@ -646,7 +646,7 @@ def detect_command(lang, model_name, revision, offline, device, length, repeats,
         loaded = load(model_name, revision=revision, lang=lang, device=device, offline=offline)
         result = detect(loaded, length=length, repeats=repeats, samples=samples, seed=seed, batch_size=batch_size,
                         progress=None if quiet else partial(progress_bar, unit="sample"))
-        results_folder, figures_folder = write_detect(result, out_dir, name, formats, wait=not no_wait)
+        results_folder, figures_folder = write_detect(result, out_dir, name, formats=formats, wait=not no_wait)
     if not quiet:
         click.echo(f"{result.summary['model']}: {samples} samples of {length} random tokens x {repeats}")
         click.echo(describe(result))
@@ -718,7 +718,7 @@ def importance_command(corpus, lang, model_name, revision, offline, device, obje
             sentences = texts if labels is None else [{"text": t, "label": lab} for t, lab in zip(texts, labels)]
             result = importance(loaded, sentences, chosen, batch_size=batch_size, prune_step=prune_step, seed=seed,
                                 max_tokens=max_tokens, corpus=name, corpus_file=corpus, progress=bar.update)
-        results_folder, figures_folder = write_importance(result, out_dir, name, formats, wait=not no_wait)
+        results_folder, figures_folder = write_importance(result, out_dir, name, formats=formats, wait=not no_wait)
     if not quiet:
         click.echo(describe(result))
         click.echo(f"wrote {results_folder} and {figures_folder}")

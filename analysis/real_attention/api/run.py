@@ -86,7 +86,7 @@ def layer_bar(total: int, desc: str):
     return tqdm(total=total, desc=desc, unit=" layer×sentence", file=sys.stderr, dynamic_ncols=True, delay=1.0)
 
 
-def run(lang: str = DEFAULT_LANG, config: str | Path | None = None, model: str | os.PathLike[str] | None = None,
+def run(lang: str = DEFAULT_LANG, *, config: str | Path | None = None, model: str | os.PathLike[str] | None = None,
         revision: str | None = None, out: str | Path = ".", units: str = "text", measure: str = "weights",
         compare_measures: bool = False, figures: bool = True, report: bool = True,
         formats: str | Sequence[str] = ("png",), all_figures: bool = False, offline: bool = False,

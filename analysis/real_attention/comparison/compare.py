@@ -619,7 +619,7 @@ def folder_name(name: str, measure: str = WEIGHTS) -> str:
 
 
 def write_compare(result: CompareResult, out: str | Path = ".", name: str | None = None,
-                  formats: str | tuple[str, ...] = ("png",), wait: bool = True) -> tuple[Path, Path]:
+                  *, formats: str | tuple[str, ...] = ("png",), wait: bool = True) -> tuple[Path, Path]:
     """Write OUT/results/compare/NAME/ (distances.csv, matching.csv, mds.csv, summary.json) and
     OUT/figures/compare/NAME/ (mds, distances and, for two models, layers; in each format), all at once
     (staged). NAME: the models' short names joined by '-vs-' by default. -> the two folders."""

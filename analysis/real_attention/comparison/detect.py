@@ -284,7 +284,7 @@ def default_name(model: str) -> str:
 
 
 def write_detect(result: DetectResult, out: str | Path = ".", name: str | None = None,
-                 formats: str | tuple[str, ...] = ("png",), wait: bool = True) -> tuple[Path, Path]:
+                 *, formats: str | tuple[str, ...] = ("png",), wait: bool = True) -> tuple[Path, Path]:
     """Write OUT/results/detect/NAME/ (heads.csv, summary.json) and OUT/figures/detect/NAME/scores.<fmt> (the
     induction and previous grids), all at once (staged). NAME: the model's last path part. -> the two folders."""
     from ..outputs.figio import save_figure

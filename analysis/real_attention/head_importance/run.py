@@ -456,7 +456,7 @@ def default_name(result: ImportanceResult) -> str:
 
 
 def write_importance(result: ImportanceResult, out: str | Path = ".", name: str | None = None,
-                     formats: str | tuple[str, ...] = ("png",), wait: bool = True) -> tuple[Path, Path]:
+                     *, formats: str | tuple[str, ...] = ("png",), wait: bool = True) -> tuple[Path, Path]:
     """Write OUT/results/importance/NAME/ (heads.csv, pruning.csv, summary.json) and OUT/figures/importance/NAME/
     (ablation, taylor (when defined) and pruning figures in each format), all at once (staged). NAME: the corpus
     name, else the model's. wait=False: stop with an error if another run is writing them. -> the two folders."""

@@ -344,7 +344,7 @@ def default_name(treebank: str | Path | Treebank) -> str:
 
 
 def write_syntax(result: SyntaxResult, out: str | Path = ".", name: str | None = None,
-                 formats: str | tuple[str, ...] = ("png",), wait: bool = True) -> tuple[Path, Path]:
+                 *, formats: str | tuple[str, ...] = ("png",), wait: bool = True) -> tuple[Path, Path]:
     """Write OUT/results/syntax/NAME/ (heads.csv, best.csv, baselines.csv, summary.json) and
     OUT/figures/syntax/NAME/ (best, relations and examples_<relation> figures in each format), all at once
     (staged). NAME: the treebank's stem by default ('-norm' added for the norm measure). wait=False: an error
