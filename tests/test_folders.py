@@ -128,6 +128,34 @@ def test_a_second_run_waits_or_with_no_wait_stops(tiny_model_dir, tmp_path):
     assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["es"]  # the lock file went with the lock
 
 
+@pytest.mark.parametrize("command", ["detect", "lesson"])
+def test_every_command_says_when_it_waits_for_another_run(tiny_model_dir, tmp_path, monkeypatch, command):
+    # only `run` used to say so; the others waited in silence, which looks like a hang
+    import types
+
+    import real_attention.outputs.staging as staging
+    from real_attention.outputs.staging import FolderLock
+
+    folder = tmp_path / "results" / ("detect" if command == "detect" else "")
+    folder.mkdir(parents=True)
+    lock = FolderLock(folder / (".tiny.lock" if command == "detect" else ".lesson.lock"))
+    assert lock.acquire(block=False)
+    waits: list[float] = []
+
+    def other_run_finishes(seconds: float) -> None:  # the first poll of the wait
+        waits.append(seconds)
+        lock.release()
+
+    monkeypatch.setattr(staging, "time", types.SimpleNamespace(sleep=other_run_finishes))
+    options = (["--model", str(tiny_model_dir), "--length", "5", "--samples", "2", "--repeats", "2",
+                "--name", "tiny"] if command == "detect" else [])
+    result = invoke(command, *options, "--out", tmp_path, "--quiet")
+    assert result.exit_code == 0, result.output
+    target = folder / ("tiny" if command == "detect" else "lesson")
+    assert f"Warning: waiting for another real-attention run that is writing {target} ...\n" in result.stderr
+    assert len(waits) == 1 and any(target.iterdir())
+
+
 def test_what_a_killed_run_left_is_removed_by_the_next(tiny_model_dir, tmp_path):
     results = tmp_path / "results"
     for stale in (".es.staging-k1llx", ".es.old-99999", ".es-norm.staging-other"):

@@ -756,3 +756,23 @@ def test_a_line_without_a_label_is_named_by_its_line_of_the_file(tmp_path, label
                                       "--out", str(tmp_path / "out")])
     assert result.exit_code == 2
     assert result.output.startswith('Error: line 4 has no "label", but 1 other(s) have one'), result.output
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz"])
+def test_a_compressed_corpus_is_read_as_heads_reads_it_and_a_cut_one_is_refused(tmp_path, suffix):
+    # it was read as bytes: "line 1 of --corpus corpus.jsonl.gz is not UTF-8"
+    import bz2
+    import gzip
+    import lzma
+
+    from real_attention.head_importance.run import read_corpus_lines
+
+    plain = _corpus(tmp_path, ["I sat on the bank.", {"text": "The bank was closed.", "label": 1}, "", "Rain."])
+    packed = tmp_path / f"corpus.jsonl{suffix}"
+    packed.write_bytes({".gz": gzip, ".bz2": bz2, ".xz": lzma}[suffix].compress(plain.read_bytes()))
+    assert read_corpus_lines(packed) == read_corpus_lines(plain) == (
+        ["I sat on the bank.", {"text": "The bank was closed.", "label": 1}, "Rain."], [1, 2, 4])
+    cut = tmp_path / f"cut.jsonl{suffix}"
+    cut.write_bytes(packed.read_bytes()[:-6])
+    with pytest.raises(ra.InputError, match=rf"--corpus {cut} cannot be read: "):
+        read_corpus_lines(cut)

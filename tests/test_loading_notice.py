@@ -1,4 +1,4 @@
-"""run, heads --corpus, syntax and serve say what is loading, on stderr, before the model loads (issue 27.13)."""
+"""Every command that loads a model (run, heads --corpus, syntax, compare, detect, importance, serve) says what is loading, on stderr, before the model loads (issue 27.13)."""
 from __future__ import annotations
 
 import pytest
@@ -20,16 +20,23 @@ def commands(model, tmp_path) -> dict[str, list[str]]:
                   "--format", "svg"],
         "syntax": ["syntax", "--treebank", str(treebank), "--model", model, "--out", str(tmp_path / "syntax"),
                    "--min-count", "1"],
+        "detect": ["detect", "--model", model, "--length", "5", "--samples", "2", "--repeats", "2", "--out",
+                   str(tmp_path / "detect"), "--format", "svg"],
+        "importance": ["importance", "--model", model, "--corpus", str(corpus), "--objective", "embedding",
+                       "--prune-step", "0.5", "--out", str(tmp_path / "importance"), "--format", "svg"],
+        "compare": ["compare", "--corpus", str(corpus), "--model", model, "--model", model, "--out",
+                    str(tmp_path / "compare"), "--format", "svg"],
     }
 
 
-@pytest.mark.parametrize("command", ["run", "heads", "syntax"])
+@pytest.mark.parametrize("command", ["run", "heads", "syntax", "detect", "importance", "compare"])
 def test_one_loading_line_on_stderr_unless_quiet(tiny_model_dir, tmp_path, command):
     args = commands(str(tiny_model_dir), tmp_path)[command]
     said = CliRunner().invoke(cli, args)
     assert said.exit_code == 0, said.output
     lines = [line for line in said.stderr.splitlines() if line.startswith("Loading ")]
-    assert lines == [f"Loading {tiny_model_dir.name} ({tiny_model_dir} @ a local folder) on cpu\u2026"]
+    models = 2 if command == "compare" else 1  # compare loads each of its models in turn
+    assert lines == [f"Loading {tiny_model_dir.name} ({tiny_model_dir} @ a local folder) on cpu\u2026"] * models
     assert "Loading " not in said.stdout
     quiet = CliRunner().invoke(cli, [*args, "--quiet"])
     assert quiet.exit_code == 0, quiet.output

@@ -99,7 +99,9 @@ class Group(click.Group):
         from .outputs.staging import Terminated, raise_if_signalled, sigterm_as_interrupt
 
         try:
-            with sigterm_as_interrupt():  # SIGTERM (kill, timeout, docker stop) cleans up as Ctrl-C does
+            # SIGTERM (kill, timeout, docker stop) cleans up as Ctrl-C does; the library's warnings (a wait for
+            # another run's lock, words a tokenizer deletes) are `Warning:` lines in every command
+            with sigterm_as_interrupt(), relayed_warnings():
                 result = super().invoke(ctx)
                 raise_if_signalled()  # one a finalizer swallowed still ends the command as a signal
                 return result
@@ -360,7 +362,7 @@ def run_command(no_report: bool, no_figures: bool, model_name: str | None, out_d
 def show_command(lang, layer, head, sentence, out_dir, measure, formats, quiet) -> None:
     """Draw the word x word heatmap of any one head from a finished run (no model is loaded).
 
-    Reads OUT/results/LANG/attention.csv and summary.json, writes OUT/figures/show/LANG/head_L<l>H<h>_s<k>.png
+    Reads OUT/results/LANG/attention.csv (or .parquet) and summary.json, writes OUT/figures/show/LANG/head_L<l>H<h>_s<k>.png
     (its own folder: a later `run` replaces figures/LANG/ whole) and prints its path. With --measure norm or
     value-zeroing: the LANG-norm or LANG-value-zeroing folders of that run.
     """
@@ -420,9 +422,9 @@ def show_command(lang, layer, head, sentence, out_dir, measure, formats, quiet) 
 def heads_command(corpus_specs, more_specs, model_name, out_dir, no_wait, quiet, no_figures, **options) -> None:
     """Pool every head's attention statistics over a corpus and label each head.
 
-    Per head, at word level: the mean weight on the previous, next and same word, on the first and last
-    special tokens ([CLS], [SEP], <s>, </s>, ...) and punctuation, and the mean row entropy, pooled over every
-    word of every sentence. Writes
+    Per head, at word level: the mean weight on the previous, next and same word, on the first unit (a
+    decoder's sink), on the first and last special tokens ([CLS], [SEP], <s>, </s>, ...), on punctuation and on
+    all markers together, and the mean row entropy, pooled over every word of every sentence. Writes
     OUT/results/corpus/NAME/ (heads.csv, summary.json, sums.json) and OUT/figures/corpus/NAME/ (labels.png,
     statistics.png). With --workers or --scheduler the partitions run on a Dask cluster. With --measure norm or
     value-zeroing the statistics pool those maps, into NAME-norm/ or NAME-value-zeroing/ folders.
@@ -588,14 +590,15 @@ def compare_command(corpus, model_names, revisions, offline, device, measure, un
     from .comparison.compare import CorpusLines, compare, default_name, describe, folder_name, write_compare
     from .outputs.staging import check_targets
 
-    with friendly_errors(), relayed_warnings():
+    with friendly_errors():
         paired, labels = compared_models(model_names, revisions)  # --batch-size and --limit: Click's ranges
         name = default_name(labels) if name is None else name  # --name '' is a bad name, not the default
         folder = folder_name(name, measure)  # a bad --name, before any work
         check_targets([out_dir / "results" / "compare" / folder, out_dir / "figures" / "compare" / folder])
         lines = CorpusLines(corpus)
         lines.check_has_sentence()  # before the models load
-        models = [load(model, revision=revision, device=device, offline=offline) for model, revision in paired]
+        with loading_notice(quiet):
+            models = [load(model, revision=revision, device=device, offline=offline) for model, revision in paired]
         result = compare(models, lines, names=labels, measure=measure, units=units, batch_size=batch_size,
                          limit=limit, progress=None if quiet else progress_bar)
         results_folder, figures_folder = write_compare(result, out_dir, name, formats=formats, wait=not no_wait)
@@ -643,7 +646,8 @@ def detect_command(lang, model_name, revision, offline, device, length, repeats,
         name = plain_folder_name(default_name(choose_model(lang, model_name, revision).name) if name is None else name,
                                  "name (--name)")
         check_targets([out_dir / "results" / "detect" / name, out_dir / "figures" / "detect" / name])
-        loaded = load(model_name, revision=revision, lang=lang, device=device, offline=offline)
+        with loading_notice(quiet):
+            loaded = load(model_name, revision=revision, lang=lang, device=device, offline=offline)
         result = detect(loaded, length=length, repeats=repeats, samples=samples, seed=seed, batch_size=batch_size,
                         progress=None if quiet else partial(progress_bar, unit="sample"))
         results_folder, figures_folder = write_detect(result, out_dir, name, formats=formats, wait=not no_wait)
@@ -659,7 +663,8 @@ def detect_command(lang, model_name, revision, offline, device, length, repeats,
 @cli.command("importance", short_help="Which heads the model needs: ablation, Michel's Taylor score, pruning curves.")
 @click.option("--corpus", "corpus", required=True, type=GivenPath(), metavar="FILE",
               help="One sentence a line, or JSON lines {\"text\": ..., \"label\": ...} (labels for --objective label); "
-                   "plain UTF-8, read whole (no compressed files, no stdin).")
+                   "UTF-8, read whole (.gz, .bz2, .xz and .zst are decompressed; no stdin). A line starting with { "
+                   "is JSON.")
 @click.option("--lang", help="Use the pinned model of this language (es, en); or pass --model.")
 @model_options
 @click.option("--objective", type=click.Choice(["auto", "lm", "mlm", "embedding", "label"]), default="auto",
@@ -710,7 +715,8 @@ def importance_command(corpus, lang, model_name, revision, offline, device, obje
         texts, labels = split_sentences(items, lines)
         choice = choose_model(lang, model_name, revision)
         chosen = objective_for(choice, objective, labels, offline, lines)  # a bad label: before the model loads
-        loaded = load_model(choice, device=device, offline=offline, head=HEAD_OF[chosen])
+        with loading_notice(quiet):
+            loaded = load_model(choice, device=device, offline=offline, head=HEAD_OF[chosen])
         total = importance_work(loaded.layers, loaded.heads, len(texts), prune_step, chosen != "embedding")
         # the total counts every masked pass over every sentence (72 heads x 16 sentences and more), not the corpus
         with tqdm(total=total, unit=" pass", desc=f"{name}: {len(texts)} sentences x masks", disable=quiet,
@@ -746,7 +752,8 @@ def serve_command(lang, model_name, revision, offline, device, host, port, measu
     """Serve a live page where anyone types sentences and sees every head; the model loads once.
 
     GET / is the page (the report's views, drawn for each answer, offline); POST /api/attend is the JSON API;
-    GET /api/health says the model and its revision. Ctrl-C stops it.
+    POST /api/report returns the sentences' report.html; GET /api/health says the model and its revision.
+    Ctrl-C stops it.
     """
     from .api.api import load
     from .live.server import require_serve_extra, serve
@@ -757,8 +764,9 @@ def serve_command(lang, model_name, revision, offline, device, host, port, measu
 
             raise InputError("serve needs a model: pass --model ID_OR_PATH (e.g. --model minilm) or --lang es|en")
         require_serve_extra()  # before the model's load, not after it
-        with loading_notice(quiet):
-            loaded = load(model_name, revision=revision, lang=lang, device=device, offline=offline)
+        with loading_notice(quiet):  # with --model, --lang only chooses the page's example sentences
+            loaded = load(model_name, revision=revision, lang=None if model_name else lang, device=device,
+                          offline=offline)
         serve(loaded, host=host, port=port, lang=lang, measure=measure, max_sentences=max_sentences,
               max_pieces=max_pieces, open_browser=open_browser, quiet=quiet)
 

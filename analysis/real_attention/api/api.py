@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from ..engine.checks import flag, kind, loaded_model, model_arg, optional_text, text, whole_number
 from ..engine.errors import InputError
-from ..engine.sentences import DEFAULT_LANG
 from ..engine.units import check_rule
 from .arguments import checked_lines, given_words, sentence_set, sentence_texts
 from .attention import Attention
@@ -30,13 +29,13 @@ if TYPE_CHECKING:
     from ..engine.words import WordAttention
 
 
-def load(model: str | os.PathLike[str] | None = "minilm", *, revision: str | None = None, lang: str | None = None,
+def load(model: str | os.PathLike[str] | None = None, *, revision: str | None = None, lang: str | None = None,
          device: str = "cpu", offline: bool = False) -> LoadedModel:
     """Load a model with eager attention, pinned to an exact revision.
 
-    model: "minilm" (the packaged offline encoder), "smollm2" (the packaged offline decoder), a Hub id (with
-    `revision`, default "main"), a local folder (a string or a path), or None for the pinned model of `lang`
-    ("es": mBERT, "en": bert-base-uncased).
+    model: "minilm" (the packaged offline encoder, also what `ra.load()` loads), "smollm2" (the packaged offline
+    decoder), a Hub id (with `revision`, default "main") or a local folder (a string or a path). Or `lang`
+    instead: the pinned model of a language ("es": mBERT, "en": bert-base-uncased); not both.
     Returns a LoadedModel: `.layers`, `.heads`, `.revision` (the resolved commit, or "sha256:..." of a
     folder's weights), `.tokenizer`, `.model`, `.causal`. Raises ModelUnavailable (with what to do) or InputError.
     """
@@ -47,8 +46,11 @@ def load(model: str | os.PathLike[str] | None = "minilm", *, revision: str | Non
     optional_text(lang, "lang", "a language code such as \"es\"")
     text(device, "device", "such as \"cpu\" or \"cuda\"")
     flag(offline, "offline")
+    if model is not None and lang is not None:  # lang would be ignored: ra.load(lang="es") once loaded MiniLM
+        raise InputError(f"load takes model or lang (the pinned model of a language), not both: model={model!r}, "
+                         f"lang={lang!r}")
     if model is None and lang is None:
-        lang = DEFAULT_LANG
+        model = "minilm"
     return load_model(choose_model(lang, model, revision), device=device, offline=offline)
 
 

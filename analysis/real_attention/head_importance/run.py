@@ -97,14 +97,21 @@ def read_corpus_lines(path: str | Path, limit: int | None = None) -> tuple[list,
     """read_corpus, and the file's line number (from 1) of each sentence, for messages about them."""
     import json
 
-    from ..statistics.inputs import refuse_treebank
+    from ..statistics.inputs import READ_ERRORS, Input, compression, refuse_treebank
 
     path = Path(path)
     if limit is not None and limit < 1:
         raise InputError(f"--limit must be at least 1, not {limit}")
     refuse_treebank(str(path), "--corpus")
     try:
-        data = path.read_bytes()
+        if compression(str(path)) and path.is_file():  # .gz, .bz2, .xz, .zst, as heads --corpus reads them
+            try:
+                with Input(str(path), "text", what="--corpus").open() as handle:
+                    data = handle.read()
+            except READ_ERRORS as error:  # a damaged or cut compressed file: never a shorter corpus
+                raise InputError(f"--corpus {path} cannot be read: {error or type(error).__name__}") from None
+        else:
+            data = path.read_bytes()
         text = data.decode("utf-8").removeprefix("\ufeff")  # a BOM is no text (it hid a JSONL file's first record)
     except UnicodeDecodeError as error:  # where, as heads --corpus says it
         number, start = data.count(b"\n", 0, error.start) + 1, data.rfind(b"\n", 0, error.start) + 1

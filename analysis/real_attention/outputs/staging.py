@@ -20,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -52,6 +53,9 @@ class Staging:
     A target given to `remove` is deleted on commit: a folder that must hold exactly what this run wrote,
     when this run writes nothing there. After commit, `leftovers` lists old folders that could not be deleted
     (each named with the reason), for the caller to report: nothing is left behind silently.
+
+    A target another run holds is waited for (`wait`), saying so once through `on_wait`, or as a UserWarning
+    without it; with wait=False it is an OutputError.
     """
 
     def __init__(self, *, wait: bool = True, on_wait: Callable[[str], None] | None = None) -> None:
@@ -71,8 +75,11 @@ class Staging:
             if not self._wait:
                 raise OutputError(f"another real-attention run is writing {target}; wait for it to finish, or run "
                                   "again without --no-wait (in Python: wait=True) to wait for it")
+            message = f"waiting for another real-attention run that is writing {target} ..."
             if self._on_wait is not None:
-                self._on_wait(f"waiting for another real-attention run that is writing {target} ...")
+                self._on_wait(message)
+            else:  # never a silent wait: the command line shows it as a `Warning:` line
+                warnings.warn(message, UserWarning, stacklevel=1)
             while not self._take(target, lock):  # Ctrl-C and SIGTERM end the wait between tries
                 time.sleep(LOCK_POLL_SECONDS)
         for stale in [*target.parent.glob(f".{target.name}.staging-*"), *target.parent.glob(f".{target.name}.old-*")]:
