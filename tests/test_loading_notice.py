@@ -53,6 +53,10 @@ def test_serve_says_it_before_it_listens(tiny_model_dir, monkeypatch):
     assert said.stderr.startswith(f"Loading {tiny_model_dir.name} (") and len(seen) == 1
     quiet = CliRunner().invoke(cli, ["serve", "--model", str(tiny_model_dir), "--quiet"])
     assert quiet.exit_code == 0 and "Loading " not in quiet.stderr and len(seen) == 2
+    # with --model, --lang only picks the page's example sentences (ra.load refuses both)
+    english = CliRunner().invoke(cli, ["serve", "--model", str(tiny_model_dir), "--lang", "en", "--quiet"])
+    assert english.exit_code == 0, english.output
+    assert len(seen) == 3 and seen[-1].choice.path == tiny_model_dir
 
 
 def test_the_line_names_a_pinned_model_and_its_revision():
