@@ -130,6 +130,7 @@ def tiny_self(sharp):
 def test_a_model_against_itself(tiny_self):
     result = tiny_self
     assert result.summary["rule"] == "as-is" and result.matrix.shape == (24, 24)
+    assert result.summary["batch_size"] == 32 and result.summary["device"] == "cpu"  # a distance's 6th decimal
     np.testing.assert_allclose(result.matrix, result.matrix.T, atol=0)
     assert np.abs(np.diag(result.block(0, 1))).max() < 1e-6  # each head against its own copy
     assert result.block(0, 0)[~np.eye(12, dtype=bool)].min() > 1e-3  # distinct heads differ (by far more)

@@ -410,6 +410,8 @@ def test_importance_tables_and_pruning(mlm_dir):
 def test_embedding_has_no_taylor_and_says_why(tiny_model_dir):
     result = ra.importance(str(tiny_model_dir), TEXTS, batch_size=2, prune_step=0.5)
     assert result.summary["objective"] == "embedding"
+    # an ablation's last digits depend on the batch and the device: a rerun must know both
+    assert result.summary["batch_size"] == 2 and result.summary["device"] == "cpu"
     assert result.heads["taylor"].isna().all()
     assert "zero" in result.summary["taylor_empty_because"]
     assert result.summary["spearman_taylor_ablation"] is None

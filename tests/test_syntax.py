@@ -397,6 +397,7 @@ def test_the_api_equals_the_cli_and_reruns_are_byte_identical(tiny_model_dir, ti
     assert callable(ra.syntax) and callable(ra.write_syntax)
     api = ra.syntax(tiny_loaded, path, min_count=1)
     assert api.summary["counts"] == {"sentences": 2, "words": 11, "skipped": 1, "no_piece": 0}
+    assert api.summary["batch_size"] == 32 and api.summary["device"] == "cpu"  # the maps' bits depend on both
     folder = tmp_path / "cli" / "results" / "syntax" / "snippet"
     write_syntax(api, tmp_path / "api")
     for name in ("heads.csv", "best.csv", "baselines.csv", "summary.json"):

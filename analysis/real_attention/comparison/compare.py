@@ -443,6 +443,9 @@ def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: S
         "mds": {"method": "classical (Torgerson) scaling of the JS matrix, deterministic signs", "dimensions": 2},
         "matching": "scipy.optimize.linear_sum_assignment on the JS block of each pair of models",
         "versions": versions(),
+        # a sentence's maps are padded to its batch's longest: the 6th decimal of a distance can move with it
+        "batch_size": batch_size,
+        "device": str(models[0].device),
     }
     return CompareResult(models=compared, matrix=matrix, distances=distances_frame(heads, matrix),
                          matching=matching_frame(compared, heads, matrix),

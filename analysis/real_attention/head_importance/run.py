@@ -381,6 +381,9 @@ def _importance(model: LoadedModel | str | os.PathLike[str], sentences: Sequence
         "largest_fraction_within_tolerance": {
             name: _within(pruning[pruning["order"] == name], intact_value, tolerance) for name in orders},
         "versions": versions(),
+        # the masked passes' bits depend on the batch (importance.md): a rerun needs the same of both
+        "batch_size": batch_size,
+        "device": str(loaded.device),
     }
     return ImportanceResult(table, pruning, summary)
 

@@ -304,6 +304,7 @@ def syntax(model: LoadedModel, treebank: str | Path | Treebank, *, measure: str 
         "causal": model.causal,
         "versions": versions(),
         "device": str(model.device),  # the torch device the model ran on (--device auto resolved)
+        "batch_size": batch_size,  # the maps' last float32 bits depend on the batch: a near-tie may flip a count
     }
     return SyntaxResult(heads=heads_frame(counts), best=best, baselines=baselines_frame(counts), summary=summary,
                         examples=examples(model, best, candidates, measure))
