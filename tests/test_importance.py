@@ -778,3 +778,20 @@ def test_a_compressed_corpus_is_read_as_heads_reads_it_and_a_cut_one_is_refused(
     cut.write_bytes(packed.read_bytes()[:-6])
     with pytest.raises(ra.InputError, match=rf"--corpus {cut} cannot be read: "):
         read_corpus_lines(cut)
+
+
+def test_text_the_tokenizer_cannot_take_is_one_error_naming_its_line(tmp_path, tiny_model_dir):
+    # a JSON "\ud83d" (half an emoji) reached the Rust tokenizer: a TypeError and a traceback
+    corpus = tmp_path / "cut.jsonl"
+    corpus.write_text('I sat on the bank.\n\u200b\n{"text": "a cut emoji \\ud83d here"}\n', encoding="utf-8")
+    result = CliRunner().invoke(cli, ["importance", "--model", str(tiny_model_dir), "--corpus", str(corpus),
+                                      "--quiet", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("Error: line 3 holds an unpaired surrogate (\\ud83d at character 13)")
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+    with pytest.raises(ra.InputError, match=r"sentence 2 holds a NUL character"):
+        ra.importance(str(tiny_model_dir), ["I sat.", "a\x00b"])
+    from real_attention.head_importance.run import read_corpus_lines
+
+    # a line of zero-width characters alone is blank, as heads --corpus reads it
+    assert read_corpus_lines(corpus, limit=2) == (["I sat on the bank.", {"text": "a cut emoji \ud83d here"}], [1, 3])

@@ -304,3 +304,21 @@ def test_the_command_alone_prints_its_help_not_an_error():
 def test_help_and_version_still_print_and_exit_0():
     assert shared_invoke("run", "--help", prog_name="real-attention").output.startswith("Usage: real-attention run")
     assert shared_invoke("--version").exit_code == 0
+
+
+@pytest.mark.parametrize("damage", ["garbage", "cut"])
+def test_a_damaged_weights_file_is_one_error_line(tiny_model_dir, tmp_path, damage):
+    # safetensors' own error is no OSError: it was a traceback asking for a bug report
+    import real_attention as ra
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, folder)
+    weights = folder / "model.safetensors"
+    whole = weights.read_bytes()
+    weights.write_bytes(b"\xff" * 64 if damage == "garbage" else whole[:len(whole) // 2])
+    with pytest.raises(ra.ModelUnavailable, match=f"cannot load model {folder}: its weights file cannot be read"):
+        ra.load(folder)
+    result = shared_invoke("run", "--model", folder, "--out", tmp_path / "out", "--no-figures", "--quiet")
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert error_line(result).startswith(f"Error: cannot load model {folder}: its weights file cannot be read (")
+    assert not (tmp_path / "out").exists()

@@ -647,9 +647,12 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False,
     Encoders and decoders load as their base model (AutoModel): no language-model head, whose maps are the same.
     With `head` (a key of HEADS) the model loads with that head as `full`, and `model` is its base model.
     """
+    import pickle
+
     import torch
     import transformers
     from huggingface_hub.errors import StrictDataclassError
+    from safetensors import SafetensorError
     from transformers import AutoTokenizer
 
     assert head is None or head in HEADS, head
@@ -672,6 +675,9 @@ def load_model(choice: ModelChoice, device: str = "cpu", offline: bool = False,
                                               **({"dtype": torch.float32} if choice.gguf_file else {}), **options)
     except (OSError, ValueError, KeyError) as error:
         raise ModelUnavailable(unavailable_message(choice, _first_line(error))) from None
+    except (SafetensorError, pickle.UnpicklingError, EOFError) as error:  # a weights file cut short or overwritten
+        raise ModelUnavailable(f"cannot load model {source}: its weights file cannot be read ({_first_line(error)}); it "
+                               "is damaged or not what its name says: download it again") from None
     except (StrictDataclassError, AttributeError, TypeError) as error:  # a config value of the wrong type or shape
         raise ModelUnavailable(f"cannot load model {source}: its config.json holds a value transformers refuses "
                                f"({_first_line(error)})") from None

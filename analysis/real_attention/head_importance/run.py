@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..engine.errors import InputError, ModelUnavailable
+from ..engine.text import is_blank, text_problem
 from .objectives import (AUTO, DEFINITIONS, EMBEDDING, HEAD_OF, LABEL, LM, MLM, OBJECTIVES, Prepared, Scorer,
                          choose_objective, evaluate, intact, label_ids, normalized, prepare, pruning_counts,
                          sentence_place, taylor)
@@ -77,6 +78,9 @@ def split_sentences(sentences, lines: Sequence[int] | None = None) -> tuple[list
         if not isinstance(text, str) or not text.strip():
             raise InputError(f"{sentence_place(number, lines)} is {'empty' if isinstance(text, str) else 'not a string'}: "
                              "give each as a non-empty string")
+        problem = text_problem(text)  # the one text rule: a NUL, a lone surrogate (the tokenizer's TypeError)
+        if problem is not None:
+            raise InputError(f"{sentence_place(number, lines)} {problem}")
         texts.append(text)
     if not texts:
         raise InputError("no sentences: give at least one")
@@ -127,7 +131,7 @@ def read_corpus_lines(path: str | Path, limit: int | None = None) -> tuple[list,
     numbers: list[int] = []
     for number, line in enumerate(text.split("\n"), start=1):
         line = line.removesuffix("\r")
-        if not line.strip():
+        if is_blank(line):  # whitespace or zero-width characters only: a blank line, as heads --corpus skips it
             continue
         if line.lstrip().startswith("{"):
             try:
