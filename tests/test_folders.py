@@ -351,3 +351,44 @@ def test_marker_counts_of_many_sentences_fit_one_short_line():
     assert _counts([3, 1, 2]) == "3, 1, 2"
     line = _counts([i % 7 for i in range(2000)])
     assert line == "0 to 6, median 3, over 2,000 sentences"
+
+
+@pytest.mark.parametrize("command", ["run", "heads", "syntax", "importance", "compare"])
+def test_an_input_inside_a_folder_the_command_replaces_is_refused_not_deleted(tiny_model_dir, tmp_path, command):
+    # the swap replaces the folder whole: a config, corpus or treebank kept there was deleted by a run that succeeded
+    folder = tmp_path / "results" / {"run": "es", "heads": "corpus/mine", "syntax": "syntax/mine",
+                                      "importance": "importance/mine", "compare": "compare/mine"}[command]
+    folder.mkdir(parents=True)
+    kept = {"run": ("mine.toml", SPANISH), "syntax": ("mine.conllu", "1\tThe\tthe\tDET\t_\t_\t2\tdet\t_\t_\n"
+                                                      "2\tbank\tbank\tNOUN\t_\t_\t0\troot\t_\t_\n\n")}.get(
+        command, ("mine.txt", "el banco .\nfui al banco .\n"))
+    source = folder / kept[0]
+    source.write_text(kept[1], encoding="utf-8")
+    model = ["--model", str(tiny_model_dir)]
+    arguments = {"run": ["--config", source, "--no-figures", "--no-report"],
+                 "heads": ["--corpus", source, "--no-figures"], "syntax": ["--treebank", source],
+                 "importance": ["--corpus", source, "--objective", "embedding"],
+                 "compare": ["--corpus", source, *model, "--name", "mine"]}[command]
+    result = invoke(command, *model, *arguments, "--out", tmp_path, "--quiet")
+    assert result.exit_code == 2, result.output
+    assert error_line(result) == (f"Error: {source} lies inside {folder}, which this command replaces whole (its "
+                                  "old files are deleted): move it out of there, or choose another out (--out) or "
+                                  "name (--name)")
+    assert source.read_text(encoding="utf-8") == kept[1] and sorted(folder.iterdir()) == [source]
+
+
+def test_merge_never_replaces_a_shard_it_reads(tiny_model_dir, tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("el banco .\nfui al banco .\nmi jardín .\n", encoding="utf-8")
+    for shard in ("1/2", "2/2"):
+        result = invoke("heads", "--corpus", corpus, "--model", tiny_model_dir, "--shard", shard, "--name", "c",
+                        "--no-figures", "--quiet", "--out", tmp_path)
+        assert result.exit_code == 0, result.output
+    shards = sorted((tmp_path / "results" / "corpus").iterdir())
+    moved = tmp_path / "results" / "corpus" / "c" / "shards"
+    moved.mkdir(parents=True)
+    for shard in shards:
+        shard.rename(moved / shard.name)
+    result = invoke("merge", *sorted(moved.iterdir()), "--out", tmp_path, "--quiet", "--no-figures")
+    assert result.exit_code == 2, result.output
+    assert "lies inside" in error_line(result) and len(list(moved.iterdir())) == 2

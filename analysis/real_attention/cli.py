@@ -520,7 +520,7 @@ def syntax_command(treebank, lang, model_name, revision, offline, device, measur
     with friendly_errors():
         one_model_choice(model_name, lang, "syntax", "minilm")
         name = output_name(name, treebank, measure)  # a bad --name, before any work
-        check_targets([out_dir / "results" / "syntax" / name, out_dir / "figures" / "syntax" / name])
+        check_targets([out_dir / "results" / "syntax" / name, out_dir / "figures" / "syntax" / name], [treebank])
         check_options(batch_size, min_count)
         bank = scan_treebank(treebank, limit)
         with loading_notice(quiet):
@@ -594,7 +594,7 @@ def compare_command(corpus, model_names, revisions, offline, device, measure, un
         paired, labels = compared_models(model_names, revisions)  # --batch-size and --limit: Click's ranges
         name = default_name(labels) if name is None else name  # --name '' is a bad name, not the default
         folder = folder_name(name, measure)  # a bad --name, before any work
-        check_targets([out_dir / "results" / "compare" / folder, out_dir / "figures" / "compare" / folder])
+        check_targets([out_dir / "results" / "compare" / folder, out_dir / "figures" / "compare" / folder], [corpus])
         lines = CorpusLines(corpus)
         lines.check_has_sentence()  # before the models load
         with loading_notice(quiet):
@@ -710,7 +710,7 @@ def importance_command(corpus, lang, model_name, revision, offline, device, obje
         one_model_choice(model_name, lang, "importance", "minilm")
         check_options(batch_size, prune_step, seed, max_tokens)  # before the model loads
         name = output_name(name, corpus)
-        check_targets([out_dir / "results" / "importance" / name, out_dir / "figures" / "importance" / name])
+        check_targets([out_dir / "results" / "importance" / name, out_dir / "figures" / "importance" / name], [corpus])
         items, lines = read_corpus_lines(corpus, limit)
         texts, labels = split_sentences(items, lines)
         choice = choose_model(lang, model_name, revision)

@@ -128,7 +128,7 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
     name = name_from_file(found[0].stem, found[0].name) if name is None else name  # '': a bad name
     folder = folder_name(name, shard_range, measure)
     out = Path(out)
-    with staged_outputs(wait=wait) as staging, ExitStack() as drawing_processes:
+    with staged_outputs(wait=wait, inputs=[item.name for item in found]) as staging, ExitStack() as drawing_processes:
         results_folder = staging.folder(out / "results" / "corpus" / folder)
         figures_folder = _figures_folder(staging, out / "figures" / "corpus" / folder, figures)
         # Started now, the drawing processes import matplotlib while this one loads the model (as `run`'s).
@@ -188,7 +188,7 @@ def merge(shard_dirs: Sequence[str | Path], *, out: str | Path = ".", formats: s
         raise InputError("merge needs the shard folders (results/corpus/NAME-shard-i-of-N/)")
     run, sums = merge_shards(folders)
     out = Path(out)
-    with staged_outputs(wait=wait) as staging:
+    with staged_outputs(wait=wait, inputs=folders) as staging:  # a shard is never replaced by the merge
         results_folder = staging.folder(out / "results" / "corpus" / run.folder_name)
         figures_folder = _figures_folder(staging, out / "figures" / "corpus" / run.folder_name, figures)
         summary = write_corpus(results_folder, figures_folder, run, sums, formats if figures else ())

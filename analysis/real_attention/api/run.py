@@ -127,7 +127,8 @@ def run(lang: str = DEFAULT_LANG, *, config: str | Path | None = None, model: st
     callable_or_none(progress, "progress", "a callable taking the staging's wait message")
     if config is not None:
         path_arg(config, "config")
-    check_targets(folder(m) for folder in (settings.results_dir, settings.figures_dir) for m in measures)
+    check_targets((folder(m) for folder in (settings.results_dir, settings.figures_dir) for m in measures),
+                  inputs=[config] if config is not None else [])
     sentence_set = load_sentences(config, settings.lang)
     choice = choose_model(settings.lang, model, revision)
     if settings.units == "text":  # a missing or ambiguous word, before the model loads (SmolLM2: 16 s)

@@ -21,7 +21,7 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -58,7 +58,9 @@ class Staging:
     without it; with wait=False it is an OutputError.
     """
 
-    def __init__(self, *, wait: bool = True, on_wait: Callable[[str], None] | None = None) -> None:
+    def __init__(self, *, wait: bool = True, on_wait: Callable[[str], None] | None = None,
+                 inputs: Sequence[str | Path] = ()) -> None:
+        self._inputs = tuple(inputs)  # the files the run reads: none may lie inside a target
         self._staged: list[tuple[Path | None, Path]] = []  # (staging folder or None to remove, target)
         self._locks: dict[Path, FolderLock] = {}  # target -> its held FileLock
         self._made: list[Path] = []  # the folders above the targets this run created (results/, ...), deepest last
@@ -103,6 +105,7 @@ class Staging:
             target.parent.mkdir(parents=True, exist_ok=True)
             self._made += [folder for folder in reversed(missing) if folder not in self._made]
             check_replaceable(target)
+            check_inputs_outside(target, self._inputs)
             self._lock(target)
             with _signals_held():  # made and recorded at once: a Ctrl-C or SIGTERM between would leave it behind
                 staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.staging-", dir=target.parent))
@@ -133,6 +136,7 @@ class Staging:
         """Delete `target` on commit, if it exists."""
         target = Path(target)
         check_replaceable(target)
+        check_inputs_outside(target, self._inputs)
         try:
             self._lock(target)
         except OSError:  # a folder that cannot even hold a lock file has nothing of ours to remove
@@ -257,10 +261,28 @@ def _check_replaceable(target: Path) -> None:
         below = parent
 
 
-def check_targets(targets) -> None:
-    """check_replaceable for each target, before any work: an error for the first a run could not replace."""
+def check_targets(targets, inputs=()) -> None:
+    """check_replaceable for each target, before any work: an error for the first a run could not replace; and
+    check_inputs_outside for the files the run reads."""
+    targets = [Path(target) for target in targets]
     for target in targets:
-        check_replaceable(Path(target))
+        check_replaceable(target)
+    for target in targets:
+        check_inputs_outside(target, inputs)
+
+
+def check_inputs_outside(target: Path, inputs) -> None:
+    """InputError if an input file (a config, a corpus, a treebank, a shard) lies inside `target`: the swap
+    replaces the folder whole, so the input would be deleted with the old results. stdin ("-") and URLs are
+    never inside."""
+    where = Path(os.path.realpath(target))
+    for name in inputs:
+        if name is None or str(name) == "-" or "://" in str(name):
+            continue
+        path = Path(os.path.realpath(name))
+        if path == where or where in path.parents:
+            raise InputError(f"{name} lies inside {target}, which this command replaces whole (its old files are "
+                             "deleted): move it out of there, or choose another out (--out) or name (--name)")
 
 
 def remove_tree(path: Path, *, ignore_errors: bool = False, problems: list[str] | None = None) -> None:
@@ -365,14 +387,15 @@ def _signals_held() -> Iterator[None]:
 
 
 @contextmanager
-def staged_outputs(*, wait: bool = True, on_wait: Callable[[str], None] | None = None) -> Iterator[Staging]:
+def staged_outputs(*, wait: bool = True, on_wait: Callable[[str], None] | None = None,
+                   inputs: Sequence[str | Path] = ()) -> Iterator[Staging]:
     """Everything written into the staged folders lands only if the block finishes; else nothing does, also
     when the process gets Ctrl-C or SIGTERM (sigterm_as_interrupt).
 
     A disk error while writing (no space, a file too large, a read-only or forbidden folder) becomes one
     OutputError naming the path and the cause. `wait`/`on_wait`: see Staging.
     """
-    staging = Staging(wait=wait, on_wait=on_wait)
+    staging = Staging(wait=wait, on_wait=on_wait, inputs=inputs)
     with sigterm_as_interrupt():  # SIGTERM, like Ctrl-C, leaves no partial files
         try:
             yield staging
