@@ -392,3 +392,24 @@ def test_merge_never_replaces_a_shard_it_reads(tiny_model_dir, tmp_path):
     result = invoke("merge", *sorted(moved.iterdir()), "--out", tmp_path, "--quiet", "--no-figures")
     assert result.exit_code == 2, result.output
     assert "lies inside" in error_line(result) and len(list(moved.iterdir())) == 2
+
+
+@pytest.mark.parametrize("command", ["heads", "syntax", "importance", "compare"])
+def test_a_file_name_that_is_not_utf8_is_recorded_escaped(tiny_model_dir, tmp_path, command):
+    # Python reads b"bad\xff" as "bad\udcff": summary.json's UTF-8 writer failed after all the work, a traceback
+    import json
+
+    name = os.fsdecode(b"bad\xffname")
+    source = tmp_path / (name + (".conllu" if command == "syntax" else ".txt"))
+    source.write_text("1\tThe\tthe\tDET\t_\t_\t2\tdet\t_\t_\n2\tbank\tbank\tNOUN\t_\t_\t0\troot\t_\t_\n\n"
+                      if command == "syntax" else "el banco .\nfui al banco .\n", encoding="utf-8")
+    model = ["--model", str(tiny_model_dir)]
+    arguments = {"heads": ["--corpus", source, "--no-figures"], "syntax": ["--treebank", source, "--min-count", "1"],
+                 "importance": ["--corpus", source, "--objective", "embedding", "--prune-step", "1"],
+                 "compare": ["--corpus", source, *model, "--name", "c"]}[command]
+    result = invoke(command, *model, *arguments, "--out", tmp_path / "out", "--quiet", "--format", "svg")
+    assert result.exit_code == 0, result.output
+    summaries = list((tmp_path / "out" / "results").glob("*/*/summary.json"))
+    assert len(summaries) == 1
+    text = summaries[0].read_text(encoding="utf-8")
+    assert "bad\\udcffname" in text and name in json.dumps(json.loads(text), ensure_ascii=False)

@@ -23,8 +23,28 @@ _METADATA: dict[str, dict[str, None]] = {
 }
 
 
+def readable_texts(fig: Figure) -> None:
+    """Replace each lone surrogate in the figure's texts with U+FFFD: a file name that is not UTF-8 (Python reads
+    b"bad\\xff" as "bad\\udcff") in a title made FreeType raise a TypeError while laying the figure out."""
+    from matplotlib.text import Text
+
+    for text in fig.findobj(Text):
+        value = text.get_text()
+        if any("\ud800" <= char <= "\udfff" for char in value):
+            text.set_text(value.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
+
+
 class ShownFigure(Figure):
-    """A Figure that Jupyter shows as a PNG by itself (bare Figures outside pyplot show only their repr)."""
+    """A Figure that Jupyter shows as a PNG by itself (bare Figures outside pyplot show only their repr); its texts
+    are made readable before every layout and drawing (readable_texts)."""
+
+    def draw(self, renderer) -> None:
+        readable_texts(self)
+        super().draw(renderer)
+
+    def tight_layout(self, *args, **kwargs) -> None:
+        readable_texts(self)
+        super().tight_layout(*args, **kwargs)
 
     def _repr_png_(self) -> bytes:
         import io
