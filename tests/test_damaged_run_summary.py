@@ -77,6 +77,8 @@ def set_field(key: str, value):
 DAMAGE = {  # id: (edit, the field named)
     "focus-index-999": (set_position("focus_index", 999), "word_positions"),
     "sense-index-50": (set_position("sense_index", 50), "word_positions"),
+    "focus-index-missing": (lambda data: data["word_positions"][0].pop("focus_index"), "word_positions"),
+    "position-empty": (lambda data: data["word_positions"].__setitem__(0, {}), "word_positions"),
     "best-head-a-list": (set_field("best_sense_head", [1, 4]), "best_sense_head"),
     "prev-head-a-string": (set_field("prev_head", "L1H3"), "prev_head"),
     "next-head-out-of-range": (set_field("next_head", {"layer": 4, "head": 1, "score": 0.5}), "next_head"),

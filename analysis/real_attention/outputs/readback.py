@@ -148,8 +148,8 @@ def check_run_summary(path: Path, summary: dict) -> dict:
     positions = summary.get("word_positions")
     if positions is not None and not (
             isinstance(positions, list) and len(positions) == len(summary["sentences"])
-            and all(isinstance(p, dict) and _index(p.get("focus_index")) and _index(p.get("sense_index"))
-                    for p in positions)):
+            and all(isinstance(p, dict) and {"focus_index", "sense_index"} <= p.keys()  # null, never missing
+                    and _index(p["focus_index"]) and _index(p["sense_index"]) for p in positions)):
         raise damaged(path, "its field 'word_positions' is not one {focus_index, sense_index} per sentence")
     return summary
 
