@@ -322,3 +322,19 @@ def test_a_damaged_weights_file_is_one_error_line(tiny_model_dir, tmp_path, dama
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
     assert error_line(result).startswith(f"Error: cannot load model {folder}: its weights file cannot be read (")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", ["heads", "compare", "importance"])
+def test_a_corpus_whose_lines_end_in_cr_alone_is_refused_not_read_as_one_sentence(tiny_model_dir, tmp_path, command):
+    # it was one line: four sentences pooled as one, the previous/next statistics across their boundaries
+    corpus = tmp_path / "mac.txt"
+    corpus.write_bytes(b"el banco .\rfui al banco .\rmi jard\xc3\xadn .\r")
+    model = ["--model", str(tiny_model_dir)]
+    result = shared_invoke(command, "--corpus", corpus, *model, *(model if command == "compare" else []),
+                           "--out", tmp_path / "out", "--quiet")
+    assert result.exit_code == 2, result.output
+    assert "holds a carriage return (CR) inside the line: its lines end in CR alone" in error_line(result)
+    assert not (tmp_path / "out").exists()
+    corpus.write_bytes(b"el banco .\r\nfui al banco .\r\n")  # CR LF is a line end
+    assert shared_invoke(command, "--corpus", corpus, *model, *(model if command == "compare" else []),
+                         "--out", tmp_path / "out", "--quiet", "--format", "svg").exit_code == 0

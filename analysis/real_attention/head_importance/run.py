@@ -131,6 +131,9 @@ def read_corpus_lines(path: str | Path, limit: int | None = None) -> tuple[list,
     numbers: list[int] = []
     for number, line in enumerate(text.split("\n"), start=1):
         line = line.removesuffix("\r")
+        if "\r" in line:  # as heads --corpus: the file's lines end in CR alone, and would be one sentence
+            raise InputError(f"--corpus {path}, line {number}: holds a carriage return (CR) inside the line: its lines "
+                             "end in CR alone (an old Mac file?); a corpus's lines end in LF or CR LF")
         if is_blank(line):  # whitespace or zero-width characters only: a blank line, as heads --corpus skips it
             continue
         if line.lstrip().startswith("{"):

@@ -111,6 +111,10 @@ class CorpusReader:
             raise CorpusError(f"line {number} of {self.source} is not UTF-8 ({error.reason} at byte {error.start})") from None
         if number == 1 and self.file_start:
             line = line.removeprefix("\ufeff")
+        if self.fmt == "text" and "\r" in line.rstrip("\r\n"):  # read as one line, its sentences would be pooled as one
+            raise CorpusError(f"line {number} of {self.source} holds a carriage return (CR) inside the line: its lines "
+                              "end in CR alone (an old Mac file?); a corpus's lines end in LF or CR LF: convert it "
+                              "(e.g. tr '\\r' '\\n' < FILE > FIXED)")
         if self.fmt == "text" or not line.strip():
             return self._checked(line.strip(), number)
         try:
