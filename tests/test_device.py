@@ -50,9 +50,9 @@ def test_out_of_device_memory_is_one_line_that_suggests_a_smaller_batch(tmp_path
                                       str(tiny_model_dir), "--batch-size", "8", "--out", str(out), "--quiet"])
     assert result.exit_code != 0
     lines = [line for line in result.output.splitlines() if line.strip()]
-    # the corpus's batches have a fixed shape: 8 rows (2 sentences and 6 dummy rows) of 8 pieces
-    assert lines == [lines[-1]] and lines[-1].startswith("Error: the device cpu ran out of memory on a batch of 8")
-    assert "smaller batch_size (--batch-size); this run used 8" in lines[-1]
+    # the corpus's batches have a fixed shape, 2 rows of 8 pieces: --batch-size 8 is cut to the corpus's 2 lines
+    assert lines == [lines[-1]] and lines[-1].startswith("Error: the device cpu ran out of memory on a batch of 2")
+    assert "smaller batch_size (--batch-size); this run used 2" in lines[-1]
     assert "Traceback" not in result.output
     assert not [p for p in out.rglob("*") if p.is_file()]  # nothing written
 

@@ -338,3 +338,24 @@ def test_a_corpus_whose_lines_end_in_cr_alone_is_refused_not_read_as_one_sentenc
     corpus.write_bytes(b"el banco .\r\nfui al banco .\r\n")  # CR LF is a line end
     assert shared_invoke(command, "--corpus", corpus, *model, *(model if command == "compare" else []),
                          "--out", tmp_path / "out", "--quiet", "--format", "svg").exit_code == 0
+
+
+def test_a_batch_size_beyond_the_corpus_runs_no_dummy_rows_for_the_rest(tiny_model_dir, tmp_path):
+    # every batch has a fixed shape, its empty rows filled with dummies: 3 lines at --batch-size 65536 ran 65,533
+    # of them (minutes and gigabytes); the corpus's own line count bounds the rows, the same for every shard
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("el banco .\nfui al banco .\nmi jardín .\n", encoding="utf-8")
+    tables = {}
+    for size in ("3", "65536"):
+        result = shared_invoke("heads", "--corpus", corpus, "--model", tiny_model_dir, "--batch-size", size,
+                               "--no-figures", "--quiet", "--out", tmp_path / size)
+        assert result.exit_code == 0, result.output
+        folder = tmp_path / size / "results" / "corpus" / "c"
+        assert json.loads((folder / "summary.json").read_text())["engine"]["batch_size"] == 3
+        tables[size] = (folder / "heads.csv").read_bytes(), (folder / "sums.json").read_bytes()
+    assert tables["3"] == tables["65536"]
+    shard = shared_invoke("heads", "--corpus", corpus, "--model", tiny_model_dir, "--batch-size", "65536",
+                          "--shard", "2/2", "--no-figures", "--quiet", "--out", tmp_path / "shard")
+    assert shard.exit_code == 0, shard.output
+    summary = json.loads((tmp_path / "shard/results/corpus/c-shard-2-of-2/summary.json").read_text())
+    assert summary["engine"]["batch_size"] == 3  # the whole corpus's lines, not the shard's

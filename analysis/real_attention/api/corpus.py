@@ -136,6 +136,7 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
         if pool is not None:
             drawing_processes.enter_context(pool)
         text = CorpusText(found, shard_range or Shard(), limit)
+        batch_size = _rows_needed(found, limit, batch_size)
         bar = progress(total=text.total_lines(), desc=folder) if progress is not None else None
         try:
             result: CorpusResult = run_corpus(
@@ -154,6 +155,19 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
     return CorpusOutput(run=run, summary=summary, results_dir=out / "results" / "corpus" / folder,
                         figures_dir=out / "figures" / "corpus" / folder if figures else None, engine=dict(result.engine),
                         leftovers=tuple(staging.leftovers))
+
+
+def _rows_needed(found, limit: int | None, batch_size: int) -> int:
+    """The batch size, or the corpus's line count when it is smaller: a fixed-shape batch fills its rows with
+    dummy sentences, so 4 lines at --batch-size 65536 ran 65,532 of them (minutes, gigabytes). Counted over the
+    whole corpus (never one shard), and only up to batch_size lines, so every shard and engine agree and a large
+    file is not read through; unknown (stdin, a URL, a compressed file) keeps batch_size."""
+    from ..statistics.inputs import CorpusText
+    from ..statistics.reading import Shard
+
+    most = batch_size if limit is None else min(limit, batch_size)
+    lines = CorpusText(found, Shard(), most).total_lines()
+    return batch_size if lines is None else max(1, min(batch_size, lines))
 
 
 def _figures_folder(staging, target: Path, figures: bool) -> Path:
