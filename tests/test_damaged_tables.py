@@ -290,3 +290,11 @@ def test_a_results_folder_without_its_summary_is_not_read_unchecked(fmt, written
     with pytest.raises(ra.InputError, match=f"no summary.json in {folder}, which `real-attention run` writes"):
         ra.read_attention(folder)
     assert len(ra.read_attention(folder / f"attention.{fmt}")) > 0
+
+
+def test_a_huge_damaged_cell_is_quoted_short_in_the_one_error_line(tmp_path):
+    # the error quoted the cell whole: a 5 MB "line"
+    from real_attention.outputs.table_checks import quoted
+
+    assert quoted("x" * 5_000_000) == "'" + "x" * 39 + "..."
+    assert quoted("banco") == "'banco'" and len(quoted(list(range(10 ** 5)))) == 43

@@ -13,7 +13,7 @@ import pandas as pd
 
 from ..engine.errors import InputError
 from ..engine.measure_names import MEASURES
-from .table_checks import DamagedTable, damaged, read_checked, read_summary  # noqa: F401  (DamagedTable re-exported)
+from .table_checks import DamagedTable, damaged, quoted, read_checked, read_summary  # noqa: F401  (DamagedTable re-exported)
 
 
 class ResultsError(InputError):
@@ -96,11 +96,11 @@ def check_folder(path: Path, summary: dict, lang: str, measure: str) -> None:
 
     recorded = summary.get("lang")
     if recorded is not None and (not isinstance(recorded, str) or recorded.casefold() != lang.casefold()):
-        raise damaged(path, f"it records lang {recorded!r}, but this is results/{lang + folder_suffix(measure)} "
+        raise damaged(path, f"it records lang {quoted(recorded)}, but this is results/{lang + folder_suffix(measure)} "
                             "(a run's folder renamed or copied under another language)")
     recorded = summary.get("measure", WEIGHTS)
     if recorded != measure:
-        raise damaged(path, f"it records measure {recorded!r}, but this is results/{lang + folder_suffix(measure)},"
+        raise damaged(path, f"it records measure {quoted(recorded)}, but this is results/{lang + folder_suffix(measure)},"
                             f" the folder of --measure {measure}")
 
 
@@ -185,7 +185,7 @@ def check_word_positions(path: Path, summary: dict, words: list[tuple[str, ...]]
         for role, word in (("focus", summary["focus"]), ("sense", info["sense"])):
             if folded(word) not in folded(info["text"]):
                 raise damaged(path, f"sentence {number}'s text {info['text'][:60]!r} does not hold its {role} "
-                                    f"word {word!r}")
+                                    f"word {quoted(word)}")
     for number, (position, units) in enumerate(zip(summary.get("word_positions") or [], words), start=1):
         for key, word in (("focus_index", summary["focus"]), ("sense_index", summary["sentences"][number - 1]["sense"])):
             value = position.get(key)
@@ -196,7 +196,7 @@ def check_word_positions(path: Path, summary: dict, words: list[tuple[str, ...]]
                                     f"sentence has {len(units)} units (0 to {len(units) - 1})")
             if not same_word(units[value], word):
                 raise damaged(path, f"its field 'word_positions' gives sentence {number} {key} {value}, the word "
-                                    f"{units[value]!r}, not {word!r}")
+                                    f"{quoted(units[value])}, not {quoted(word)}")
 
 
 TABLE_SUFFIXES = (".parquet", ".csv")  # run --table-format: a run writes one of them

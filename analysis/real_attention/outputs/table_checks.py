@@ -42,6 +42,12 @@ class DamagedTable(InputError):
     """A results file that cannot be what `run` wrote: the message names the file and says what is wrong."""
 
 
+def quoted(value, most: int = 40) -> str:
+    """repr(value), cut to `most` characters: a damaged cell may hold megabytes, and an error is one line."""
+    shown = repr(value)
+    return shown if len(shown) <= most else shown[:most] + "..."
+
+
 def damaged(path: Path, what: str) -> DamagedTable:
     return DamagedTable(f"{path} is damaged: {what}; it is not the file `real-attention run` wrote. Run "
                         "`real-attention run` again to write it anew")
@@ -121,7 +127,7 @@ def check_record(path: Path, summary: dict | None) -> dict | None:
     record = tables[path.name]
     rows, digest = (record.get("rows"), record.get("sha256")) if isinstance(record, dict) else (None, None)
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0 or not isinstance(digest, str):
-        raise damaged(summary_path, f"its record of {path.name} is {record!r}, not a row count and a sha256")
+        raise damaged(summary_path, f"its record of {path.name} is {quoted(record)}, not a row count and a sha256")
     actual = file_sha256(path)
     if actual != digest:
         raise damaged(path, f"its sha256 is {actual[:12]}..., but summary.json records {digest[:12]}... for the "
@@ -328,8 +334,9 @@ def check_structure(path: Path, frame: pd.DataFrame, summary: dict | None = None
     mismatch = (key_codes != names[first_row[sentence_of] + key]) | (query_codes != names[first_row[sentence_of] + query])
     if mismatch.any():
         row = int(np.flatnonzero(mismatch)[0])
-        raise damaged(path, f"row {row + 1} names unit {key[row]} {frame['key'].iloc[row]!r} (or unit {query[row]} "
-                            f"{frame['query'].iloc[row]!r}), where the sentence's other rows name another word")
+        raise damaged(path, f"row {row + 1} names unit {key[row]} {quoted(frame['key'].iloc[row])} (or unit "
+                            f"{query[row]} {quoted(frame['query'].iloc[row])}), where the sentence's other rows name "
+                            "another word")
 
     # Every query row sums to 1; under the norm measure a row whose keys all add nothing stays all 0, so there (and
     # for a table read without its summary, whose measure is not known) 0 is a row sum too.
