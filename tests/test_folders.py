@@ -413,3 +413,16 @@ def test_a_file_name_that_is_not_utf8_is_recorded_escaped(tiny_model_dir, tmp_pa
     assert len(summaries) == 1
     text = summaries[0].read_text(encoding="utf-8")
     assert "bad\\udcffname" in text and name in json.dumps(json.loads(text), ensure_ascii=False)
+
+
+def test_a_file_name_that_is_not_utf8_is_printed_under_a_strict_locale(tiny_model_dir, tmp_path):
+    # the "wrote results/corpus/bad\udcffname" line: a UnicodeEncodeError on a stdout that refuses surrogates
+    name = os.fsdecode(b"bad\xffname")
+    corpus = tmp_path / f"{name}.txt"
+    corpus.write_text("el banco .\nfui al banco .\n", encoding="utf-8")
+    environment = {**os.environ, "PYTHONIOENCODING": "utf-8:strict"}
+    done = subprocess.run([sys.executable, "-m", "real_attention", "heads", "--corpus", os.fsencode(corpus),
+                           "--model", str(tiny_model_dir), "--no-figures", "--out", str(tmp_path / "out")],
+                          capture_output=True, env=environment, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
+    assert b"bad\\udcffname" in done.stdout + done.stderr and b"hit a bug" not in done.stderr

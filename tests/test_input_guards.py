@@ -335,6 +335,9 @@ def test_a_corpus_whose_lines_end_in_cr_alone_is_refused_not_read_as_one_sentenc
     assert result.exit_code == 2, result.output
     assert "holds a carriage return (CR) inside the line: its lines end in CR alone" in error_line(result)
     assert not (tmp_path / "out").exists()
+    corpus.write_bytes(b"el banco .\nfui al\rbanco .\n")  # a stray CR inside a line of an LF file is text
+    assert shared_invoke(command, "--corpus", corpus, *model, *(model if command == "compare" else []),
+                         "--out", tmp_path / "stray", "--quiet", "--format", "svg").exit_code == 0
     corpus.write_bytes(b"el banco .\r\nfui al banco .\r\n")  # CR LF is a line end
     assert shared_invoke(command, "--corpus", corpus, *model, *(model if command == "compare" else []),
                          "--out", tmp_path / "out", "--quiet", "--format", "svg").exit_code == 0

@@ -774,6 +774,9 @@ def serve_command(lang, model_name, revision, offline, device, host, port, measu
 def main() -> None:
     """Run the `real-attention` command line on sys.argv (what `python -m real_attention` does), ending quietly
     when its reader goes away (a closed pipe)."""
+    for stream in (sys.stdout, sys.stderr):  # a file name that is not UTF-8 ("bad\udcff") is printed, not a crash
+        if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     try:
         cli(prog_name="real-attention")  # one name in usage and error lines, however it was started
     except BrokenPipeError:

@@ -161,7 +161,8 @@ def _rows_needed(found, limit: int | None, batch_size: int) -> int:
     """The batch size, or the corpus's line count when it is smaller: a fixed-shape batch fills its rows with
     dummy sentences, so 4 lines at --batch-size 65536 ran 65,532 of them (minutes, gigabytes). Counted over the
     whole corpus (never one shard), and only up to batch_size lines, so every shard and engine agree and a large
-    file is not read through; unknown (stdin, a URL, a compressed file) keeps batch_size."""
+    file is not read through (a compressed one is decompressed that far); unknown (stdin, a URL, a file that cannot
+    be read) keeps batch_size."""
     from ..statistics.inputs import CorpusText
     from ..statistics.reading import Shard
 

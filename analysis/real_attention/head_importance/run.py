@@ -129,9 +129,12 @@ def read_corpus_lines(path: str | Path, limit: int | None = None) -> tuple[list,
         raise InputError(f"--corpus {path} cannot be read: {error.strerror or error}") from None
     found: list = []
     numbers: list[int] = []
-    for number, line in enumerate(text.split("\n"), start=1):
-        line = line.removesuffix("\r")
-        if "\r" in line:  # as heads --corpus: the file's lines end in CR alone, and would be one sentence
+    pieces = text.split("\n")
+    for number, line in enumerate(pieces, start=1):
+        line = line.rstrip("\r")
+        # as heads --corpus: a file whose lines end in CR alone is one line (the first, or a last without its end)
+        if ("\r" in line and not line.lstrip().startswith("{")
+                and (number == 1 or (number == len(pieces) and not text.endswith("\n")))):
             raise InputError(f"--corpus {path}, line {number}: holds a carriage return (CR) inside the line: its lines "
                              "end in CR alone (an old Mac file?); a corpus's lines end in LF or CR LF")
         if is_blank(line):  # whitespace or zero-width characters only: a blank line, as heads --corpus skips it

@@ -31,7 +31,11 @@ def readable_texts(fig: Figure) -> None:
     for text in fig.findobj(Text):
         value = text.get_text()
         if any("\ud800" <= char <= "\udfff" for char in value):
-            text.set_text(value.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
+            try:  # the bytes of a file name, read back as UTF-8 where they are
+                value = value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            except UnicodeEncodeError:  # a surrogate that stands for no byte (a JSON "\\ud83d")
+                value = "".join("\ufffd" if "\ud800" <= char <= "\udfff" else char for char in value)
+            text.set_text(value)
 
 
 class ShownFigure(Figure):

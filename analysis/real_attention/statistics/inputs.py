@@ -184,7 +184,10 @@ class Input:
         if self.name == STDIN or self.is_url or (compression(self.name) and most is None):
             return None
         if not compression(self.name):
-            return count_lines(Path(self.name), most)
+            try:
+                return count_lines(Path(self.name), most)
+            except OSError:  # no permission, a folder: the reading says so
+                return None
         try:
             with self.open() as handle:
                 return count_stream(handle, most)

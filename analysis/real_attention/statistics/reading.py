@@ -111,7 +111,10 @@ class CorpusReader:
             raise CorpusError(f"line {number} of {self.source} is not UTF-8 ({error.reason} at byte {error.start})") from None
         if number == 1 and self.file_start:
             line = line.removeprefix("\ufeff")
-        if self.fmt == "text" and "\r" in line.rstrip("\r\n"):  # read as one line, its sentences would be pooled as one
+        # A file whose lines end in CR alone is one line (its first, or a last one without a line end): its sentences
+        # would be pooled as one. A stray CR inside a line of an LF file (scraped text) stays the text it was.
+        if (self.fmt == "text" and "\r" in line.rstrip("\r\n")
+                and ((number == 1 and self.file_start) or not raw.endswith(b"\n"))):
             raise CorpusError(f"line {number} of {self.source} holds a carriage return (CR) inside the line: its lines "
                               "end in CR alone (an old Mac file?); a corpus's lines end in LF or CR LF: convert it "
                               "(e.g. tr '\\r' '\\n' < FILE > FIXED)")
