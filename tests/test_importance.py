@@ -774,6 +774,10 @@ def test_a_compressed_corpus_is_read_as_heads_reads_it_and_a_cut_one_is_refused(
     packed.write_bytes({".gz": gzip, ".bz2": bz2, ".xz": lzma}[suffix].compress(plain.read_bytes()))
     assert read_corpus_lines(packed) == read_corpus_lines(plain) == (
         ["I sat on the bank.", {"text": "The bank was closed.", "label": 1}, "Rain."], [1, 2, 4])
+    from real_attention.head_importance.run import _corpus_record
+
+    # the sha256 of the text inside, as heads --corpus and compare record a compressed corpus
+    assert _corpus_record(packed)["sha256"] == hashlib.sha256(plain.read_bytes()).hexdigest()
     cut = tmp_path / f"cut.jsonl{suffix}"
     cut.write_bytes(packed.read_bytes()[:-6])
     with pytest.raises(ra.InputError, match=rf"--corpus {cut} cannot be read: "):

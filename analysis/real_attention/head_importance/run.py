@@ -21,6 +21,7 @@ import numpy as np
 
 from ..engine.errors import InputError, ModelUnavailable
 from ..engine.text import is_blank, text_problem
+from ..statistics.inputs import READ_ERRORS, Input, compression
 from .objectives import (AUTO, DEFINITIONS, EMBEDDING, HEAD_OF, LABEL, LM, MLM, OBJECTIVES, Prepared, Scorer,
                          choose_objective, evaluate, intact, label_ids, normalized, prepare, pruning_counts,
                          sentence_place, taylor)
@@ -101,7 +102,7 @@ def read_corpus_lines(path: str | Path, limit: int | None = None) -> tuple[list,
     """read_corpus, and the file's line number (from 1) of each sentence, for messages about them."""
     import json
 
-    from ..statistics.inputs import READ_ERRORS, Input, compression, refuse_treebank
+    from ..statistics.inputs import refuse_treebank
 
     path = Path(path)
     if limit is not None and limit < 1:
@@ -398,6 +399,20 @@ def _importance(model: LoadedModel | str | os.PathLike[str], sentences: Sequence
     return ImportanceResult(table, pruning, summary)
 
 
+def _text_sha256(corpus_file) -> str:
+    """The sha256 of a compressed file's text (what it decompresses to), read a MiB at a time."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    try:
+        with Input(os.fspath(corpus_file), "text", what="--corpus").open() as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except READ_ERRORS as error:
+        raise InputError(f"--corpus {os.fspath(corpus_file)} cannot be read: {error or type(error).__name__}") from None
+    return digest.hexdigest()
+
+
 def _corpus_record(corpus_file) -> dict:
     """summary.json's record of the corpus file: its name and sha256; InputError if it cannot be read."""
     from ..engine.hashing import file_sha256
@@ -410,6 +425,8 @@ def _corpus_record(corpus_file) -> dict:
         if not stat.S_ISREG(os.stat(corpus_file).st_mode):  # a pipe (/dev/stdin) was read once, for the text
             return {"name": Path(corpus_file).name, "sha256": None,
                     "note": "not a regular file (a pipe or a device): read once, not hashed"}
+        if compression(os.fspath(corpus_file)):  # the text inside, as heads --corpus and compare record it
+            return {"name": Path(corpus_file).name, "sha256": _text_sha256(corpus_file)}
         return {"name": Path(corpus_file).name, "sha256": file_sha256(corpus_file)}
     except OSError as error:
         raise InputError(f"corpus_file {os.fspath(corpus_file)!r} cannot be read: {error.strerror or error}") from None
