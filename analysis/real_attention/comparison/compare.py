@@ -445,7 +445,8 @@ def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: S
         "versions": versions(),
         # a sentence's maps are padded to its batch's longest: the 6th decimal of a distance can move with it
         "batch_size": batch_size,
-        "device": str(models[0].device),
+        "device": (str(models[0].device) if len({str(m.device) for m in models}) == 1
+                   else [str(m.device) for m in models]),  # one per model when they differ (the API allows it)
     }
     return CompareResult(models=compared, matrix=matrix, distances=distances_frame(heads, matrix),
                          matching=matching_frame(compared, heads, matrix),
