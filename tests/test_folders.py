@@ -426,3 +426,39 @@ def test_a_file_name_that_is_not_utf8_is_printed_under_a_strict_locale(tiny_mode
                           capture_output=True, env=environment, cwd=tmp_path)
     assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
     assert b"bad\\udcffname" in done.stdout + done.stderr and b"hit a bug" not in done.stderr
+
+
+def test_write_syntax_never_replaces_the_treebank_it_scored(tiny_model_dir, tmp_path):
+    import real_attention as ra
+
+    folder = tmp_path / "results" / "syntax" / "mine"
+    folder.mkdir(parents=True)
+    treebank = folder / "mine.conllu"
+    treebank.write_text("1\tThe\tthe\tDET\t_\t_\t2\tdet\t_\t_\n2\tbank\tbank\tNOUN\t_\t_\t0\troot\t_\t_\n\n",
+                        encoding="utf-8")
+    result = ra.syntax(ra.load(tiny_model_dir), treebank, min_count=1)
+    with pytest.raises(ra.InputError, match=f"{treebank} lies inside {folder}, which this command replaces whole"):
+        ra.write_syntax(result, tmp_path, formats="svg")
+    assert sorted(folder.iterdir()) == [treebank]
+    results, _ = ra.write_syntax(result, tmp_path / "elsewhere", formats="svg")
+    assert (results / "summary.json").is_file()
+
+
+@pytest.mark.parametrize("command", ["compare", "importance"])
+def test_the_writers_never_replace_the_corpus_they_read(tiny_model_dir, tmp_path, command):
+    import real_attention as ra
+    from real_attention.comparison.compare import CorpusLines
+
+    folder = tmp_path / "results" / command / "mine"
+    folder.mkdir(parents=True)
+    corpus = folder / "mine.txt"
+    corpus.write_text("el banco .\nfui al banco .\n", encoding="utf-8")
+    model = ra.load(tiny_model_dir)
+    if command == "compare":
+        result, write = ra.compare([model, model], CorpusLines(corpus)), ra.write_compare
+    else:
+        result = ra.importance(model, ["el banco .", "fui al banco ."], prune_step=1.0, corpus_file=corpus)
+        write = ra.write_importance
+    with pytest.raises(ra.InputError, match=f"{corpus} lies inside {folder}, which this command replaces whole"):
+        write(result, tmp_path, "mine", formats="svg")
+    assert sorted(folder.iterdir()) == [corpus]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -77,6 +77,7 @@ class CompareResult:
     matching: pd.DataFrame
     mds: pd.DataFrame
     summary: dict[str, Any]
+    corpus_path: Path | None = field(default=None, repr=False)  # what was read: write_compare never replaces it
 
     def __repr__(self) -> str:
         names = " x ".join(f"{m.name} ({m.layers * m.heads} heads)" for m in self.models)
@@ -450,7 +451,8 @@ def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: S
     }
     return CompareResult(models=compared, matrix=matrix, distances=distances_frame(heads, matrix),
                          matching=matching_frame(compared, heads, matrix),
-                         mds=heads.assign(x=coords[:, 0], y=coords[:, 1]), summary=summary)
+                         mds=heads.assign(x=coords[:, 0], y=coords[:, 1]), summary=summary,
+                         corpus_path=sentences.path if isinstance(sentences, CorpusLines) else None)
 
 
 def _clean(sentences: Iterable[str]) -> Iterator[tuple[str, str]]:
@@ -638,7 +640,7 @@ def write_compare(result: CompareResult, out: str | Path = ".", name: str | None
     formats = check_formats(formats) if formats else ()  # one name or several; none: no figures
     folder = folder_name(default_name(result.models) if name is None else name, result.summary["measure"])
     out = Path(out)
-    with staged_outputs(wait=wait) as staging:
+    with staged_outputs(wait=wait, inputs=[result.corpus_path] if result.corpus_path else []) as staging:
         results = staging.folder(out / "results" / "compare" / folder)
         figures = staging.folder(out / "figures" / "compare" / folder)
         write_csv(result.distances, results / "distances.csv")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +52,7 @@ class ImportanceResult:
     heads: pd.DataFrame  # (layers x heads) rows
     pruning: pd.DataFrame  # one row per order and step
     summary: dict[str, Any]
+    corpus_path: Path | None = field(default=None, repr=False)  # corpus_file: write_importance never replaces it
 
     def __repr__(self) -> str:
         return (f"<ImportanceResult: {self.summary['model']}, objective {self.summary['objective']} = "
@@ -396,7 +397,8 @@ def _importance(model: LoadedModel | str | os.PathLike[str], sentences: Sequence
         "batch_size": batch_size,
         "device": str(loaded.device),
     }
-    return ImportanceResult(table, pruning, summary)
+    return ImportanceResult(table, pruning, summary,
+                            corpus_path=None if corpus_file is None else Path(corpus_file))
 
 
 def _text_sha256(corpus_file) -> str:
@@ -513,7 +515,7 @@ def write_importance(result: ImportanceResult, out: str | Path = ".", name: str 
     out = Path(out)
     summary = result.summary
     title = f"{Path(str(summary['model'])).name}, objective {summary['objective']}"
-    with staged_outputs(wait=wait) as staging:
+    with staged_outputs(wait=wait, inputs=[result.corpus_path] if result.corpus_path else []) as staging:
         results = staging.folder(out / RESULTS / FOLDER / folder)
         figures = staging.folder(out / FIGURES / FOLDER / folder)
         # the scores may be tiny (a confident classifier's ablation: 4e-6): significant digits, not decimals

@@ -110,6 +110,7 @@ class SyntaxResult:
     baselines: pd.DataFrame  # baselines.csv: relation, offset, correct, total, accuracy
     summary: dict[str, Any]  # summary.json
     examples: tuple[Example, ...]  # up to EXAMPLES sentences for each of EXAMPLE_RELATIONS that best.csv reports
+    treebank_path: Path | None = field(default=None, repr=False)  # what was read: write_syntax never replaces it
 
     def __repr__(self) -> str:
         counts = self.summary["counts"]
@@ -307,7 +308,7 @@ def syntax(model: LoadedModel, treebank: str | Path | Treebank, *, measure: str 
         "batch_size": batch_size,  # the maps' last float32 bits depend on the batch: a near-tie may flip a count
     }
     return SyntaxResult(heads=heads_frame(counts), best=best, baselines=baselines_frame(counts), summary=summary,
-                        examples=examples(model, best, candidates, measure))
+                        examples=examples(model, best, candidates, measure), treebank_path=treebank.path)
 
 
 # --- files ---------------------------------------------------------------------------------------------------
@@ -365,7 +366,7 @@ def write_syntax(result: SyntaxResult, out: str | Path = ".", name: str | None =
                          result.summary["measure"])
     out = Path(out)
     title = f"{Path(result.summary['model']).name} on {result.summary['treebank']['name']}"
-    with staged_outputs(wait=wait) as staging:
+    with staged_outputs(wait=wait, inputs=[result.treebank_path] if result.treebank_path else []) as staging:
         results = staging.folder(out / "results" / "syntax" / folder)
         figures = staging.folder(out / "figures" / "syntax" / folder)
         write_csv(result.heads, results / "heads.csv")
