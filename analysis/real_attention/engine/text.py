@@ -12,6 +12,7 @@ number, as a line that is not UTF-8 does.
 """
 from __future__ import annotations
 
+import re
 import unicodedata
 
 from .errors import InputError
@@ -19,11 +20,12 @@ from .errors import InputError
 INVISIBLE = ("Cc", "Cf", "Zs", "Zl", "Zp")  # control, format (zero-width), and space separators
 
 
+SURROGATE = re.compile("[\ud800-\udfff]")  # a lone UTF-16 half: no UTF-8 text holds one
+
+
 def _first_surrogate(text: str) -> int | None:
-    for index, char in enumerate(text):
-        if "\ud800" <= char <= "\udfff":
-            return index
-    return None
+    found = SURROGATE.search(text)
+    return None if found is None else found.start()
 
 
 def text_problem(text: str) -> str | None:

@@ -22,6 +22,7 @@ import numpy as np
 from ..engine.errors import InputError, ModelUnavailable
 from ..engine.text import is_blank, text_problem
 from ..statistics.inputs import READ_ERRORS, Input, compression
+from ..statistics.reading import CR_LINE_ENDS, cr_line_ends
 from .objectives import (AUTO, DEFINITIONS, EMBEDDING, HEAD_OF, LABEL, LM, MLM, OBJECTIVES, Prepared, Scorer,
                          choose_objective, evaluate, intact, label_ids, normalized, prepare, pruning_counts,
                          sentence_place, taylor)
@@ -134,11 +135,9 @@ def read_corpus_lines(path: str | Path, limit: int | None = None) -> tuple[list,
     pieces = text.split("\n")
     for number, line in enumerate(pieces, start=1):
         line = line.rstrip("\r")
-        # as heads --corpus: a file whose lines end in CR alone is one line (the first, or a last without its end)
-        if ("\r" in line and not line.lstrip().startswith("{")
-                and (number == 1 or (number == len(pieces) and not text.endswith("\n")))):
-            raise InputError(f"--corpus {path}, line {number}: holds a carriage return (CR) inside the line: its lines "
-                             "end in CR alone (an old Mac file?); a corpus's lines end in LF or CR LF")
+        if not line.lstrip().startswith("{") and cr_line_ends(line, number == 1,
+                                                              number < len(pieces) or text.endswith("\n")):
+            raise InputError(f"--corpus {path}, line {number}: {CR_LINE_ENDS}")
         if is_blank(line):  # whitespace or zero-width characters only: a blank line, as heads --corpus skips it
             continue
         if line.lstrip().startswith("{"):
@@ -402,17 +401,14 @@ def _importance(model: LoadedModel | str | os.PathLike[str], sentences: Sequence
 
 
 def _text_sha256(corpus_file) -> str:
-    """The sha256 of a compressed file's text (what it decompresses to), read a MiB at a time."""
-    import hashlib
+    """The sha256 of a compressed file's text (what it decompresses to)."""
+    from ..engine.hashing import stream_sha256
 
-    digest = hashlib.sha256()
     try:
         with Input(os.fspath(corpus_file), "text", what="--corpus").open() as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
+            return stream_sha256(handle)
     except READ_ERRORS as error:
         raise InputError(f"--corpus {os.fspath(corpus_file)} cannot be read: {error or type(error).__name__}") from None
-    return digest.hexdigest()
 
 
 def _corpus_record(corpus_file) -> dict:

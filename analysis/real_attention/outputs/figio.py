@@ -28,13 +28,15 @@ def readable_texts(fig: Figure) -> None:
     b"bad\\xff" as "bad\\udcff") in a title made FreeType raise a TypeError while laying the figure out."""
     from matplotlib.text import Text
 
+    from ..engine.text import SURROGATE
+
     for text in fig.findobj(Text):
         value = text.get_text()
-        if any("\ud800" <= char <= "\udfff" for char in value):
+        if SURROGATE.search(value):
             try:  # the bytes of a file name, read back as UTF-8 where they are
                 value = value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
             except UnicodeEncodeError:  # a surrogate that stands for no byte (a JSON "\\ud83d")
-                value = "".join("\ufffd" if "\ud800" <= char <= "\udfff" else char for char in value)
+                value = SURROGATE.sub("\ufffd", value)
             text.set_text(value)
 
 

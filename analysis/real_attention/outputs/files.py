@@ -10,7 +10,6 @@ point it is a bug, and ValueError says so instead of writing a file no one can r
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,15 +44,14 @@ def write_csv_chunks(frames, path: Path) -> None:
                                     lineterminator="\n")
 
 
-SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def json_text(data, compact: bool = False) -> str:
     """data -> JSON text with sorted keys (indented by 2, or compact); ValueError on NaN or an infinity."""
     layout = {"separators": (",", ":")} if compact else {"indent": 2}
     text = json.dumps(data, sort_keys=True, ensure_ascii=False, allow_nan=False, **layout)
     # a lone surrogate (a file name that is not UTF-8, as Python decodes it) cannot be written as UTF-8: as its
     # \uXXXX escape (it can only stand inside a JSON string) json.loads gives back the same str
+    from ..engine.text import SURROGATE
+
     return SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 

@@ -264,11 +264,9 @@ def _check_replaceable(target: Path) -> None:
 def check_targets(targets, inputs=()) -> None:
     """check_replaceable for each target, before any work: an error for the first a run could not replace; and
     check_inputs_outside for the files the run reads."""
-    targets = [Path(target) for target in targets]
     for target in targets:
-        check_replaceable(target)
-    for target in targets:
-        check_inputs_outside(target, inputs)
+        check_replaceable(Path(target))
+        check_inputs_outside(Path(target), inputs)
 
 
 def check_inputs_outside(target: Path, inputs) -> None:

@@ -69,6 +69,17 @@ def count_stream(handle: BinaryIO, most: int | None = None) -> int:
     return count + (last != b"\n")
 
 
+CR_LINE_ENDS = ("holds a carriage return (CR) inside the line: its lines end in CR alone (an old Mac file?); a "
+                "corpus's lines end in LF or CR LF")
+
+
+def cr_line_ends(line: str, first: bool, ended: bool) -> bool:
+    """True if a text line (its line end still on or not) is a file whose lines end in CR alone: read as one line,
+    its sentences would be pooled as one. That is a CR inside the file's first line, or inside a last line without a
+    line end (`ended` False); a stray CR inside another line of an LF file (scraped text) stays the text it was."""
+    return "\r" in line.rstrip("\r\n") and (first or not ended)
+
+
 class CorpusReader:
     """Iterate over the sentences of one shard of a stream; hashes every byte and counts the lines.
 
@@ -111,13 +122,9 @@ class CorpusReader:
             raise CorpusError(f"line {number} of {self.source} is not UTF-8 ({error.reason} at byte {error.start})") from None
         if number == 1 and self.file_start:
             line = line.removeprefix("\ufeff")
-        # A file whose lines end in CR alone is one line (its first, or a last one without a line end): its sentences
-        # would be pooled as one. A stray CR inside a line of an LF file (scraped text) stays the text it was.
-        if (self.fmt == "text" and "\r" in line.rstrip("\r\n")
-                and ((number == 1 and self.file_start) or not raw.endswith(b"\n"))):
-            raise CorpusError(f"line {number} of {self.source} holds a carriage return (CR) inside the line: its lines "
-                              "end in CR alone (an old Mac file?); a corpus's lines end in LF or CR LF: convert it "
-                              "(e.g. tr '\\r' '\\n' < FILE > FIXED)")
+        if self.fmt == "text" and cr_line_ends(line, number == 1 and self.file_start, raw.endswith(b"\n")):
+            raise CorpusError(f"line {number} of {self.source} {CR_LINE_ENDS}: convert it (e.g. tr '\\r' '\\n' < FILE "
+                              "> FIXED)")
         if self.fmt == "text" or not line.strip():
             return self._checked(line.strip(), number)
         try:
