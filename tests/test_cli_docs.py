@@ -120,22 +120,46 @@ def test_syntax_takes_no_wait_as_every_writing_command_does():
 
 def test_only_this_packages_warnings_become_warning_lines(capsys):
     """compare's note on left-out sentences is a Warning: line; a warning of torch or transformers keeps Python's
-    form (it is not this tool's), and Python's filters still decide how often each is shown."""
+    form (it is not this tool's), even when its stacklevel points into this package's code, and Python's filters
+    decide how often each is shown: ours once per place."""
     import warnings
 
+    from real_attention import RealAttentionWarning
     from real_attention.cli import relayed_warnings
     from real_attention.engine import checks
 
-    own = {"__name__": "real_attention.engine.checks", "__file__": checks.__file__}
+    own = {"__name__": "real_attention.engine.checks", "__file__": checks.__file__,
+           "RealAttentionWarning": RealAttentionWarning}
     with warnings.catch_warnings(record=True) as passed_on:  # what Python itself would show
         warnings.simplefilter("default")
         with relayed_warnings():
             for _ in range(3):  # one place, three times: shown once
-                exec(compile("import warnings; warnings.warn('ours', UserWarning)", checks.__file__, "exec"), own)
+                exec(compile("import warnings; warnings.warn('ours', RealAttentionWarning)", checks.__file__,
+                             "exec"), own)
             warnings.warn_explicit("theirs", UserWarning, "/elsewhere/torch/x.py", 7)
+            warnings.warn_explicit("theirs, from our line", UserWarning, checks.__file__, 7)
     err = capsys.readouterr().err
     assert err.count("Warning: ours") == 1
-    assert [str(item.message) for item in passed_on] == ["theirs"] and "Warning: theirs" not in err
+    assert [str(item.message) for item in passed_on] == ["theirs", "theirs, from our line"]
+    assert "Warning: theirs" not in err
+
+
+def test_our_warnings_stay_warning_lines_when_python_makes_warnings_errors(tmp_path):
+    """With PYTHONWARNINGS=error a wait for another run's lock raised its warning as an exception: the command
+    ended as a bug. The tool's own warnings are its messages, whatever the filters say."""
+    import subprocess
+    import sys
+
+    script = ("import warnings\n"
+              "from real_attention import RealAttentionWarning\n"
+              "from real_attention.cli import relayed_warnings\n"
+              "with relayed_warnings():\n"
+              "    warnings.warn('waiting for another run', RealAttentionWarning)\n"
+              "print('went on')\n")
+    done = subprocess.run([sys.executable, "-W", "error", "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**__import__("os").environ, "PYTHONWARNINGS": "error"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "went on\n" and done.stderr == "Warning: waiting for another run\n"
 
 
 def test_every_entry_point_names_itself_real_attention():

@@ -38,7 +38,7 @@ from .cli import cli as cli, main as main  # noqa: E402
 if TYPE_CHECKING:  # what editors and mypy read; at run time __getattr__ imports each name on first use
     from .engine.errors import InputError as InputError, ModelUnavailable as ModelUnavailable
     from .engine.errors import OutputError as OutputError, RealAttentionError as RealAttentionError
-    from .engine.errors import MissingPackage as MissingPackage
+    from .engine.errors import MissingPackage as MissingPackage, RealAttentionWarning as RealAttentionWarning
     from .engine.mixing.result import Mixing as Mixing
     from .engine.models import LoadedModel as LoadedModel
     from .engine.words import WordAttention as WordAttention, WordMaps as WordMaps
@@ -76,6 +76,7 @@ _API = {
     "Thresholds": ".statistics.labels",
     "RealAttentionError": ".engine.errors", "InputError": ".engine.errors",
     "ModelUnavailable": ".engine.errors", "OutputError": ".engine.errors", "MissingPackage": ".engine.errors",
+    "RealAttentionWarning": ".engine.errors",
     "ResultsError": ".outputs.readback", "DamagedTable": ".outputs.table_checks",
     "app": ".live.server", "serve": ".live.server",
 }

@@ -132,21 +132,24 @@ def warn(message: str) -> None:
 
 @contextmanager
 def relayed_warnings():
-    """This package's own UserWarnings raised inside the block, shown as they come as this tool's `Warning:` lines
-    (Python's form names a file and a line of the code, as if it were a bug). Python's filters still decide
-    which are shown (once per place by default); other packages' warnings are shown as Python shows them."""
+    """The library's own warnings (RealAttentionWarning) raised inside the block, shown as they come as this tool's
+    `Warning:` lines (Python's form names a file and a line of the code, as if it were a bug), once per place as
+    Python's default filter does, whatever PYTHONWARNINGS or -W say (with `error`, a wait for another run's lock
+    would end the command as a bug). Other packages' warnings are shown, or not, as Python's filters decide."""
     import warnings
 
-    package = str(Path(__file__).resolve().parent)
+    from .engine.errors import RealAttentionWarning
+
     original = warnings.showwarning
 
     def show(message, category, filename, lineno, file=None, line=None):
-        if issubclass(category, UserWarning) and str(Path(filename).resolve()).startswith(package):
+        if issubclass(category, RealAttentionWarning):
             warn(str(message))
         else:
             original(message, category, filename, lineno, file, line)
 
     with warnings.catch_warnings():  # restores showwarning (and the filters) when the block ends
+        warnings.simplefilter("default", RealAttentionWarning)
         warnings.showwarning = show
         yield
 

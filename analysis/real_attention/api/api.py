@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from ..engine.checks import flag, kind, loaded_model, model_arg, optional_text, text, whole_number
-from ..engine.errors import InputError
+from ..engine.errors import InputError, RealAttentionWarning
 from ..engine.units import check_rule
 from .arguments import checked_lines, given_words, sentence_set, sentence_texts
 from .attention import Attention
@@ -95,7 +95,7 @@ def attend(model: LoadedModel, texts: str | Iterable[str] | None = None, *,
         if note:  # the words still run, as [UNK]
             import warnings
 
-            warnings.warn(note, UserWarning, stacklevel=2)
+            warnings.warn(note, RealAttentionWarning, stacklevel=2)
         attentions, _, rollouts = attend_with_sums(model, None, words=given, measure=measure,
                                                    batch_size=whole_number(batch_size, "batch_size"),
                                                    pieces=flag(pieces, "pieces"))
@@ -112,7 +112,7 @@ def attend(model: LoadedModel, texts: str | Iterable[str] | None = None, *,
     if note:  # the words still run, as [UNK]
         import warnings
 
-        warnings.warn(note, UserWarning, stacklevel=2)
+        warnings.warn(note, RealAttentionWarning, stacklevel=2)
     if chosen is None:
         attentions, _, rollouts = attend_with_sums(model, items, units=units, measure=measure, batch_size=size,
                                                    pieces=keep_pieces)

@@ -27,7 +27,7 @@ import pandas as pd
 
 from ..engine.batches import MAX_BATCH_SIZE
 from ..engine.checks import callable_or_none, whole_number
-from ..engine.errors import InputError
+from ..engine.errors import InputError, RealAttentionWarning
 from ..engine.measures import NORM, WEIGHTS, check_measure
 from ..engine.units import DEFAULT_UNITS, check_rule
 
@@ -407,7 +407,7 @@ def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: S
 
         warnings.warn(f"compare left out {counts['mismatched']} sentence(s) {spelled}; a character that one "
                       "tokenizer gives no piece (a soft hyphen U+00AD, a zero-width joiner U+200D, a lone combining "
-                      "mark) does this; summary.json counts them (counts.mismatched)", UserWarning, stacklevel=2)
+                      "mark) does this; summary.json counts them (counts.mismatched)", RealAttentionWarning, stacklevel=2)
     bar = None if progress is None else progress(total=counts["lines"], desc="compare")
     try:
         sums = _stream(models, sentences, rule, measure, units, limit, batch_size, bucket, bar)

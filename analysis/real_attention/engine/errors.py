@@ -29,3 +29,8 @@ class MissingPackage(RealAttentionError):
 
 class OutputError(RealAttentionError, OSError):
     """An output folder cannot be written; the message names it."""
+
+
+class RealAttentionWarning(UserWarning):
+    """A warning the library gives on purpose (a wait for another run's lock, words a tokenizer lacks, sentences
+    left out): the command line shows each as one `Warning:` line; in Python, warnings' filters apply as usual."""

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..engine.errors import InputError, OutputError, RealAttentionError
+from ..engine.errors import InputError, OutputError, RealAttentionError, RealAttentionWarning
 from .folders import plain_folder_name
 
 __all__ = ["OutputError", "Staging", "Terminated", "plain_folder_name", "sigterm_as_interrupt", "staged_outputs",
@@ -81,7 +81,7 @@ class Staging:
             if self._on_wait is not None:
                 self._on_wait(message)
             else:  # never a silent wait: the command line shows it as a `Warning:` line
-                warnings.warn(message, UserWarning, stacklevel=1)
+                warnings.warn(message, RealAttentionWarning, stacklevel=1)
             while not self._take(target, lock):  # Ctrl-C and SIGTERM end the wait between tries
                 time.sleep(LOCK_POLL_SECONDS)
         for stale in [*target.parent.glob(f".{target.name}.staging-*"), *target.parent.glob(f".{target.name}.old-*")]:

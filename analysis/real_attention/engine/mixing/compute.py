@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..errors import RealAttentionWarning
 from ..extract import OutOfDeviceMemory, SentenceTooLong, encode, forward_layers, is_out_of_memory, \
     out_of_memory_as_error, pad_batch
 from ..norm import NORM, NormHooks
@@ -115,7 +116,7 @@ def compute_mixing(loaded, texts: list[str], *, units: str = "text",
     line = long_note([len(s.ids) for s in encoded], loaded.layers)
     if line is not None:
         if note is None:
-            warnings.warn(line, stacklevel=2)
+            warnings.warn(line, RealAttentionWarning, stacklevel=2)
         else:
             note(line)
     head_maps = rolled_head_means(loaded, encoded, batch_size)
