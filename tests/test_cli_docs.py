@@ -171,3 +171,10 @@ def test_every_entry_point_names_itself_real_attention():
     for command in ([sys.executable, "real_attention.py", "--help"], [sys.executable, "-m", "real_attention", "--help"]):
         done = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0 and done.stdout.startswith("Usage: real-attention [OPTIONS] COMMAND"), done.stdout
+
+
+def test_detect_help_says_the_scores_add_every_earlier_occurrence():
+    """The help still described the scores before they added every earlier copy: 'the token right after the current
+    token's previous occurrence', 'duplicate (on that occurrence)'."""
+    text = " ".join(CliRunner().invoke(cli, ["detect", "--help"]).output.split())
+    assert "earlier occurrences, summed" in text and "previous occurrence" not in text

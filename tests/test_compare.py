@@ -710,9 +710,56 @@ def test_detect_chance_fills_a_weight_that_rounded_to_zero_inside_the_seen_keys(
     causal = np.tril(np.ones((12, 12), dtype=bool))[queries]
     holed = causal.copy()
     holed[:, 2] = False  # key 2 rounded to 0 everywhere
-    summary = chance_summary(np.stack([causal, holed]), queries, 0, 4)
+    summary = chance_summary(np.stack([causal, holed]), queries, 0, 4, half_precision=True)
     assert "chance_by_layer" not in summary
     assert summary["chance"] == chance_summary(causal[None], queries, 0, 4)["chance"]
+
+
+def test_detect_chance_counts_only_the_keys_a_mask_with_gaps_lets_through():
+    """float32 maps are read as they are. The gaps between a query's seen keys were filled in any precision, so a
+    decoder whose queries see the first key and a window of 3 (a global token, or a block-sparse mask) got the
+    chance levels of a full causal mask: induction 0.156 where no key of it is visible, entropy 2.22 for ln 4."""
+    from real_attention.comparison.detect import chance_summary
+
+    tokens, queries = 13, np.arange(5, 13)  # a BOS, 4 tokens x 3 repeats: the queries of repeats 2 and 3
+    key = np.arange(tokens)[None, :]
+    window = (key == 0) | ((key <= queries[:, None]) & (key > queries[:, None] - 3))  # (Q, T): key 0 and i-2..i
+    levels = chance_summary(window[None], queries, 1, 4)["chance"]
+    assert levels == {"induction": 0.0, "duplicate": 0.0, "previous": 0.25, "first": 0.25,
+                      "entropy": round(math.log(4), 6)}
+    filled = chance_summary(window[None], queries, 1, 4, half_precision=True)["chance"]
+    assert filled["entropy"] > 2 and filled["induction"] > 0.1  # in half precision the run is filled, as before
+
+
+def test_detect_records_its_batch_size_and_device_and_takes_numpy_integers(tiny, tmp_path):
+    """Options given as numpy integers were stored as they were: write_detect crashed on JSON (int64), after all the
+    work. The summary lacked the batch size and the device, which move the scores in their last digits."""
+    result = ra.detect(tiny, length=np.int64(3), repeats=np.int64(2), samples=np.int64(2), seed=np.int64(7),
+                       batch_size=np.int64(1))
+    results, _ = ra.write_detect(result, tmp_path, "tiny", formats=())
+    summary = json.loads((results / "summary.json").read_text())
+    assert (summary["length"], summary["repeats"], summary["samples"], summary["seed"]) == (3, 2, 2, 7)
+    assert summary["batch_size"] == 1 and summary["device"] == "cpu"
+
+
+def test_detect_figure_titles_do_not_overlap_and_large_grids_keep_a_scale():
+    """A one-head model's titles ran into each other and were cut; above 16 layers the cells carry no numbers and
+    there was no colour bar, so the shades had no scale."""
+    from real_attention.comparison.figures import detect_figure
+
+    for layers, per_layer in ((1, 1), (30, 9)):
+        layer, head = np.indices((layers, per_layer)).reshape(2, -1)
+        heads = pd.DataFrame({"layer": layer + 1, "head": head + 1, "induction": np.full(layer.size, 0.17),
+                              "previous": np.full(layer.size, 0.5)})
+        fig = detect_figure(heads, "tiny: repeated random tokens")
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        grids = [ax for ax in fig.axes if ax.get_title()]
+        boxes = [ax.title.get_window_extent(renderer) for ax in grids]
+        assert len(boxes) == 2 and boxes[0].x1 < boxes[1].x0, (layers, boxes)
+        assert all(0 <= box.x0 and box.x1 <= fig.bbox.x1 for box in boxes)
+        bars = [ax for ax in fig.axes if ax not in grids]
+        assert len(bars) == 1 and bars[0].get_ylabel() == "weight", (layers, per_layer)
 
 
 def test_a_model_without_layers_or_with_nan_maps_is_one_error(tiny_model_dir, tmp_path, tiny, monkeypatch):

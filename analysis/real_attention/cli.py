@@ -632,9 +632,9 @@ def detect_command(lang, model_name, revision, offline, device, length, repeats,
                    out_dir, formats, no_wait, quiet) -> None:
     """Find induction and previous-token heads by repeated random tokens (Olsson et al. 2022).
 
-    Per head, in the repeats after the first: induction (weight on the token right after the current token's
-    previous occurrence), duplicate (on that occurrence), previous (on the token before), first (on the first token, position 0)
-    and the row entropy. Writes OUT/results/detect/NAME/ (heads.csv, summary.json) and
+    Per head, in the repeats after the first: induction (weight on the tokens right after the current token's
+    earlier occurrences, summed), duplicate (on those occurrences), previous (on the token before), first (on the
+    first token, position 0) and the row entropy. Writes OUT/results/detect/NAME/ (heads.csv, summary.json) and
     OUT/figures/detect/NAME/scores.png.
     """
     from .api.api import load

@@ -17,7 +17,8 @@ sees the later repeats, which these scores leave out. `chance` is each score und
 query sees (1/T each for an encoder, the mean of 1/(i + 1) for a decoder, times the query's r earlier copies for
 induction and duplicate; entropy ln T, the mean of ln(i + 1)). The keys a query sees are read from the maps, per layer:
 those its row gives any weight in any head and sample (a masked key gets exactly 0), so a sliding-window layer's
-chance counts the window's keys only.
+chance counts the window's keys only (in half precision, where a tiny weight rounds to 0, the run between a query's
+first and last seen keys).
 One forward pass per batch of samples; each layer's maps are reduced to these five sums as the layer ends.
 """
 from __future__ import annotations
@@ -141,13 +142,19 @@ def chance(visible: np.ndarray, queries: np.ndarray, offset: int, length: int) -
             "first": mean(visible[:, 0]), "entropy": round(float(np.mean(np.log(seen))), 6)}
 
 
-def chance_summary(visible: np.ndarray, queries: np.ndarray, offset: int, length: int) -> dict:
+def chance_summary(visible: np.ndarray, queries: np.ndarray, offset: int, length: int, *,
+                   half_precision: bool = False) -> dict:
     """visible: (L, Q, T) bool per layer -> summary.json's `chance` (the layers that see the most keys: all of them
-    but for sliding windows), and `chance_by_layer` (one dict per layer from 1) where some layer sees fewer keys."""
-    # the keys a query sees are one run (a causal mask's, a window's): a key inside it whose weight rounded to 0 in
-    # every head and sample (half precision rounds below 3e-8 to 0) is seen all the same
-    visible = np.maximum.accumulate(visible, axis=2) & np.maximum.accumulate(visible[..., ::-1], axis=2)[..., ::-1]
-    visible[:, np.arange(len(queries)), queries] = True  # every query sees itself, whatever its weight rounded to
+    but for sliding windows), and `chance_by_layer` (one dict per layer from 1) where some layer sees fewer keys.
+
+    half_precision: the maps were float16 or bfloat16, where a weight below about 6e-8 rounds to 0, so a key a
+    query sees can read as masked: each query's seen keys are then taken as one run (a causal mask's, a window's),
+    the query itself included. In float32 a visible key's weight reaches 0 only 103 nats below its row's largest
+    in every head and sample, so the maps are read as they are: a mask with gaps (block-sparse, a global key plus
+    a window) counts only the keys it lets through."""
+    if half_precision:
+        visible = np.maximum.accumulate(visible, axis=2) & np.maximum.accumulate(visible[..., ::-1], axis=2)[..., ::-1]
+        visible[:, np.arange(len(queries)), queries] = True
     per_layer = [chance(layer, queries, offset, length) for layer in visible]
     widest = int(np.argmax(visible.sum(axis=(1, 2))))
     summary: dict = {"chance": per_layer[widest]}
@@ -212,11 +219,13 @@ def detect(model: LoadedModel, *, length: int = 25, repeats: int = 4, samples: i
     if not isinstance(model, LoadedModel):
         raise InputError(f"detect: model must be a loaded model (ra.load(...)), not {type(model).__name__}")
     check_options(length, repeats, samples, seed, batch_size)
+    length, repeats, samples, seed, batch_size = map(int, (length, repeats, samples, seed, batch_size))  # numpy ints
     callable_or_none(progress, "progress", "a factory progress(total=, desc=) of a tqdm-like bar")
     ids, offset, vocabulary = sequences(model, length, repeats, samples, seed)
     queries = offset + length + np.arange(length * (repeats - 1))  # every token of the repeats after the first
     totals = torch.zeros((len(SCORES), model.layers, model.heads), dtype=torch.float64)
     visible = np.zeros((model.layers, len(queries), ids.shape[1]), dtype=bool)  # the keys each query sees, per layer
+    half_precision = False
     bar = None if progress is None else progress(total=samples, desc="detect")
     try:
         for start in range(0, samples, batch_size):
@@ -225,6 +234,8 @@ def detect(model: LoadedModel, *, length: int = 25, repeats: int = 4, samples: i
             batch = Batch(input_ids=chunk, attention_mask=np.ones_like(chunk), units=empty, kinds=empty)
 
             def on_layer(layer: int, weights) -> None:
+                nonlocal half_precision
+                half_precision |= weights.dtype in (torch.float16, torch.bfloat16)
                 sums, seen = layer_scores(weights, queries, length, offset)
                 totals[:, layer] += sums.cpu()
                 visible[layer] |= seen.cpu().numpy()
@@ -256,6 +267,7 @@ def detect(model: LoadedModel, *, length: int = 25, repeats: int = 4, samples: i
         "layers": model.layers,
         "heads_per_layer": model.heads,
         "length": length, "repeats": repeats, "samples": samples, "seed": seed,
+        "batch_size": batch_size, "device": str(model.device),
         "tokens_per_sample": int(ids.shape[1]),
         "specials": {"before": offset, "after": int(ids.shape[1]) - offset - length * repeats},
         "vocabulary": vocabulary,
@@ -263,7 +275,7 @@ def detect(model: LoadedModel, *, length: int = 25, repeats: int = 4, samples: i
         "scores": {"induction": "weight on i - kL + 1 summed over every earlier copy k (the token after each)",
                    "duplicate": "weight on i - kL summed over every earlier copy k", "previous": "weight on i - 1",
                    "first": "weight on position 0", "entropy": "row entropy in nats"},
-        **chance_summary(visible, queries, offset, length),
+        **chance_summary(visible, queries, offset, length, half_precision=half_precision),
         "top": {name: top_heads(heads, name) for name in SCORES},
         "versions": versions(),
     }

@@ -141,24 +141,29 @@ def layers_figure(result: CompareResult) -> Figure:
     return fig
 
 
+PANEL_TITLE_WIDTH = 2.3  # inches: a detect grid's title, 'induction (%): best L12H12, 100' at 9 pt
+
+
 def detect_figure(heads: pd.DataFrame, title: str) -> Figure:
-    """Two layer x head grids side by side: each head's induction and previous-token scores (0 to 1)."""
-    from ..outputs.plots import HEATMAP_CMAP, annotate_cells
+    """Two layer x head grids side by side: each head's induction and previous-token scores (0 to 1), and one colour
+    bar in percent (the cells of a grid over 16 layers or heads are too small to carry their numbers)."""
+    from ..outputs.plots import HEATMAP_CMAP, annotate_cells, percent_colour_bar
 
     layers, per_layer = int(heads["layer"].max()), int(heads["head"].max())
     cell = 0.42 if layers <= 16 and per_layer <= 16 else 0.26
     panel_w, panel_h = cell * per_layer, cell * layers
-    gap, left, bottom = 0.7, 0.6, 0.5
-    width = left + 2 * panel_w + gap + 0.3
+    slot = max(panel_w, PANEL_TITLE_WIDTH)  # each grid centred in a slot that its title fits (one head: 0.42 in)
+    gap, left, bottom, bar_space = 0.7, 0.6, 0.5, 1.0
+    width = left + 2 * slot + gap + bar_space
     title = _title(title, width)
     top = 1.1 + 0.18 * title.count("\n")
     fig = new_figure(figsize=(width, bottom + panel_h + top))
     height = fig.get_size_inches()[1]
     for index, name in enumerate(("induction", "previous")):
         grid = heads[name].to_numpy().reshape(layers, per_layer)
-        ax = fig.add_axes(((left + index * (panel_w + gap)) / width, bottom / height, panel_w / width,
-                           panel_h / height))
-        ax.imshow(grid, cmap=HEATMAP_CMAP, vmin=0.0, vmax=1.0, interpolation="nearest", aspect="equal")
+        x = left + index * (slot + gap) + (slot - panel_w) / 2
+        ax = fig.add_axes((x / width, bottom / height, panel_w / width, panel_h / height))
+        image = ax.imshow(grid, cmap=HEATMAP_CMAP, vmin=0.0, vmax=1.0, interpolation="nearest", aspect="equal")
         if cell >= 0.4:
             annotate_cells(ax, grid, 7)
         ax.set_xticks(np.arange(per_layer), [str(h + 1) for h in range(per_layer)], fontsize=7)
@@ -169,5 +174,8 @@ def detect_figure(heads: pd.DataFrame, title: str) -> Figure:
         best = int(np.argmax(grid))
         ax.set_title(f"{name} (%): best L{best // per_layer + 1}H{best % per_layer + 1}, "
                      f"{100 * grid.reshape(-1)[best]:.0f}", fontsize=9)  # in percent, as the cells
+    cax = fig.add_axes(((width - bar_space + 0.25) / width, bottom / height, 0.15 / width, panel_h / height))
+    percent_colour_bar(fig, image, cax, "weight")
+    cax.tick_params(labelsize=7)
     fig.suptitle(title, fontsize=10, y=1 - 0.12 / height, va="top")
     return fig

@@ -38,7 +38,7 @@ def draw_mixing(sentence, number: int, focus: int, sense: int | None, model: str
 
     from ..engine.naming import short_revision
     from .figio import new_figure
-    from .plots import FOCUS_COLOUR, HEATMAP_CMAP, SENSE_COLOUR, _percent_colour_bar, annotate_cells
+    from .plots import FOCUS_COLOUR, HEATMAP_CMAP, SENSE_COLOUR, percent_colour_bar, annotate_cells
 
     measures = list(sentence.rolled)
     layers, n = sentence.rolled[measures[0]].shape[:2]
@@ -75,7 +75,7 @@ def draw_mixing(sentence, number: int, focus: int, sense: int | None, model: str
             ax.set_ylabel("layer", fontsize=9)
     bar_x = left + len(measures) * (panel_w + gap) - gap + bar_gap
     cax = fig.add_axes((bar_x / width, bottom / height, bar_w / width, panel_h / height))
-    _percent_colour_bar(fig, image, cax, "share of the word")
+    percent_colour_bar(fig, image, cax, "share of the word")
     fig.suptitle(title, fontsize=10, y=1 - 0.15 / height, va="top")
     return fig
 

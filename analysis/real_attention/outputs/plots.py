@@ -142,7 +142,7 @@ def annotate_cells(ax, values: np.ndarray, size: float, dark: np.ndarray | None 
     return label_cells(ax, labels, [WHITE if light else INK for light in dark.reshape(-1)], size)
 
 
-def _percent_colour_bar(fig, image, cax, label: str) -> None:
+def percent_colour_bar(fig, image, cax, label: str) -> None:
     """The colour bar of a 0-1 map in `cax`, its ticks in percent."""
     colourbar = fig.colorbar(image, cax=cax)
     colourbar.ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
@@ -233,7 +233,7 @@ def draw_heatmap(
     cax = fig.add_axes(((x0 + side + 0.15) / width, bottom / height, 0.18 / width, side / height))
 
     image = ax.imshow(weights, cmap=HEATMAP_CMAP, vmin=0.0, vmax=1.0, interpolation="nearest", aspect="equal")
-    _percent_colour_bar(fig, image, cax, MEASURE_TITLE[measure])
+    percent_colour_bar(fig, image, cax, MEASURE_TITLE[measure])
 
     ticks = np.arange(n)
     ax.set_xticks(ticks, list(words), rotation=45, ha="right", rotation_mode="anchor", fontsize=LABEL_SIZE)
@@ -339,7 +339,7 @@ def draw_rollout(
     ax = fig.add_axes((x0 / width, bottom / height, body_w / width, body_h / height))
     cax = fig.add_axes(((x0 + body_w + 0.15) / width, bottom / height, 0.18 / width, body_h / height))
     image = ax.imshow(rows, cmap=HEATMAP_CMAP, vmin=0.0, vmax=1.0, interpolation="nearest", aspect="auto")
-    _percent_colour_bar(fig, image, cax, "rollout weight")
+    percent_colour_bar(fig, image, cax, "rollout weight")
     annotate_cells(ax, rows, CELL_TEXT_SIZE * cell / CELL)
     ax.set_xticks(np.arange(n), list(words), rotation=45, ha="right", rotation_mode="anchor", fontsize=LABEL_SIZE)
     ax.set_yticks(np.arange(layers), [f"layer {l + 1}" for l in range(layers)], fontsize=LABEL_SIZE)
