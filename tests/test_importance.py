@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -64,6 +65,11 @@ def _decoder_folder(folder: Path, kind: str) -> Path:
         model = LlamaForCausalLM(LlamaConfig(num_attention_heads=4, num_key_value_heads=2, **size))
     elif kind == "gpt2":
         model = GPT2LMHeadModel(GPT2Config(vocab_size=len(vocab), n_embd=16, n_layer=2, n_head=4, n_positions=32))
+    elif kind == "granite":  # a tied head that also divides the logits by logits_scaling
+        from transformers import GraniteConfig, GraniteForCausalLM
+
+        model = GraniteForCausalLM(GraniteConfig(num_attention_heads=4, num_key_value_heads=2, logits_scaling=8.0,
+                                                 tie_word_embeddings=True, **size))
     else:
         model = Gemma2ForCausalLM(Gemma2Config(num_attention_heads=4, num_key_value_heads=1, head_dim=4,
                                                sliding_window=3, **size))
@@ -307,6 +313,63 @@ def test_base_decoder_uses_its_tied_embeddings_as_head(tmp_path):
     assert scorer.full is None
     assert ra.objective(loaded, DECODER_TEXTS, "lm") == pytest.approx(ra.objective(str(folder), DECODER_TEXTS, "lm"),
                                                                       rel=1e-6)
+
+
+def test_a_tied_head_that_scales_its_logits_is_loaded(tmp_path):
+    """Granite's tied head divides the logits by logits_scaling: the tied shortcut (the input embeddings' product)
+    left that out, so ra.objective(ra.load(folder)) was not the objective of the folder's own model."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    folder = _decoder_folder(tmp_path, "granite")
+    loaded = ra.load(str(folder))
+    assert scorer_for(loaded, "lm", False).full is not None  # the head, loaded
+    model = AutoModelForCausalLM.from_pretrained(folder).eval()
+    ids = loaded.tokenizer(DECODER_TEXTS[0], return_tensors="pt")["input_ids"]
+    with torch.inference_mode():
+        expected = float(model(ids, labels=ids).loss)
+    assert ra.objective(loaded, DECODER_TEXTS[:1], "lm") == pytest.approx(expected, rel=1e-6)
+    assert ra.objective(str(folder), DECODER_TEXTS[:1], "lm") == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize("setting, why", [({"num_labels": 1}, "one output"),
+                                          ({"problem_type": "multi_label_classification"}, "multi label")])
+def test_label_refuses_a_head_that_is_not_one_class_per_sentence(setting, why, tmp_path):
+    """A one-output classifier (a regression, a cross-encoder's score) gave an objective of exactly 0 under every
+    mask (softmax over one logit), so every head read as prunable; a multi-label one got a loss it was not trained
+    with."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    folder = _bert_folder(tmp_path / "label", "label")
+    config = BertConfig.from_pretrained(folder)
+    if "num_labels" in setting:
+        config.id2label, config.label2id = {0: "score"}, {"score": 0}
+    else:
+        config.problem_type = setting["problem_type"]
+    BertForSequenceClassification(config).save_pretrained(folder)
+    with pytest.raises(ra.InputError, match=rf"objective 'label' is not possible .*{why}"):
+        ra.objective(str(folder), LABELLED, "label")
+
+
+def test_mlm_never_asks_for_unk(mlm_dir):
+    """[UNK] is a special token the vocabulary gives: the special-tokens mask leaves it unmarked, so mlm masked it and
+    scored the model on predicting [UNK]."""
+    scorer = _scorer(mlm_dir, "mlm")
+    unk = scorer.loaded.tokenizer.unk_token_id
+    texts = ["xyzzy qwv bank plugh frobnicate", "zork quux the bank"]
+    for seed in range(20):
+        prepared = prepare(scorer, texts, seed=seed)
+        for batch in prepared.batches:
+            assert unk not in batch.targets[batch.targets != -100], seed
+            assert ((batch.targets != -100).sum(1) >= 1).all()
+
+
+def test_pruning_that_lowers_the_loss_stays_within_tolerance():
+    """Within tolerance was |objective - intact|: a pruned model whose loss fell 2% ended the run of steps within it."""
+    from real_attention.head_importance.run import _within
+
+    curve = pd.DataFrame({"fraction": [0.0, 0.1, 0.2, 0.3], "objective": [0.50, 0.49, 0.495, 0.52]})
+    assert _within(curve, 0.50, 0.005) == 0.2
 
 
 def test_mlm_masks_fifteen_percent_seeded(mlm_dir):

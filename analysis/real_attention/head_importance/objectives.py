@@ -63,10 +63,21 @@ def can_do(config) -> dict[str, str | None]:
                                              else "its weights have no language-model head"),
         MLM: None if not causal and any(n.endswith(("ForMaskedLM", "ForPreTraining")) for n in names)
         else "it has no masked-language-model head" + (f" (its weights are a {names[0]})" if names else ""),
-        LABEL: None if any(n.endswith("ForSequenceClassification") for n in names)
-        else "it has no sequence-classification head",
+        LABEL: _label_problem(config, names),
         EMBEDDING: None,
     }
+
+
+def _label_problem(config, names: list[str]) -> str | None:
+    """Why the label objective (softmax cross-entropy over classes, one per sentence) does not fit, or None."""
+    if not any(n.endswith("ForSequenceClassification") for n in names):
+        return "it has no sequence-classification head"
+    if int(getattr(config, "num_labels", 2)) < 2:  # one logit: its softmax cross-entropy is 0 whatever the heads do
+        return "its classification head has one output (a score or a regression), not classes"
+    problem = getattr(config, "problem_type", None)
+    if problem not in (None, "single_label_classification"):
+        return f"its head was trained for {problem.replace('_', ' ')}, not for one class per sentence"
+    return None
 
 
 def choose_objective(config, requested: str, has_labels: bool, model_name: str) -> str:
@@ -208,6 +219,7 @@ def prepare(scorer: Scorer, texts: Sequence[str], labels: np.ndarray | None = No
     rows: list[tuple[int, np.ndarray, np.ndarray]] = []  # (index, input ids, targets)
     skipped = tokens = 0
     mask_id = tokenizer.mask_token_id
+    special_ids = np.array(sorted(tokenizer.all_special_ids), dtype=np.int64)
     if objective == MLM and mask_id is None:
         raise InputError("objective \"mlm\" needs a tokenizer with a mask token")
     for index, (ids, special) in enumerate(zip(encodings["input_ids"], encodings["special_tokens_mask"])):
@@ -219,7 +231,8 @@ def prepare(scorer: Scorer, texts: Sequence[str], labels: np.ndarray | None = No
                 continue
             targets[:-1] = ids[1:]
         elif objective == MLM:
-            ordinary = np.flatnonzero(~np.array(special, dtype=bool))
+            # [UNK] is no word to predict either: the vocabulary gives it, so the special-tokens mask does not mark it
+            ordinary = np.flatnonzero(~np.array(special, dtype=bool) & ~np.isin(ids, special_ids))
             if len(ordinary) == 0:
                 skipped += 1
                 continue

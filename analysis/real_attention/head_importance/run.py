@@ -191,7 +191,7 @@ def scorer_for(model: LoadedModel | str | os.PathLike, objective: str, has_label
     head = HEAD_OF[chosen]
     if head is None or model.full is not None and _has_head(model.full, head):
         return Scorer(model, chosen)
-    if chosen == LM and getattr(config, "tie_word_embeddings", False):
+    if chosen == LM and getattr(config, "tie_word_embeddings", False) and config.model_type in PLAIN_TIED_HEADS:
         return Scorer(model, chosen)
     headed = _HEADED.get(model.model)
     if headed is None or not _has_head(headed.full, head):
@@ -200,6 +200,11 @@ def scorer_for(model: LoadedModel | str | os.PathLike, objective: str, has_label
     return Scorer(headed, chosen)
 
 
+# Decoders whose language-model head, when tied, is the input embeddings' product alone (Gemma 2 and 3 with their
+# final soft-capping, which objectives._logits applies): the tied shortcut computes their logits without loading the
+# head. Others scale theirs (Granite divides by logits_scaling, Cohere multiplies by logit_scale): they load the head.
+PLAIN_TIED_HEADS = frozenset({"llama", "mistral", "qwen2", "qwen3", "gpt2", "gemma", "gemma2", "gemma3_text",
+                              "smollm3", "olmo2"})
 HEAD_CLASSES = {"causal_lm": ("ForCausalLM", "LMHeadModel"), "masked_lm": ("ForMaskedLM",),
                 "classification": ("ForSequenceClassification",)}  # how the class of a model with the head ends
 
@@ -387,8 +392,9 @@ def _importance(model: LoadedModel | str | os.PathLike[str], sentences: Sequence
         "spearman_taylor_ablation": _spearman(scores.reshape(-1), ablation.reshape(-1)) if has_taylor else None,
         **({} if has_taylor else {"taylor_empty_because": NO_TAYLOR}),
         "tolerance": tolerance,
-        "tolerance_rule": ("|objective - intact| <= 0.01 (the mean over sentences of 1 - cosine; a mean cosine >= "
-                           "0.99)" if scorer.objective == EMBEDDING else "|objective - intact| <= 1% of |intact|"),
+        "tolerance_rule": ("objective - intact <= 0.01 (the mean over sentences of 1 - cosine; a mean cosine >= "
+                           "0.99)" if scorer.objective == EMBEDDING else
+                           "objective - intact <= 1% of |intact| (a loss lower than intact is within it)"),
         "largest_fraction_within_tolerance": {
             name: _within(pruning[pruning["order"] == name], intact_value, tolerance) for name in orders},
         "versions": versions(),
@@ -448,7 +454,7 @@ def _within(curve: pd.DataFrame, intact_value: float, tolerance: float) -> float
     """The largest fraction pruned such that every step up to it stays within tolerance of the intact objective."""
     best = 0.0
     for fraction, value in zip(curve["fraction"], curve["objective"]):
-        if abs(value - intact_value) > tolerance:
+        if value - intact_value > tolerance:  # a loss that falls is no harm (Michel et al. measure degradation)
             break
         best = float(fraction)
     return best
