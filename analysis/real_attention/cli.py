@@ -164,7 +164,21 @@ class GivenPath(click.Path):
     def convert(self, value, param, ctx):
         if isinstance(value, str) and not value.strip():
             self.fail("it is empty; give a path", param, ctx)
+        if isinstance(value, str):
+            _name_length(value, param.opts[0] if param is not None else "the path")
         return super().convert(value, param, ctx)
+
+
+def _name_length(value: str, option: str) -> None:
+    """A path no file system can hold is one Error: line (asking whether it exists raised OSError, a 'bug')."""
+    from .engine.checks import check_name_length
+    from .engine.errors import InputError
+
+    try:
+        check_name_length(value, option)
+    except InputError as error:
+        click.echo(f"Error: {error}", err=True)
+        raise click.exceptions.Exit(2) from None
 
 
 def _out_folder(_ctx, _param, value: str) -> Path:
@@ -172,6 +186,7 @@ def _out_folder(_ctx, _param, value: str) -> Path:
     if value == "":
         click.echo("Error: --out is empty; give a folder (--out . for this one)", err=True)
         raise click.exceptions.Exit(2)
+    _name_length(value, "--out")
     return Path(value)
 
 

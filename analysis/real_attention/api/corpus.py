@@ -120,8 +120,8 @@ def corpus(inputs: str | Path | Sequence[str | Path], *, name: str | None = None
         raise InputError(f"inputs must be a path or a list of paths, not {type(inputs).__name__}")
     specs = (inputs,) if isinstance(inputs, (str, Path)) else tuple(inputs)
     for spec in specs:
-        path_arg(spec, "inputs")
-    whole_number(batch_size, "batch_size (--batch-size)", 1, MAX_BATCH_SIZE, error=CorpusError)  # before the model loads
+        path_arg(spec, "inputs (--corpus)")
+    batch_size = whole_number(batch_size, "batch_size (--batch-size)", 1, MAX_BATCH_SIZE, error=CorpusError)  # first
     if limit is not None:
         limit = whole_number(limit, "limit (--limit)", 1, error=CorpusError)
     found = expand(tuple(str(spec) for spec in specs), input_format)
@@ -196,7 +196,7 @@ def merge(shard_dirs: Sequence[str | Path], *, out: str | Path = ".", formats: s
     flag(wait, "wait")
     if not isinstance(shard_dirs, (str, Path, list, tuple)):
         raise InputError(f"merge takes the shard folders as a path or a list of paths, not {type(shard_dirs).__name__}")
-    folders = [Path(path_arg(d, "shard_dirs")) for d in ([shard_dirs] if isinstance(shard_dirs, (str, Path))
+    folders = [Path(path_arg(d, "shard_dirs (SHARD_DIR)")) for d in ([shard_dirs] if isinstance(shard_dirs, (str, Path))
                                                           else shard_dirs)]
     path_arg(out, "out")
     if not folders:

@@ -39,6 +39,7 @@ DEFAULT_BATCH_SIZE = 32
 BUCKET_BATCHES = 32  # sentences read ahead and sorted by word count: this many batches
 PAIR_WORDS = 40  # a batch holds at most batch_size * PAIR_WORDS**2 word pairs (fewer long sentences)
 AS_IS, WORDS_ONLY = "as-is", "words"
+MAX_MODEL_NAME = 200  # characters of a name given to compare (names=, --name is the folder's)
 RULE_TEXT = {
     AS_IS: "every model gave the same units (the same words and special tokens) for every sentence: the rows are "
            "compared as they are",
@@ -85,7 +86,14 @@ class CompareResult:
                 f"{self.summary['counts']['words']} rows, rule {self.summary['rule']}>")
 
     def block(self, a: int, b: int) -> np.ndarray:
-        """The (heads of model a, heads of model b) part of the matrix (models counted from 0 as given)."""
+        """The (heads of model a, heads of model b) part of the matrix (models counted from 0 as given, as in
+        `models`; -1 is the last)."""
+        count = len(self.models)
+        for name, value in (("a", a), ("b", b)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not -count <= value < count:
+                raise InputError(f"block: {name} must be a model's index, 0 to {count - 1} (or -{count} to -1), "
+                                 f"not {value!r:.60}")
+        a, b = int(a) % count, int(b) % count
         starts = np.cumsum([0] + [m.layers * m.heads for m in self.models])
         return self.matrix[starts[a]:starts[a + 1], starts[b]:starts[b + 1]]
 
@@ -103,6 +111,9 @@ class CorpusLines:
         from ..statistics.inputs import plain_name, refuse_treebank
         from ..statistics.sums import corpus_format
 
+        from ..engine.checks import check_name_length
+
+        check_name_length(str(path), CORPUS_PATH)
         self.path = Path(path)
         refuse_treebank(str(self.path), CORPUS_PATH)
         if self.path.is_dir():
@@ -160,6 +171,13 @@ def model_names(models: Sequence, names: Sequence[str] | None) -> list[str]:
     if names is not None:
         if len(names) != len(models) or not all(isinstance(n, str) and n.strip() for n in names):
             raise InputError(f"names must be {len(models)} non-empty strings, one per model")
+        from ..engine.text import text_problem
+
+        for number, given in enumerate(names, 1):  # they go into the tables and summary.json as they are
+            problem = text_problem(given)
+            if problem is not None or len(given) > MAX_MODEL_NAME:
+                raise InputError(f"names: name {number} {given[:40]!r} "
+                                 f"{problem or f'is {len(given):,} characters long; at most {MAX_MODEL_NAME}'}")
         labels = [n.strip() for n in names]
     else:
         labels = [m.choice.name for m in models]
@@ -355,9 +373,10 @@ def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: S
 
     if not isinstance(models, (list, tuple)):
         raise InputError(f"compare takes the models as a list, not {type(models).__name__}")
-    if sentences is None or isinstance(sentences, (bytes, bytearray, int, float)):
+    if sentences is None or isinstance(sentences, (bytes, bytearray, int, float, dict, set, frozenset)):
         raise InputError(f"compare takes the sentences as a string or a list of strings, not "
-                         f"{type(sentences).__name__}")
+                         f"{type(sentences).__name__}" + (" (a set has no order, a dict's keys are not its sentences)"
+                                                          if isinstance(sentences, (dict, set, frozenset)) else ""))
     if names is not None and not isinstance(names, (list, tuple)):
         raise InputError(f"names must be a list of strings, one per model, not {type(names).__name__}")
     callable_or_none(progress, "progress", "a factory progress(total=, desc=) of a tqdm-like bar")
@@ -372,9 +391,9 @@ def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: S
     if check_measure(measure) not in MEASURES:
         raise InputError(f"compare takes measure (--measure) weights or norm, not {measure}")
     check_rule(units)
-    whole_number(batch_size, "batch_size (--batch-size)", 1, MAX_BATCH_SIZE)
+    batch_size = whole_number(batch_size, "batch_size (--batch-size)", 1, MAX_BATCH_SIZE)  # numpy ints as int
     if limit is not None:
-        whole_number(limit, "limit (--limit)")
+        limit = whole_number(limit, "limit (--limit)")
     if measure == NORM:
         from ..engine.measures import check_supported
 
@@ -611,8 +630,13 @@ def default_name(models: Sequence[ComparedModel] | Sequence[str]) -> str:
     names = [(m.given or m.name) if isinstance(m, ComparedModel) else m for m in models]
     import re
 
+    from ..engine.naming import MAX_NAME_BYTES
+
     parts = [re.sub(r"[^A-Za-z0-9._-]+", "-", name.rstrip("/").split("/")[-1]).strip("-.") or "model"
              for name in names]
+    room = (MAX_NAME_BYTES - len("-norm") - len("-vs-") * (len(parts) - 1)) // len(parts)  # ASCII: a byte each
+    if len("-vs-".join(parts)) + len("-norm") > MAX_NAME_BYTES:  # long names: each cut to its share of a folder name
+        parts = [part[:max(1, room)].rstrip("-.") or "model" for part in parts]
     return "-vs-".join(parts)
 
 
@@ -631,15 +655,14 @@ def write_compare(result: CompareResult, out: str | Path = ".", name: str | None
     (staged). NAME: the models' short names joined by '-vs-' by default. -> the two folders."""
     from ..outputs.figio import save_figure
     from ..outputs.files import write_csv, write_json
-    from ..outputs.formats import check_formats
+    from ..outputs.formats import writer_options
     from ..outputs.staging import staged_outputs
     from .figures import distance_figure, layers_figure, mds_figure
 
     if not isinstance(result, CompareResult):
         raise InputError(f"write_compare takes the result of ra.compare(...), not {type(result).__name__}")
-    formats = check_formats(formats) if formats else ()  # one name or several; none: no figures
+    out, formats, wait = writer_options(out, formats, wait)  # formats=(): the tables alone
     folder = folder_name(default_name(result.models) if name is None else name, result.summary["measure"])
-    out = Path(out)
     with staged_outputs(wait=wait, inputs=[result.corpus_path] if result.corpus_path else []) as staging:
         results = staging.folder(out / "results" / "compare" / folder)
         figures = staging.folder(out / "figures" / "compare" / folder)

@@ -302,18 +302,14 @@ def write_detect(result: DetectResult, out: str | Path = ".", name: str | None =
     from ..outputs.figio import save_figure
     from ..outputs.files import write_csv, write_json
     from ..outputs.folders import plain_folder_name
-    from ..outputs.formats import check_formats
+    from ..outputs.formats import writer_options
     from ..outputs.staging import staged_outputs
     from .figures import detect_figure
 
-    from ..engine.checks import path_arg
-
     if not isinstance(result, DetectResult):
         raise InputError(f"write_detect takes the result of ra.detect(...), not {type(result).__name__}")
-    path_arg(out, "out")
-    formats = check_formats(formats) if formats else ()  # one name or several, as every writer takes them
+    out, formats, wait = writer_options(out, formats, wait)  # formats=(): the tables alone
     folder = plain_folder_name(default_name(result.summary["model"]) if name is None else name, "name (--name)")
-    out = Path(out)
     s = result.summary
     title = (f"{Path(s['model']).name}: repeated random tokens ({s['samples']} x {s['length']} tokens, "
              f"{s['repeats']} repeats, seed {s['seed']})")

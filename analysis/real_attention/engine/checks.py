@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numbers
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Set as AbstractSet
 from typing import TYPE_CHECKING, TypeGuard
 
 from .errors import InputError
@@ -47,8 +47,23 @@ def path_arg(value: object, name: str) -> str | os.PathLike:
     """A file or folder path as the API takes them (a str or a pathlib.Path, any os.PathLike of text); InputError
     naming the argument otherwise (None, a number, bytes: a bytes path is decoded first)."""
     if isinstance(value, str) or (isinstance(value, os.PathLike) and isinstance(os.fspath(value), str)):
+        if not os.fspath(value).strip():  # Path("") is the current folder: an unset variable would write there
+            raise InputError(f"{name} is empty; give a path ('.' for the current folder)")
+        check_name_length(os.fspath(value), name)
         return value
     raise InputError(f"{name} must be a path (a str or a pathlib.Path), not {described(value)}")
+
+
+NAME_MAX, PATH_MAX = 255, 4096  # bytes: the longest file name and path Linux (and most file systems) take
+
+
+def check_name_length(path: str, name: str) -> None:
+    """InputError if no file system could hold `path` (a part over NAME_MAX bytes, or the whole over PATH_MAX):
+    asking whether it exists raises OSError (ENAMETOOLONG) rather than answering no."""
+    parts = [len(part.encode("utf-8", "surrogatepass")) for part in path.replace(os.sep, "/").split("/")]
+    if max(parts, default=0) > NAME_MAX or sum(parts) + len(parts) - 1 >= PATH_MAX:
+        raise InputError(f"{name} {path[:40]!r}... ({len(path):,} characters) is too long for a path: a file or "
+                         f"folder name holds at most {NAME_MAX} bytes, a path {PATH_MAX - 1}")
 
 
 def loaded_model(model: object, function: str) -> LoadedModel:
@@ -111,7 +126,10 @@ def model_arg(value: object, name: str = "model") -> str | None:
 
     if isinstance(value, os.PathLike):
         value = os.fspath(value)
-    return optional_text(value, name, "a packaged name such as \"minilm\", a Hub id or a folder")
+    text = optional_text(value, name, "a packaged name such as \"minilm\", a Hub id or a folder")
+    if text is not None:
+        check_name_length(text, name)
+    return text
 
 
 def flag(value: object, name: str) -> bool:
@@ -130,6 +148,9 @@ def strings(values: object, name: str, item: str = "sentence") -> list[str]:
                          "(e.g. data.decode('utf-8'))")
     if not isinstance(values, (str, Iterable)):
         raise InputError(f"{name} must be a string or a list of strings, not {kind(values)} {values!r:.60}")
+    if isinstance(values, (Mapping, AbstractSet)):  # a dict's keys would pass as sentences; a set has no order
+        raise InputError(f"{name} must be a string or a list of strings, not a {type(values).__name__} (a set has no "
+                         "order, a dict's keys are not its sentences): pass a list")
     items = [values] if isinstance(values, str) else list(values)  # one string is one item, checked as each is
     for number, value in enumerate(items, start=1):
         if not isinstance(value, str):

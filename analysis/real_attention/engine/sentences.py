@@ -42,6 +42,9 @@ def default_config_text() -> str:
     return resources.files(__package__).joinpath(DEFAULT_CONFIG_NAME).read_text(encoding="utf-8")
 
 
+MAX_CONFIG_BYTES = 8 << 20  # the most a config may hold: the lesson's is 4 kB
+
+
 def read_config(path: str | Path | None) -> tuple[dict, str]:
     """Parse the TOML at `path` (the packaged lesson config if None); returns (tables, source name)."""
     import tomllib  # here, not at the top: the CLI imports this module for DEFAULT_LANG as it starts
@@ -51,7 +54,12 @@ def read_config(path: str | Path | None) -> tuple[dict, str]:
     else:
         source = str(path)
         try:
-            text = Path(path).read_text(encoding="utf-8-sig")  # a byte-order mark is not TOML
+            with open(path, "rb") as handle:  # a pipe (--config <(...)) too; /dev/zero would never end: a cap
+                raw = handle.read(MAX_CONFIG_BYTES + 1)
+            if len(raw) > MAX_CONFIG_BYTES:
+                raise ConfigError(f"config {source} is larger than {MAX_CONFIG_BYTES >> 20} MB; a config lists a few "
+                                  "sentences (a corpus goes to heads --corpus)")
+            text = raw.decode("utf-8-sig")  # a byte-order mark is not TOML
         except IsADirectoryError:
             raise ConfigError(f"config {source} is a folder; pass a TOML file") from None
         except FileNotFoundError:

@@ -10,6 +10,7 @@ figure; HF's bertology script recomputes them).
 """
 from __future__ import annotations
 
+import numbers
 import os
 import weakref
 from collections.abc import Callable, Sequence
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..engine.checks import callable_or_none
 from ..engine.errors import InputError, ModelUnavailable
 from ..engine.text import is_blank, text_problem
 from ..statistics.inputs import READ_ERRORS, Input, compression
@@ -145,6 +147,9 @@ def read_corpus_lines(path: str | Path, limit: int | None = None) -> tuple[list,
                 item = json.loads(line)
             except json.JSONDecodeError as error:
                 raise InputError(f"--corpus {path}, line {number}: not valid JSON ({error.msg})") from None
+            except (RecursionError, ValueError) as error:  # nested too deeply, an integer of 5,000 digits
+                raise InputError(f"--corpus {path}, line {number}: not a JSON record of this tool's kind ("
+                                 f"{'nested too deeply' if isinstance(error, RecursionError) else error})") from None
             if not isinstance(item, dict) or not isinstance(item.get("text"), str):
                 raise InputError(f"--corpus {path}, line {number}: a JSON line needs a \"text\" string")
             if not item["text"].strip():
@@ -160,17 +165,19 @@ def read_corpus_lines(path: str | Path, limit: int | None = None) -> tuple[list,
     return found, numbers
 
 
-def check_options(batch_size: int, prune_step: float, seed: int, max_tokens: int | None = None) -> None:
-    """InputError for an option importance cannot take (the command line checks them before the model loads)."""
-    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
-                                   or max_tokens < 2):
-        raise InputError(f"max_tokens (--max-tokens) must be a whole number of at least 2, not {max_tokens!r}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InputError(f"batch_size (--batch-size) must be a whole number of at least 1, not {batch_size!r}")
-    if isinstance(prune_step, bool) or not isinstance(prune_step, (int, float)) or not 0 < prune_step <= 1:
-        raise InputError(f"prune_step (--prune-step) must be a fraction above 0 and at most 1, not {prune_step!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise InputError(f"seed (--seed) must be a whole number of at least 0, not {seed!r}")
+def check_options(batch_size: int, prune_step: float, seed: int, max_tokens: int | None = None
+                  ) -> tuple[int, float, int, int | None]:
+    """InputError for an option importance cannot take (the command line checks them before the model loads);
+    -> the four as Python numbers (numpy ones are taken: the summary is JSON)."""
+    from ..engine.batches import MAX_BATCH_SIZE
+    from ..engine.checks import whole_number
+
+    if max_tokens is not None:
+        max_tokens = whole_number(max_tokens, "max_tokens (--max-tokens)", 2)
+    batch_size = whole_number(batch_size, "batch_size (--batch-size)", 1, MAX_BATCH_SIZE)
+    if isinstance(prune_step, bool) or not isinstance(prune_step, numbers.Real) or not 0 < prune_step <= 1:
+        raise InputError(f"prune_step (--prune-step) must be a fraction above 0 and at most 1, not {prune_step!r:.60}")
+    return batch_size, float(prune_step), whole_number(seed, "seed (--seed)", 0), max_tokens
 
 
 def scorer_for(model: LoadedModel | str | os.PathLike, objective: str, has_labels: bool) -> Scorer:
@@ -236,7 +243,10 @@ def _mask_array(head_mask, layers: int, heads: int, dtype=None) -> np.ndarray:
     import torch
 
     try:
-        array = np.asarray(head_mask, dtype=np.float64)
+        given = np.asarray(head_mask)
+        if given.dtype.kind not in "biuf":  # strings ("1" read as 1.0), objects, complex numbers
+            raise TypeError(given.dtype)
+        array = given.astype(np.float64)
     except (TypeError, ValueError):
         raise InputError("head_mask must be a (layers, heads) array of numbers") from None
     if array.shape != (layers, heads):
@@ -279,7 +289,7 @@ def objective(model: LoadedModel | str | os.PathLike[str], sentences: Sequence[s
     embedding: the first the model and the sentences allow). With head_mask all ones, the result equals the
     intact one bit for bit. max_tokens: cut each sentence to its first max_tokens pieces (specials included)."""
     texts, labels = split_sentences(sentences)
-    check_options(batch_size, 0.1, seed, max_tokens)
+    batch_size, _, seed, max_tokens = check_options(batch_size, 0.1, seed, max_tokens)
     scorer = scorer_for(model, objective, labels is not None)
     prepared = _prepared(scorer, texts, labels, batch_size, seed, max_tokens)
     if head_mask is None:
@@ -323,7 +333,12 @@ def _importance(model: LoadedModel | str | os.PathLike[str], sentences: Sequence
     from ..engine.pipeline import versions
 
     texts, labels = split_sentences(sentences)
-    check_options(batch_size, prune_step, seed, max_tokens)
+    batch_size, prune_step, seed, max_tokens = check_options(batch_size, prune_step, seed, max_tokens)
+    callable_or_none(progress, "progress", "a function progress(n) of the sentence passes done")
+    if corpus is not None:
+        from ..outputs.folders import plain_folder_name
+
+        plain_folder_name(corpus, "corpus")  # write_importance's folder by default: refused now, not after the work
     source = None if corpus_file is None else _corpus_record(corpus_file)  # before any work
     scorer = scorer_for(model, objective, labels is not None)
     prepared = _prepared(scorer, texts, labels, batch_size, seed, max_tokens)
@@ -426,6 +441,9 @@ def _corpus_record(corpus_file) -> dict:
     import stat
 
     try:
+        if stat.S_ISDIR(os.stat(corpus_file).st_mode):
+            raise InputError(f"corpus_file {os.fspath(corpus_file)!r} is a folder: pass the file the sentences were "
+                             "read from")
         if not stat.S_ISREG(os.stat(corpus_file).st_mode):  # a pipe (/dev/stdin) was read once, for the text
             return {"name": Path(corpus_file).name, "sha256": None,
                     "note": "not a regular file (a pipe or a device): read once, not hashed"}
@@ -501,20 +519,17 @@ def write_importance(result: ImportanceResult, out: str | Path = ".", name: str 
     """Write OUT/results/importance/NAME/ (heads.csv, pruning.csv, summary.json) and OUT/figures/importance/NAME/
     (ablation, taylor (when defined) and pruning figures in each format), all at once (staged). NAME: the corpus
     name, else the model's. wait=False: stop with an error if another run is writing them. -> the two folders."""
-    from ..engine.checks import path_arg
     from ..outputs.figio import save_figure
     from ..outputs.files import write_csv, write_json
-    from ..outputs.formats import check_formats
+    from ..outputs.formats import writer_options
     from ..outputs.staging import staged_outputs
 
     if not isinstance(result, ImportanceResult):
         raise InputError(f"write_importance takes what ra.importance returns, not {type(result).__name__}")
-    path_arg(out, "out")
     from .figures import pruning_figure, score_heatmap
 
-    formats = check_formats(formats) if formats else ()  # one name or several; none: no figures
+    out, formats, wait = writer_options(out, formats, wait)  # formats=(): the tables alone
     folder = folder_name(default_name(result) if name is None else name)
-    out = Path(out)
     summary = result.summary
     title = f"{Path(str(summary['model'])).name}, objective {summary['objective']}"
     with staged_outputs(wait=wait, inputs=[result.corpus_path] if result.corpus_path else []) as staging:

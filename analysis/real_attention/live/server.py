@@ -122,8 +122,10 @@ def exposure_warning(host: str) -> str | None:
 
 def bind(host: str, port: int) -> socket.socket:
     """A listening TCP socket on host:port (port 0: a free one); InputError when it cannot be had."""
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-        raise InputError(f"port {port!r} is out of range: 0 to 65535")
+    from ..engine.checks import text, whole_number
+
+    port = whole_number(port, "port (--port)", 0, 65535)
+    text(host, "host (--host)", "an address or a host name, such as 127.0.0.1 or localhost")
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
         sock = socket.socket(family, socket.SOCK_STREAM)

@@ -44,10 +44,19 @@ def write_csv_chunks(frames, path: Path) -> None:
                                     lineterminator="\n")
 
 
+def _plain(value):
+    """A numpy scalar (an option given as np.int64, a count numpy made) as the Python number it holds."""
+    import numpy as np
+
+    if isinstance(value, np.generic) and isinstance(value.item(), (bool, int, float)):
+        return value.item()
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def json_text(data, compact: bool = False) -> str:
     """data -> JSON text with sorted keys (indented by 2, or compact); ValueError on NaN or an infinity."""
     layout = {"separators": (",", ":")} if compact else {"indent": 2}
-    text = json.dumps(data, sort_keys=True, ensure_ascii=False, allow_nan=False, **layout)
+    text = json.dumps(data, sort_keys=True, ensure_ascii=False, allow_nan=False, default=_plain, **layout)
     # a lone surrogate (a file name that is not UTF-8, as Python decodes it) cannot be written as UTF-8: as its
     # \uXXXX escape (it can only stand inside a JSON string) json.loads gives back the same str
     from ..engine.text import SURROGATE

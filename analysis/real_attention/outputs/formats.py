@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from ..engine.errors import InputError
 
@@ -24,3 +25,15 @@ def check_formats(formats: str | Sequence[str]) -> tuple[str, ...]:
     if not items:
         raise InputError("give at least one figure format")
     return items
+
+
+def writer_options(out: object, formats: object, wait: object) -> tuple[Path, tuple[str, ...], bool]:
+    """The checked arguments of a result writer (ra.write_syntax, write_compare, write_detect, write_importance):
+    `out` a path, `formats` one figure format or several, or an empty list or tuple for the tables alone, `wait`
+    True or False; InputError naming the argument otherwise (None is no format list: it would read as 'no
+    figures' by accident)."""
+    from ..engine.checks import flag, path_arg
+
+    folder = Path(path_arg(out, "out"))
+    chosen = () if isinstance(formats, (list, tuple)) and not formats else check_formats(formats)  # type: ignore[arg-type]
+    return folder, chosen, flag(wait, "wait")

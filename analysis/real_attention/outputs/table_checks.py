@@ -86,6 +86,8 @@ def read_summary(path: Path) -> dict:
         raise damaged(path, f"it is not UTF-8 text ({error.reason} at byte {error.start})") from None
     except ValueError as error:  # json.JSONDecodeError
         raise damaged(path, f"it is not complete JSON ({error})") from None
+    except RecursionError:  # 100,000 nested [: no summary run wrote
+        raise damaged(path, "it is not this tool's JSON (nested too deeply)") from None
     if not isinstance(data, dict):
         raise damaged(path, "it is not a JSON object")
     return data

@@ -37,8 +37,9 @@ def read_shard(folder: Path) -> tuple[dict, HeadSums]:
         try:
             raw = path.read_bytes()
             parsed.append((raw, json.loads(raw.decode("utf-8"))))
-        except (OSError, ValueError) as error:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-            raise CorpusError(f"{path} cannot be read as JSON ({error}); merge takes the shards as "
+        except (OSError, ValueError, RecursionError) as error:  # UnicodeDecodeError, JSONDecodeError: ValueErrors
+            why = "nested too deeply" if isinstance(error, RecursionError) else error
+            raise CorpusError(f"{path} cannot be read as JSON ({why}); merge takes the shards as "
                               "`heads --shard` wrote them: run that shard again") from None
     (_, data), (sums_bytes, sums) = parsed
     check_summary(folder, data)

@@ -131,6 +131,9 @@ class CorpusReader:
             record = json.loads(line.rstrip("\r\n"))  # an error at the line's end is in this line, not the next
         except json.JSONDecodeError as error:
             raise CorpusError(f"line {number} of {self.source} is not JSON: {error.msg} (column {error.colno})") from None
+        except (RecursionError, ValueError) as error:  # 100,000 nested [, an integer of 5,000 digits: not a record
+            raise CorpusError(f"line {number} of {self.source} is not a JSON record of this tool's kind: "
+                              f"{'nested too deeply' if isinstance(error, RecursionError) else error}") from None
         if not isinstance(record, dict) or not isinstance(record.get("text"), str):
             raise CorpusError(f'line {number} of {self.source} has no string field "text"')
         return self._checked(record["text"].strip(), number)

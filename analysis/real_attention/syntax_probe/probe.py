@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..engine.batches import MAX_BATCH_SIZE
-from ..engine.checks import flag, path_arg, whole_number
+from ..engine.checks import path_arg, whole_number
 from ..engine.errors import InputError
 from ..engine.measures import WEIGHTS, check_measure
 from .scoring import (
@@ -68,7 +68,7 @@ def scan_treebank(path: str | Path, limit: int | None = None) -> Treebank:
     """Check the treebank (every sentence up to `limit`) and count its sentences; TreebankError names the file
     and line of a problem, InputError a bad limit."""
     if limit is not None:
-        whole_number(limit, "limit (--limit)")
+        limit = whole_number(limit, "limit (--limit)")  # numpy ints as int: the summary is JSON
     path = check_treebank(path)
     kept: list[TreeSentence] | None = []
     count = 0
@@ -82,9 +82,10 @@ def scan_treebank(path: str | Path, limit: int | None = None) -> Treebank:
                     kept=None if kept is None else tuple(kept))
 
 
-def check_options(batch_size: int, min_count: int) -> None:
-    whole_number(batch_size, "batch_size (--batch-size)", 1, MAX_BATCH_SIZE)
-    whole_number(min_count, "min_count (--min-count)")
+def check_options(batch_size: int, min_count: int) -> tuple[int, int]:
+    """InputError naming a bad option; -> the two as Python ints (numpy ones are taken: the summary is JSON)."""
+    return (whole_number(batch_size, "batch_size (--batch-size)", 1, MAX_BATCH_SIZE),
+            whole_number(min_count, "min_count (--min-count)"))
 
 
 @dataclass(frozen=True)
@@ -274,7 +275,9 @@ def syntax(model: LoadedModel, treebank: str | Path | Treebank, *, measure: str 
     if not isinstance(treebank, Treebank):
         path_arg(treebank, "treebank")
     check_measure(measure)
-    check_options(batch_size, min_count)
+    batch_size, min_count = check_options(batch_size, min_count)
+    if progress is not None and not callable(getattr(progress, "update", None)):  # it failed after the first batch
+        raise InputError(f"progress must be a tqdm-like bar with update(n), or None, not {type(progress).__name__}")
     if not isinstance(treebank, Treebank):
         treebank = scan_treebank(treebank, limit)
     elif limit is not None and limit != treebank.limit:
@@ -352,19 +355,16 @@ def write_syntax(result: SyntaxResult, out: str | Path = ".", name: str | None =
     (staged). NAME: the treebank's stem by default ('-norm' added for the norm measure). wait=False: an error
     instead of waiting when another run writes the same folders. -> the two folders."""
     from ..outputs.figio import save_figure
-    from ..outputs.formats import check_formats
+    from ..outputs.formats import writer_options
     from ..outputs.staging import staged_outputs
     from ..outputs.files import write_csv, write_json
     from .figures import best_figure, example_figure, relations_figure
 
     if not isinstance(result, SyntaxResult):
         raise InputError(f"write_syntax takes what ra.syntax returns, not {type(result).__name__}")
-    path_arg(out, "out")
-    flag(wait, "wait")
-    formats = check_formats(formats)
+    out, formats, wait = writer_options(out, formats, wait)
     folder = folder_name(Path(result.summary["treebank"]["name"]).stem if name is None else name,
                          result.summary["measure"])
-    out = Path(out)
     title = f"{Path(result.summary['model']).name} on {result.summary['treebank']['name']}"
     with staged_outputs(wait=wait, inputs=[result.treebank_path] if result.treebank_path else []) as staging:
         results = staging.folder(out / "results" / "syntax" / folder)
