@@ -190,3 +190,11 @@ def test_an_empty_path_is_refused_not_read_as_the_current_folder(tmp_path, monke
     with pytest.raises(ra.InputError, match=r"^out is empty; give a path \('\.' for the current folder\)"):
         ra.run(lang="es", out="")
     assert not any(tmp_path.iterdir())
+
+
+def test_a_long_word_in_a_message_keeps_its_closing_quote():
+    """The note on a 152-character word read "'aaaa... (152 characters)": the cut repr lost its quote."""
+    from real_attention.engine.checks import shown
+
+    assert shown("a" * 152, 40) == f"{'a' * 16!r}... (152 characters)"
+    assert shown("short") == "'short'" and shown(list(range(100)), 30).endswith("... (390 characters)")

@@ -151,7 +151,7 @@ def library_message(tiny_loaded, **kwargs) -> str:
     ('{"texts": ["a", "b", "c", "d", "e"]}', 422, "5 sentences; this server takes at most 4 per request"),
 ])
 def test_bad_input_gets_its_status_and_message(client, body, status, message):
-    answer = client.post("/api/attend", content=body.encode())
+    answer = client.post("/api/attend", content=body.encode(), headers={"content-type": "application/json"})
     assert answer.status_code == status, answer.text[:300]
     assert message in answer.json()["error"]
     assert client.get("/api/health").json()["status"] == "ok"  # and the server keeps serving
@@ -184,7 +184,7 @@ def test_unusable_input_gets_422_and_the_librarys_message(client, tiny_loaded, r
 def test_a_body_over_256_kb_gets_413_and_an_unknown_path_404(client):
     big = json.dumps({"texts": ["banco " * 50_000]}).encode()
     assert len(big) > 256 * 1024
-    answer = client.post("/api/attend", content=big)
+    answer = client.post("/api/attend", content=big, headers={"content-type": "application/json"})
     assert answer.status_code == 413 and "256 kB" in answer.json()["error"]
     for path in ("/nope", "/static/../real_attention.py", "/static/secret.txt", "/api/attend/x"):
         missing = client.get(path)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..engine.checks import flag, kind, loaded_model, model_arg, optional_text, text, whole_number
@@ -99,7 +100,8 @@ def attend(model: LoadedModel, texts: str | Iterable[str] | None = None, *,
         attentions, _, rollouts = attend_with_sums(model, None, words=given, measure=measure,
                                                    batch_size=whole_number(batch_size, "batch_size"),
                                                    pieces=flag(pieces, "pieces"))
-        return Attention.from_maps(model, attentions, rollouts, units="words", measure=measure)
+        return replace(Attention.from_maps(model, attentions, rollouts, units="words", measure=measure),
+                       warnings=(note,) if note else ())
     items = sentence_texts(texts)
     check_measure(measure)
     check_rule(units)
@@ -116,9 +118,10 @@ def attend(model: LoadedModel, texts: str | Iterable[str] | None = None, *,
     if chosen is None:
         attentions, _, rollouts = attend_with_sums(model, items, units=units, measure=measure, batch_size=size,
                                                    pieces=keep_pieces)
-        return Attention.from_maps(model, attentions, rollouts, units=units, measure=measure)
+        return replace(Attention.from_maps(model, attentions, rollouts, units=units, measure=measure),
+                       warnings=(note,) if note else ())
     result = analyse(model, chosen, units=units, measure=measure, batch_size=size, pieces=keep_pieces)
-    return Attention.from_result(result)
+    return replace(Attention.from_result(result), warnings=(note,) if note else ())
 
 
 def classify(att: Attention, focus: str | None = None, sense: str | Sequence[str] | None = None) -> pd.DataFrame:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, overload
 
 from ..engine.errors import InputError
@@ -39,6 +39,8 @@ class Attention(Sequence["WordMaps"]):  # the name only: numpy loads on first us
     measure: str = "weights"  # what the maps measure: "weights" or "norm" (real_attention.engine.measures)
     rollout: tuple[np.ndarray, ...] = ()  # (S,) each (layers, n_i, n_i) float32: the rollout (engine.rollout)
     causal: bool = False  # a decoder's maps: W[i, j] = 0 for j > i
+    # what ra.attend warned about (words the vocabulary lacks or the tokenizer deletes): the report shows it
+    warnings: tuple[str, ...] = field(default=(), repr=False)
 
     @classmethod
     def from_maps(cls, model: LoadedModel, sentences: Iterable[WordAttention], rollout: Iterable[np.ndarray], *,
@@ -119,7 +121,15 @@ class Attention(Sequence["WordMaps"]):  # the name only: numpy loads on first us
         from ..outputs.report import report_html
 
         result = self._focused("report_html")
-        return report_html(result, self.summary())
+        return report_html(result, self.summary(), notes=self.notes)
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What a reader must see beside the maps, as the report and the live page show it: ra.attend's warnings
+        (words the vocabulary lacks or the tokenizer deletes) and the words of the text rule one piece joins."""
+        from ..engine.units import joined_notes
+
+        return self.warnings + joined_notes([sentence.joined for sentence in self.sentences])
 
     def _focused(self, what: str) -> RunResult:
         if self.result is None:

@@ -280,6 +280,9 @@ def _run_measure(settings: _Settings, measure: str, loaded, sentence_set: Senten
     mixing_figures: list[Path] = []
     if mixed is not None:  # before the report, which shows the summary
         summary, mixing_figures = _write_mixing(settings, results_dir, figures_dir, mixed, summary, result)
+    from ..engine.units import joined_notes
+
+    notes = notes + joined_notes([sentence.attention.joined for sentence in result.sentences])  # as the page shows them
     pending_report = _start_report(settings, figures_dir, result, summary, pool, notes)
     drawn = (drawing.wait(quiet=settings.quiet) if drawing is not None else []) + mixing_figures
     if pending_report is not None and pool is not None:

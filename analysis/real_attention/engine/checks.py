@@ -40,7 +40,11 @@ def shown(value: object, limit: int = 80) -> str:
     if is_whole(value) and value.bit_length() > 64:
         return f"a number of {len(str(abs(value)))} digits"
     text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit - 20]}... ({len(text)} characters)"
+    if len(text) <= limit:
+        return text
+    if isinstance(value, str):  # the cut string's own repr: it keeps its closing quote
+        return f"{value[:max(1, limit - 24)]!r}... ({len(value):,} characters)"
+    return f"{text[:limit - 20]}... ({len(text)} characters)"
 
 
 def path_arg(value: object, name: str) -> str | os.PathLike:

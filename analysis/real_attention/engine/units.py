@@ -71,6 +71,13 @@ class Joined:
     piece: str  # the text the straddling piece covers
 
 
+def joined_notes(joined: Sequence[Sequence[Joined]]) -> tuple[str, ...]:
+    """(S,) each sentence's Joined -> one note per join, for a reader: "sentence 2: '$Q$' and ',' are one word here:
+    the piece '$Q$,' spans them"."""
+    return tuple(f"sentence {number}: {' and '.join(repr(unit) for unit in join.units)} are one word here: the "
+                 f"piece {join.piece!r} spans them" for number, joins in enumerate(joined, start=1) for join in joins)
+
+
 def check_rule(rule: str) -> str:
     """The unit rule's name, or InputError naming the known ones."""
     if rule not in UNIT_RULES:

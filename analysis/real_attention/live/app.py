@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import sys
+import threading
 import traceback
 from collections import OrderedDict
 from collections.abc import Callable
@@ -29,6 +30,10 @@ BODY_TIMEOUT = 30.0  # seconds a request body may take to arrive
 FIELDS = ("texts", "focus", "sense", "measure", "units", "lang", "page")
 CACHED_ANSWERS = 16  # the last answers, so "download" gives the report of what is shown without a new pass
 CACHED_BYTES = 64 * 1024 * 1024  # the finished answers (JSON, report) kept, in bytes over all of them
+# Answers turned into JSON or a report at once, in any number of apps: each can take tens of MB while it is made
+# (64 long requests at once, each made as it came, held 6 GB), and they share the interpreter's lock anyway
+MAX_BUILDING = 2
+BUILDING_SLOTS = threading.BoundedSemaphore(MAX_BUILDING)
 CHUNK = 1024 * 1024  # bytes of an answer handed to the connection at a time: it holds one, not a copy of all
 CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
                            "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
@@ -43,6 +48,10 @@ TOOL = "real-attention serve"
 
 class BadRequest(Exception):
     """The body is not JSON, or a field has the wrong type (400)."""
+
+
+class SlowBody(BadRequest):
+    """The body did not arrive within BODY_TIMEOUT seconds (408)."""
 
 
 class TooLarge(Exception):
@@ -109,9 +118,13 @@ def parse_query(body: bytes, measure: str = "weights") -> tuple[Query, bool]:
     page = payload.get("page", False)
     if not isinstance(page, bool):
         raise BadRequest("page must be true or false")
-    query = Query(texts=tuple(texts), focus=focus, sense=None if sense is None else tuple(sense),
-                  measure=_string(payload.get("measure", measure), "measure"),
-                  units=_string(payload.get("units", "text"), "units"), lang=lang)
+    options = {name: _string(payload.get(name, default), name) for name, default in (("measure", measure),
+                                                                                      ("units", "text"))}
+    for name, value in options.items():  # a NUL or a lone surrogate is a 400 here too, not an unknown name (422)
+        if value.strip():
+            _check_text(value, name, name)
+    query = Query(texts=tuple(texts), focus=focus, sense=None if sense is None else tuple(sense), lang=lang,
+                  **options)
     return query, page
 
 
@@ -208,6 +221,33 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
+def host_name(header: str) -> str:
+    """A Host header's name, its port aside, in lower case: "LocalHost:8000" -> "localhost", "[::1]:80" -> "[::1]"."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[:header.find("]") + 1] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+class KnownHosts:
+    """ASGI middleware: a request whose Host header names none of `hosts` gets 400 (JSON), before any route runs.
+    A page elsewhere that rebinds its own name to 127.0.0.1 (DNS rebinding) sends its own name: it is refused."""
+
+    def __init__(self, app, hosts: tuple[str, ...]) -> None:
+        self.app, self.hosts = app, frozenset(hosts)
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            header = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+            if host_name(header) not in self.hosts:
+                names = ", ".join(sorted(self.hosts))
+                response = error(400, f"this server answers requests for {names} only, not for the host "
+                                      f"{header[:80]!r}: open it by one of those names")
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def report_bytes(answered: Answered) -> bytes:
     """The offline report of an answer, as report.html (with the answer's notes); InputError without a focus word."""
     from ..outputs.report import report_html
@@ -265,7 +305,7 @@ async def read_body(request) -> bytes:
     try:
         return await asyncio.wait_for(receive(), BODY_TIMEOUT)
     except TimeoutError:
-        raise BadRequest(f"the body did not arrive within {BODY_TIMEOUT:g} s") from None
+        raise SlowBody(f"the body did not arrive within {BODY_TIMEOUT:g} s") from None
 
 
 class LiveModel:
@@ -337,8 +377,12 @@ class LiveModel:
     async def _make(self, key: tuple[Query, str], make: Callable[[Answered], bytes], answered: Answered) -> bytes:
         from starlette.concurrency import run_in_threadpool
 
+        def guarded(answered: Answered) -> bytes:
+            with BUILDING_SLOTS:  # the others wait here, holding no bytes yet
+                return make(answered)
+
         try:
-            body = await run_in_threadpool(make, answered)
+            body = await run_in_threadpool(guarded, answered)
         finally:
             if self.building.get(key) is asyncio.current_task():
                 del self.building[key]
@@ -350,11 +394,15 @@ class LiveModel:
 
     async def handled(self, request, respond):
         """respond(Query, page wanted) for a POST's body, each failure turned into its status code."""
+        media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media_type != "application/json":  # a form or text/plain POST from a page elsewhere needs no preflight
+            return error(415, "send the query as JSON, with the header Content-Type: application/json (not "
+                              f"{media_type or 'none'})")
         try:
             query, page = parse_query(await read_body(request), self.measure)
             return await respond(query, page)
         except BadRequest as bad:
-            return error(400, str(bad))
+            return error(408 if isinstance(bad, SlowBody) else 400, str(bad))
         except TooLarge:
             return error(413, f"the request body is over {MAX_BODY // 1024} kB")
         except Busy as busy:
@@ -450,14 +498,18 @@ async def _http_error(_request, exc: Exception):
 
 
 def make_app(model, *, lang: str | None = None, measure: str = "weights", max_sentences: int = 16,
-             max_pieces: int = 256):
-    """The ASGI app for one loaded model (a LoadedModel): mount it anywhere; its URLs are relative."""
+             max_pieces: int = 256, allowed_hosts: tuple[str, ...] | None = None):
+    """The ASGI app for one loaded model (a LoadedModel): mount it anywhere; its URLs are relative. allowed_hosts:
+    the Host names it answers (lower case; None: any)."""
     from starlette.applications import Starlette
     from starlette.exceptions import HTTPException
     from starlette.middleware import Middleware
 
     live = LiveModel(model, lang=lang, measure=measure, max_sentences=max_sentences, max_pieces=max_pieces)
-    app = Starlette(routes=live.routes(), middleware=[Middleware(SecurityHeaders)], lifespan=live.lifespan,
+    middleware = [Middleware(SecurityHeaders)]  # the outermost: a refused Host gets the headers too
+    if allowed_hosts is not None:
+        middleware.append(Middleware(KnownHosts, hosts=allowed_hosts))
+    app = Starlette(routes=live.routes(), middleware=middleware, lifespan=live.lifespan,
                     exception_handlers={404: _not_found, 405: _not_allowed, HTTPException: _http_error})
     app.state.worker = live.worker
     app.state.model = model

@@ -109,16 +109,10 @@ def notes_of(model, attention) -> tuple[str, ...]:
     and units of the text rule that one piece straddles, joined into one. Called in the model's thread (or with
     its lock held): the tokenizer is not to be shared between threads."""
     from ..engine.models import check_encodes
+    from ..engine.units import joined_notes
 
-    notes = []
     unknown = check_encodes(model, [sentence.text for sentence in attention.sentences])
-    if unknown:
-        notes.append(unknown)
-    for number, sentence in enumerate(attention.sentences, start=1):
-        for join in sentence.joined:
-            notes.append(f"sentence {number}: {' and '.join(repr(unit) for unit in join.units)} are one word here: "
-                         f"the piece {join.piece!r} spans them")
-    return tuple(notes)
+    return ((unknown,) if unknown else ()) + joined_notes([sentence.joined for sentence in attention.sentences])
 
 
 def attend_one(model, query: Query):

@@ -5,6 +5,7 @@ import asyncio
 import socket
 import sys
 import threading
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..engine.errors import InputError
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
     from ..engine.models import LoadedModel
 
 LOCALHOST = "127.0.0.1"
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")  # the Host headers a server bound to loopback answers
 HEADER_TIMEOUT = 10.0  # seconds a connection may take to send a request's headers (slowloris, half-open)
 KEEP_ALIVE_TIMEOUT = 5  # seconds an idle keep-alive connection stays open after a response
 MAX_HEADER_BYTES = 16 * 1024  # h11's limit on an incomplete request head
@@ -96,7 +98,7 @@ def require_serve_extra() -> None:
 
 
 def app(model: LoadedModel | str, *, lang: str | None = None, measure: str = "weights", max_sentences: int = 16,
-        max_pieces: int = 256) -> Starlette:
+        max_pieces: int = 256, allowed_hosts: Sequence[str] | None = None) -> Starlette:
     """The live page and its JSON API as a Starlette (ASGI) app, for one model fixed now.
 
     model: a LoadedModel (`ra.load(...)`) or a name to load. lang: the packaged config's table whose sentences
@@ -105,16 +107,37 @@ def app(model: LoadedModel | str, *, lang: str | None = None, measure: str = "we
     max_sentences, max_pieces: the most sentences, and word pieces over all of them, one request may have (the
     page opens on the examples that fit). InputError for measure value-zeroing with max_pieces under 16.
     Mount it under any path (`Mount("/attention", app=ra.app(model))`): its page uses relative URLs.
+    allowed_hosts: the Host header names it answers (a port aside), e.g. ("localhost", "127.0.0.1", "[::1]") for a
+    server bound to this machine alone, as `serve` does, so that no page elsewhere can rebind its own name to it
+    (DNS rebinding); None: any (behind a proxy, or mounted in an app that checks them).
     """
     require_serve_extra()
     from .app import make_app
 
-    return make_app(_loaded(model), lang=lang, measure=measure, max_sentences=max_sentences, max_pieces=max_pieces)
+    if allowed_hosts is not None and (isinstance(allowed_hosts, str) or not isinstance(allowed_hosts, (list, tuple))
+                                      or not all(isinstance(h, str) and h.strip() for h in allowed_hosts)):
+        raise InputError(f"allowed_hosts must be a list of host names, or None, not {allowed_hosts!r:.60}")
+    return make_app(_loaded(model), lang=lang, measure=measure, max_sentences=max_sentences, max_pieces=max_pieces,
+                    allowed_hosts=None if allowed_hosts is None else tuple(h.strip().lower() for h in allowed_hosts))
 
 
-def exposure_warning(host: str) -> str | None:
-    """The warning for a server that listens beyond this machine, or None for a loopback address."""
-    if host in ("127.0.0.1", "::1", "localhost") or host.startswith("127."):
+def is_loopback(address: str) -> bool:
+    """Whether a socket's address (as getsockname gives it: 127.0.0.1, ::1, ::ffff:127.0.0.1, fe80::1%eth0) is one
+    only this machine reaches."""
+    import ipaddress
+
+    try:
+        ip = ipaddress.ip_address(address.split("%")[0])
+    except ValueError:
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return (mapped or ip).is_loopback
+
+
+def exposure_warning(host: str, address: str | None = None) -> str | None:
+    """The warning for a server that listens beyond this machine, or None for a loopback address. address: the
+    bound socket's (what `host` resolved to); without it, `host` as written (a name is read as reaching further)."""
+    if is_loopback(address if address is not None else host):
         return None
     return (f"listening on {host}: anyone who can reach this machine on the network can use the model "
             "(no password, no limit on who asks); bind 127.0.0.1, the default, to keep it to yourself")
@@ -166,10 +189,15 @@ def serve(model: LoadedModel | str, *, host: str = LOCALHOST, port: int = 8000, 
     from ..engine.naming import short_revision
 
     loaded = _loaded(model)
-    application = app(loaded, lang=lang, measure=measure, max_sentences=max_sentences, max_pieces=max_pieces)
     sock = bind(host, port)
+    address = sock.getsockname()[0]
+    # bound to this machine alone: a page elsewhere may still rebind its name to 127.0.0.1 (DNS rebinding) and read
+    # the answers as its own origin, so only the loopback names are answered (Host header); bound wider, any name
+    hosts = LOOPBACK_HOSTS if is_loopback(address) else None
+    application = app(loaded, lang=lang, measure=measure, max_sentences=max_sentences, max_pieces=max_pieces,
+                      allowed_hosts=hosts)
     url = url_of(sock)
-    warning = exposure_warning(host)
+    warning = exposure_warning(host, address)
     if warning:  # a warning is shown even with quiet, as every command's --quiet promises
         print(f"Warning: {warning}", file=sys.stderr, flush=True)
     if not quiet or port == 0:  # a port the system chose: nothing else says which

@@ -306,7 +306,8 @@ def header_text(result: RunResult, summary: dict, tool: str = "real-attention ru
     reader must know beside the maps (report_data's), one line."""
     rules = definitions(result.sentence_set.focus, result.causal)
     return {
-        "title": f"real-attention: «{result.sentence_set.focus}» in every head of {result.model}",
+        # each name between FSI and PDI: a word with its own direction (a U+202E) reorders itself, not the title
+        "title": f"real-attention: «\u2068{result.sentence_set.focus}\u2069» in every head of \u2068{result.model}\u2069",
         "model": result.model,
         "revision": result.revision,
         "lang": result.sentence_set.lang or NO_LANG,

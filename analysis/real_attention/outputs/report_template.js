@@ -634,11 +634,14 @@
     list.textContent = "";
     data.sentences.forEach(function (S) {
       const item = document.createElement("li"), note = document.createElement("span"), word = document.createElement("b");
+      const text = document.createElement("span");
+      text.className = "sentence-text";  // isolated (report CSS): its own direction reorders only itself
+      text.textContent = S.text;
       note.className = "sense-note";
       note.lang = "en";  // the page's words, inside a sentence list marked with the sentences' language
       word.textContent = S.words[S.sense];
       note.append("sense word: ", word);
-      item.append(S.text + " ", note);
+      item.append(text, " ", note);
       list.append(item);
     });
     const lines = byId("summary-lines");
