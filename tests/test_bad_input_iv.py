@@ -198,3 +198,12 @@ def test_a_long_word_in_a_message_keeps_its_closing_quote():
 
     assert shown("a" * 152, 40) == f"{'a' * 16!r}... (152 characters)"
     assert shown("short") == "'short'" and shown(list(range(100)), 30).endswith("... (390 characters)")
+
+
+def test_heatmap_refuses_an_index_it_would_ignore_and_one_word_as_focus_and_sense(tiny):
+    att = ra.attend(tiny, SENTENCES)
+    with pytest.raises(ra.InputError, match=r"^index picks a sentence of an Attention; one sentence"):
+        ra.heatmap(att[0], 1, 1, index=5)
+    with pytest.raises(ra.InputError, match=r"^focus and sense name the same word \('bank'\)"):
+        ra.heatmap(att[0], 1, 1, focus="bank", sense="bank")
+    ra.heatmap(att[0], 1, 1, focus="bank", sense="river")  # still drawn

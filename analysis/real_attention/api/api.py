@@ -179,6 +179,8 @@ def heatmap(sentence: Attention | WordAttention, layer: int | np.integer, head: 
     elif not isinstance(sentence, WordAttention):
         raise InputError(f"heatmap takes an Attention (ra.attend(...)) or one of its sentences (att[0]), "
                          f"not {kind(sentence)} {sentence!r:.60}")
+    elif index != 0:  # it was ignored: the heatmap of att[0] with index=5 drew att[0]
+        raise InputError(f"index picks a sentence of an Attention; one sentence (att[i]) takes none, not {index!r:.60}")
     check_measure("weights" if measure is None else measure)
     layer = whole_number(layer, "layer", 1, sentence.layers)
     head = whole_number(head, "head", 1, sentence.heads)
@@ -187,6 +189,9 @@ def heatmap(sentence: Attention | WordAttention, layer: int | np.integer, head: 
         focus_index = find_word(sentence, text(focus, "focus", "a word of the sentence"), "focus")
     if sense is not None:
         sense_index = find_word(sentence, text(sense, "sense", "a word of the sentence"), "sense")
+    if focus_index is not None and focus_index == sense_index:
+        raise InputError(f"focus and sense name the same word ({sentence.words[focus_index]!r}): the sense word is "
+                         "another word of the sentence, the one that decides the focus word's sense")
     return draw_heatmap(sentence.checked_weights()[layer - 1, head - 1], sentence.words, focus=focus_index,
                         sense=sense_index, model=model or "", revision=revision or "", layer=layer - 1,
                         head=head - 1, sentence=number - 1, text=sentence.text, measure=measure or "weights")
