@@ -434,6 +434,8 @@ def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: S
         if bar is not None:
             bar.close()
     matrix = _matrix(models, sums, rows_total)
+    from .jsd import mds_fit
+
     given = [m.choice.name for m in models] if names is None else [n.strip() for n in names]
     if names is None:  # one model at two revisions is two models: X-vs-X is a model compared with itself
         from ..engine.naming import short_revision
@@ -460,7 +462,9 @@ def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: S
         "corpus": ({"name": sentences.path.name, "sha256": sentences.sha256}
                    if isinstance(sentences, CorpusLines) else None),
         "limit": limit,
-        "mds": {"method": "classical (Torgerson) scaling of the JS matrix, deterministic signs", "dimensions": 2},
+        "mds": {"method": "classical (Torgerson) scaling of the JS matrix, deterministic signs", "dimensions": 2,
+                # shown: the positive eigenvalues' share the 2 axes hold; negative: the share clipped (JS is no metric)
+                **mds_fit(matrix, 2)},
         "matching": "scipy.optimize.linear_sum_assignment on the JS block of each pair of models",
         "versions": versions(),
         # a sentence's maps are padded to its batch's longest: the 6th decimal of a distance can move with it
@@ -558,7 +562,7 @@ def _matrix(models, sums, rows: int) -> np.ndarray:
 # --- tables --------------------------------------------------------------------------------------------------
 
 DISTANCES_COLUMNS = ["model_a", "layer_a", "head_a", "model_b", "layer_b", "head_b", "js"]
-MATCHING_COLUMNS = DISTANCES_COLUMNS + ["nearest_layer", "nearest_head", "nearest_js"]
+MATCHING_COLUMNS = DISTANCES_COLUMNS + ["rank", "mutual", "nearest_layer", "nearest_head", "nearest_js"]
 
 
 def heads_frame(models: Sequence[ComparedModel]) -> pd.DataFrame:
@@ -583,8 +587,9 @@ def distances_frame(heads: pd.DataFrame, matrix: np.ndarray) -> pd.DataFrame:
 def matching_frame(models: Sequence[ComparedModel], heads: pd.DataFrame, matrix: np.ndarray) -> pd.DataFrame:
     """matching.csv: for each pair of models (in the order given), one row per head of the first: its partner in
     the one-to-one matching of least total JS (Hungarian; when the first model has more heads, those left without
-    a partner have empty layer_b, head_b and js), and its nearest head in the second model (ties: the first in
-    layer, head order)."""
+    a partner have empty layer_b, head_b, js and rank), the partner's rank among the second model's heads by JS from
+    this head (1: its nearest), whether the two are each other's nearest (mutual), and its nearest head in the
+    second model (ties: the first in layer, head order)."""
     from scipy.optimize import linear_sum_assignment
 
     starts = np.cumsum([0] + [m.layers * m.heads for m in models])
@@ -598,17 +603,25 @@ def matching_frame(models: Sequence[ComparedModel], heads: pd.DataFrame, matrix:
         matched[rows] = columns
         has = matched >= 0
         nearest = np.argmin(block, axis=1)
+        nearest_back = np.argmin(block, axis=0)  # each head of the second model: its nearest in the first
+        partner_js = block[np.arange(len(block)), np.maximum(matched, 0)]
+        # 1: the partner is the head's nearest; k: k - 1 heads of the second model are nearer (an assignment that
+        # must give every head a partner gives some a far one: the rank says how far)
+        rank = 1 + (block < partner_js[:, None]).sum(axis=1)
+        mutual = has & (nearest == matched) & (nearest_back[np.maximum(matched, 0)] == np.arange(len(block)))
         frame = pd.DataFrame({
             "model_a": first["model"], "layer_a": first["layer"], "head_a": first["head"],
             "model_b": models[b].name,
             "layer_b": pd.array(np.where(has, second["layer"].to_numpy()[matched], 0), dtype="Int64"),
             "head_b": pd.array(np.where(has, second["head"].to_numpy()[matched], 0), dtype="Int64"),
-            "js": np.where(has, block[np.arange(len(block)), matched], np.nan),
+            "js": np.where(has, partner_js, np.nan),
+            "rank": pd.array(np.where(has, rank, 0), dtype="Int64"),
+            "mutual": mutual,
             "nearest_layer": second["layer"].to_numpy()[nearest],
             "nearest_head": second["head"].to_numpy()[nearest],
             "nearest_js": block[np.arange(len(block)), nearest],
         })
-        frame.loc[~has, ["layer_b", "head_b"]] = pd.NA
+        frame.loc[~has, ["layer_b", "head_b", "rank"]] = pd.NA
         parts.append(frame)
     return pd.concat(parts, ignore_index=True)[MATCHING_COLUMNS]
 

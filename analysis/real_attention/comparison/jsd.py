@@ -139,19 +139,37 @@ def _column(values, axis: int):
     return values[:, None] if axis == 0 else values[None, :]
 
 
-def classical_mds(distances: np.ndarray, dimensions: int = 2) -> np.ndarray:
-    """Classical (Torgerson) multidimensional scaling: (N, N) symmetric distances -> (N, dimensions) float64
-    coordinates whose Euclidean distances approximate them. Deterministic: each axis's sign is chosen so that its
-    largest coordinate (in absolute value, the first such) is positive."""
+def _torgerson(distances: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(N, N) symmetric distances -> the eigenvalues (N,), largest first, and eigenvectors (N, N) of the doubly
+    centred matrix -D**2 / 2: the Gram matrix of points with those distances, if any exist in a Euclidean space."""
     d = np.asarray(distances, dtype=np.float64)
     assert d.ndim == 2 and d.shape[0] == d.shape[1], d.shape
     n = d.shape[0]
     centre = np.eye(n) - np.full((n, n), 1.0 / n)
     b = -0.5 * centre @ (d ** 2) @ centre
-    b = (b + b.T) / 2
-    values, vectors = np.linalg.eigh(b)  # ascending
-    order = np.argsort(-values, kind="stable")[:dimensions]
-    coords = vectors[:, order] * np.sqrt(np.clip(values[order], 0.0, None))
+    values, vectors = np.linalg.eigh((b + b.T) / 2)  # ascending
+    order = np.argsort(-values, kind="stable")
+    return values[order], vectors[:, order]
+
+
+def mds_fit(distances: np.ndarray, dimensions: int = 2) -> dict[str, float]:
+    """How well `dimensions` axes of classical MDS show the distances: `shown`, the share of the positive eigenvalues
+    that the axes hold (1: the plot is exact), and `negative`, the share of all eigenvalues' size that is negative
+    (0 for distances of points in a Euclidean space; JS is not one, its square root is), clipped away by the MDS."""
+    values, _ = _torgerson(distances)
+    values = np.where(np.abs(values) > 1e-12 * np.abs(values).max(initial=0.0), values, 0.0)  # rounding is no sign
+    positive, size = float(values[values > 0].sum()), float(np.abs(values).sum())
+    shown = float(np.clip(values[:dimensions], 0.0, None).sum())
+    return {"shown": round(shown / positive, 6) if positive > 0 else 1.0,
+            "negative": round(float(-values[values < 0].sum()) / size, 6) + 0.0 if size > 0 else 0.0}  # no -0.0
+
+
+def classical_mds(distances: np.ndarray, dimensions: int = 2) -> np.ndarray:
+    """Classical (Torgerson) multidimensional scaling: (N, N) symmetric distances -> (N, dimensions) float64
+    coordinates whose Euclidean distances approximate them. Deterministic: each axis's sign is chosen so that its
+    largest coordinate (in absolute value, the first such) is positive."""
+    values, vectors = _torgerson(distances)
+    coords = vectors[:, :dimensions] * np.sqrt(np.clip(values[:dimensions], 0.0, None))
     for axis in range(coords.shape[1]):
         pivot = int(np.argmax(np.abs(coords[:, axis])))
         if coords[pivot, axis] < 0:
