@@ -572,3 +572,26 @@ def test_the_relations_figure_says_when_no_relation_but_root_and_punct_is_there(
     texts = [text.get_text() for ax in figure.axes for text in ax.texts]
     assert texts == ["no relation but root and punct in these sentences"]
     assert figure.get_suptitle() == "tiny: no relation to draw"
+
+
+def test_best_says_its_ties_and_the_intervals_of_both_accuracies():
+    """best.csv's first maximum hid a tie (discourse: L3H2 and L3H9 at 50/128), and gave no interval: a margin of one
+    point on 972 words read as a finding."""
+    from real_attention.syntax_probe.scoring import wilson
+
+    assert wilson(50, 128) == pytest.approx((0.310470, 0.477154), abs=1e-6)  # by hand: centre 0.3938, half 0.0833
+    assert wilson(0, 10)[0] == 0.0 and wilson(10, 10)[1] == 1.0 and wilson(5, 10)[0] > 0.2
+    counts = counted(SENTENCES, maps_of([np.eye(4), np.eye(2)]))
+    best = best_frame(counts, min_count=1).set_index("relation")
+    row = best.loc["all"]
+    assert (row.accuracy_low, row.accuracy_high) == wilson(round(row.accuracy * row.total), row.total)
+    assert (row.baseline_low, row.baseline_high) == wilson(3, 6)
+    # one layer, one head: its two directions are the only candidates; made equal, they tie, and dep->head is shown
+    import copy
+
+    both = copy.deepcopy(counts)
+    r = both.relations.index("obj")
+    both.correct[1, ..., r] = both.correct[0, ..., r]  # (directions, layers, heads, relations)
+    tied = best_frame(both, min_count=1).set_index("relation")
+    assert tied.loc["obj", "ties"] == 1 and tied.loc["obj", "direction"] == "dep->head"
+    assert best_frame(counts, min_count=1).set_index("relation").loc["obj", "ties"] in (0, 1)

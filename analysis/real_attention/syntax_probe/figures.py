@@ -82,7 +82,8 @@ def relations_figure(heads: pd.DataFrame, best: pd.DataFrame, title: str):
         image = ax.imshow(grid.max(axis=0) * 100, vmin=0, vmax=100, cmap="viridis", aspect="auto")
         top = np.unravel_index(int(np.argmax(np.moveaxis(grid, 0, 2))), (layers, per_layer, len(DIRECTIONS)))
         ax.add_patch(_frame(int(top[1]), int(top[0])))
-        ax.set_title(f"{relation} ({int(totals[relation]):,}): L{top[0] + 1}H{top[1] + 1} "
+        arrow = DIRECTIONS[top[2]].replace("->", "→")  # the framed head's direction: the grid shows the better one
+        ax.set_title(f"{relation} ({int(totals[relation]):,}): L{top[0] + 1}H{top[1] + 1} {arrow} "
                      f"{100 * grid[top[2], top[0], top[1]]:.0f}%", fontsize=9)
         ax.set_xticks(range(per_layer), [str(h + 1) for h in range(per_layer)], fontsize=6)
         ax.set_yticks(range(layers), [str(la + 1) for la in range(layers)], fontsize=6)

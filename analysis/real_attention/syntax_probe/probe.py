@@ -107,7 +107,7 @@ class SyntaxResult:
     """What `ra.syntax` computed: the tables as DataFrames, the summary and the example sentences."""
 
     heads: pd.DataFrame  # heads.csv: relation, direction, layer, head, correct, total, accuracy
-    best: pd.DataFrame  # best.csv: relation, total, layer, head, direction, accuracy, baseline_offset, baseline_accuracy
+    best: pd.DataFrame  # best.csv: relation, total, layer, head, direction, accuracy (and its interval), ties, baseline_*
     baselines: pd.DataFrame  # baselines.csv: relation, offset, correct, total, accuracy
     summary: dict[str, Any]  # summary.json
     examples: tuple[Example, ...]  # up to EXAMPLES sentences for each of EXAMPLE_RELATIONS that best.csv reports
@@ -263,7 +263,7 @@ def syntax(model: LoadedModel, treebank: str | Path | Treebank, *, measure: str 
 
     model: a LoadedModel (ra.load). treebank: a .conllu file (or scan_treebank's record of one). Each sentence's
     units are its words plus the special tokens (the given-words rule); sentences longer than the model takes are
-    skipped and counted, never cut. measure: "weights" or "norm". min_count: the fewest words of a relation that
+    skipped and counted, never cut. measure: "weights", "norm" or "value-zeroing". min_count: the fewest words of a relation that
     best.csv reports. limit: the first N sentences only. progress: tqdm's update(n), one per sentence.
     Returns a SyntaxResult; raises TreebankError (naming the file and line) or InputError.
     """

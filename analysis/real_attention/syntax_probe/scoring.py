@@ -32,7 +32,20 @@ UNREPORTED = ("root", "punct")  # never in best.csv: no head predicts the root; 
 DEFAULT_MIN_COUNT = 100
 
 HEADS_COLUMNS = ["relation", "direction", "layer", "head", "correct", "total", "accuracy"]
-BEST_COLUMNS = ["relation", "total", "layer", "head", "direction", "accuracy", "baseline_offset", "baseline_accuracy"]
+BEST_COLUMNS = ["relation", "total", "layer", "head", "direction", "accuracy", "accuracy_low", "accuracy_high", "ties",
+                "baseline_offset", "baseline_accuracy", "baseline_low", "baseline_high"]
+WILSON_Z = 1.959964  # the 95% interval's z
+
+
+def wilson(correct: int, total: int) -> tuple[float, float]:
+    """The 95% Wilson score interval of a proportion correct / total (total > 0): it stays inside [0, 1] and is
+    sound near 0 and 1 and for small totals, where the normal approximation is not."""
+    assert total > 0, total
+    p, z2 = correct / total, WILSON_Z ** 2
+    centre = (p + z2 / (2 * total)) / (1 + z2 / total)
+    half = WILSON_Z * np.sqrt(p * (1 - p) / total + z2 / (4 * total ** 2)) / (1 + z2 / total)
+    low, high = float(centre - half), float(centre + half)
+    return (0.0 if correct == 0 else max(0.0, low)), (1.0 if correct == total else min(1.0, high))
 BASELINE_COLUMNS = ["relation", "offset", "correct", "total", "accuracy"]
 
 
@@ -269,8 +282,10 @@ def baselines_frame(counts: SyntaxCounts) -> pd.DataFrame:
 
 def best_frame(counts: SyntaxCounts, min_count: int = DEFAULT_MIN_COUNT) -> pd.DataFrame:
     """best.csv: for `all` and each relation with at least min_count words (not root, not punct), the best
-    (layer, head, direction) against the best offset. Ties: the lowest (layer, head), then dep->head; the
-    lowest offset."""
+    (layer, head, direction) against the best offset. Ties: the lowest (layer, head), then dep->head (`ties`: how
+    many other head directions score the same); the lowest offset. `*_low`, `*_high`: the 95% Wilson interval of
+    each accuracy, as if the head had been chosen beforehand (it was chosen as the best of all of them: its accuracy
+    on other sentences is likely lower)."""
     names, correct, baseline, totals = _with_all(counts)
     rows = []
     for r, name in enumerate(names):
@@ -279,9 +294,13 @@ def best_frame(counts: SyntaxCounts, min_count: int = DEFAULT_MIN_COUNT) -> pd.D
         by_head = np.moveaxis(correct[..., r], 0, 2)  # (L, H, 2): C order is (layer, head, direction)
         layer, head, direction = np.unravel_index(int(np.argmax(by_head)), by_head.shape)  # first maximum
         offset = int(np.argmax(baseline[:, r]))
+        best, fixed, total = int(by_head[layer, head, direction]), int(baseline[offset, r]), int(totals[r])
         rows.append({
-            "relation": name, "total": int(totals[r]), "layer": int(layer) + 1, "head": int(head) + 1,
-            "direction": DIRECTIONS[direction], "accuracy": by_head[layer, head, direction] / totals[r],
-            "baseline_offset": OFFSETS[offset], "baseline_accuracy": baseline[offset, r] / totals[r],
+            "relation": name, "total": total, "layer": int(layer) + 1, "head": int(head) + 1,
+            "direction": DIRECTIONS[direction], "accuracy": best / total,
+            **dict(zip(("accuracy_low", "accuracy_high"), wilson(best, total))),
+            "ties": int((by_head == best).sum()) - 1,
+            "baseline_offset": OFFSETS[offset], "baseline_accuracy": fixed / total,
+            **dict(zip(("baseline_low", "baseline_high"), wilson(fixed, total))),
         })
     return pd.DataFrame(rows, columns=BEST_COLUMNS)
