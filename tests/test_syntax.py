@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from click.testing import CliRunner
@@ -595,3 +596,27 @@ def test_best_says_its_ties_and_the_intervals_of_both_accuracies():
     tied = best_frame(both, min_count=1).set_index("relation")
     assert tied.loc["obj", "ties"] == 1 and tied.loc["obj", "direction"] == "dep->head"
     assert best_frame(counts, min_count=1).set_index("relation").loc["obj", "ties"] in (0, 1)
+
+
+def test_subtypes_are_scored_apart_when_asked(tiny, tmp_path):
+    """The relation before ':' merged subtypes whose heads differ (on EWT dev, acl:relcl has a head that beats its
+    baseline, plain acl none; compound:prt attaches left, compound right); --subtypes keeps them apart."""
+    from real_attention.syntax_probe.treebank import read_treebank
+
+    path = tmp_path / "snippet.conllu"
+    path.write_text(SNIPPET, encoding="utf-8")
+    plain, split = (sorted({r for s in read_treebank(path) for r in (s.with_subtypes() if keep else s).relations})
+                    for keep in (False, True))
+    assert "obl" in plain and "obl:tmod" not in plain and "obj" in plain
+    assert "obl:tmod" in split and "obj:x" in split and "poss" in split and "nmod:poss" not in split
+    basic = ra.syntax(tiny, path, min_count=1)
+    apart = ra.syntax(tiny, path, min_count=1, subtypes=True)
+    assert "obl:tmod" in set(apart.heads["relation"]) and "obl:tmod" not in set(basic.heads["relation"])
+    assert apart.summary["relations"].startswith("the whole DEPREL") and basic.summary["relations"].startswith(
+        "the DEPREL before ':'")
+    everything = lambda result: result.heads[result.heads.relation == "all"].reset_index(drop=True)  # noqa: E731
+    pd.testing.assert_frame_equal(everything(basic), everything(apart))  # the same words, the same predictions
+    result = CliRunner().invoke(cli, ["syntax", "--treebank", str(path), "--model", "x", "--subtypes", "--limit", "0"])
+    assert result.exit_code == 2 and "--subtypes" not in result.output  # the flag is known; --limit 0 is the error
+    with pytest.raises(ra.InputError, match="subtypes must be True or False"):
+        ra.syntax(tiny, path, subtypes="yes")

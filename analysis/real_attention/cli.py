@@ -514,6 +514,8 @@ def progress_bar(total: int, desc: str, unit: str = "sent"):
               help="best.csv reports a relation with at least this many words (always `all`).")
 @click.option("--limit", type=click.IntRange(min=1), metavar="N",
               help="Score the first N sentences of the treebank only.")
+@click.option("--subtypes", is_flag=True, help="Score UD's relation subtypes apart (acl:relcl, nmod:unmarked, "
+              "compound:prt) rather than the relation before ':' (nmod:poss is poss either way).")
 @click.option("--batch-size", type=BATCH_SIZE, default=32, show_default=True, metavar="N",
               help="Sentences per forward pass, fewer for long ones; sorted by length first.")
 @out_option
@@ -521,7 +523,7 @@ def progress_bar(total: int, desc: str, unit: str = "sent"):
 @wait_option
 @quiet_option
 def syntax_command(treebank, lang, model_name, revision, offline, device, measure, name, min_count, limit,
-                   batch_size, out_dir, formats, no_wait, quiet) -> None:
+                   subtypes, batch_size, out_dir, formats, no_wait, quiet) -> None:
     """Which head best predicts each dependency relation of a treebank (Clark et al. 2019, Sec. 4).
 
     Writes OUT/results/syntax/NAME/ (heads.csv, best.csv, baselines.csv, summary.json) and
@@ -545,7 +547,8 @@ def syntax_command(treebank, lang, model_name, revision, offline, device, measur
             loaded = load(model_name, revision=revision, lang=lang, device=device, offline=offline)
         with tqdm(total=bank.sentences, unit="sent", desc=name, disable=quiet, file=sys.stderr,
                   dynamic_ncols=True) as bar:
-            result = syntax(loaded, bank, measure=measure, min_count=min_count, batch_size=batch_size, progress=bar)
+            result = syntax(loaded, bank, measure=measure, min_count=min_count, batch_size=batch_size, progress=bar,
+                            subtypes=subtypes)
         results_folder, figures_folder = write_syntax(result, out_dir, name, formats=formats, wait=not no_wait)
     if result.summary["counts"]["no_piece"]:  # a warning, so -q shows it too
         warn(f"{result.summary['counts']['no_piece']} sentence(s) skipped: a word the tokenizer gives no piece")

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..engine.batches import MAX_BATCH_SIZE
-from ..engine.checks import path_arg, whole_number
+from ..engine.checks import flag, path_arg, whole_number
 from ..engine.errors import InputError
 from ..engine.measures import WEIGHTS, check_measure
 from .scoring import (
@@ -44,6 +44,9 @@ KEEP_SENTENCES = 20_000  # a checked treebank of at most this many sentences is 
 EXAMPLE_RELATIONS = ("det", "nsubj", "obj")  # each gets a figure of EXAMPLES sentences for its best head
 EXAMPLES = 2
 EXAMPLE_WORDS = (6, 14)  # an example sentence has this many words at least and at most (readable arcs)
+
+RELATIONS_BASIC = "the DEPREL before ':' (obl:tmod is obl), nmod:poss as poss"
+RELATIONS_SUBTYPES = "the whole DEPREL, subtypes apart (acl:relcl is not acl), nmod:poss as poss"
 
 
 @dataclass(frozen=True)
@@ -258,13 +261,16 @@ def examples(loaded, best: pd.DataFrame, candidates: dict[str, list[TreeSentence
 
 
 def syntax(model: LoadedModel, treebank: str | Path | Treebank, *, measure: str = WEIGHTS, min_count: int = DEFAULT_MIN_COUNT,
-           limit: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE, progress: Progress | None = None) -> SyntaxResult:
+           limit: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE, progress: Progress | None = None,
+           subtypes: bool = False) -> SyntaxResult:
     """Which head best predicts each dependency relation of a CoNLL-U treebank, against fixed-offset baselines.
 
     model: a LoadedModel (ra.load). treebank: a .conllu file (or scan_treebank's record of one). Each sentence's
     units are its words plus the special tokens (the given-words rule); sentences longer than the model takes are
     skipped and counted, never cut. measure: "weights", "norm" or "value-zeroing". min_count: the fewest words of a relation that
     best.csv reports. limit: the first N sentences only. progress: tqdm's update(n), one per sentence.
+    subtypes: score UD's relation subtypes apart (acl:relcl, nmod:unmarked, compound:prt), not merged into the
+    relation before ':' (nmod:poss is Clark's poss either way).
     Returns a SyntaxResult; raises TreebankError (naming the file and line) or InputError.
     """
     from ..engine.pipeline import versions
@@ -276,6 +282,7 @@ def syntax(model: LoadedModel, treebank: str | Path | Treebank, *, measure: str 
         path_arg(treebank, "treebank")
     check_measure(measure)
     batch_size, min_count = check_options(batch_size, min_count)
+    subtypes = flag(subtypes, "subtypes")
     if progress is not None and not callable(getattr(progress, "update", None)):  # it failed after the first batch
         raise InputError(f"progress must be a tqdm-like bar with update(n), or None, not {type(progress).__name__}")
     if not isinstance(treebank, Treebank):
@@ -287,6 +294,8 @@ def syntax(model: LoadedModel, treebank: str | Path | Treebank, *, measure: str 
 
         check_supported(model, measure)
     sentences = treebank.kept if treebank.kept is not None else read_treebank(treebank.path, treebank.limit)
+    if subtypes:
+        sentences = (sentence.with_subtypes() for sentence in sentences)
     counts, candidates = syntax_counts(model, sentences, batch_size, measure, progress)
     if counts.sentences == 0:
         raise InputError(f"{treebank.path}: no sentence to score: {counts.skipped} too long for "
@@ -302,6 +311,7 @@ def syntax(model: LoadedModel, treebank: str | Path | Treebank, *, measure: str 
                    "no_piece": counts.no_piece},
         "skipped": counts.skipped + counts.no_piece,
         "min_count": min_count,
+        "relations": RELATIONS_SUBTYPES if subtypes else RELATIONS_BASIC,
         "measure": measure,
         "layers": model.layers,
         "heads_per_layer": model.heads,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +36,17 @@ class TreeSentence:
     heads: np.ndarray  # (W,) int64: 0-based index of each word's head among the words, -1 for the root
     relations: tuple[str, ...]  # (W,) each word's relation (relation_of its DEPREL)
     line: int  # the line of the file the sentence starts on (comments included), counted from 1
+    deprels: tuple[str, ...] = ()  # (W,) each word's whole DEPREL, subtype included (obl:tmod); () if not read
 
     def __post_init__(self) -> None:
         assert len(self.words) == len(self.relations) == self.heads.shape[0] > 0
+        assert not self.deprels or len(self.deprels) == len(self.words)
+
+    def with_subtypes(self) -> TreeSentence:
+        """The sentence with each word's whole DEPREL as its relation (acl:relcl apart from acl), `nmod:poss` still
+        Clark's `poss`."""
+        assert self.deprels, "a sentence read from a file keeps its DEPRELs"
+        return replace(self, relations=tuple(RELATION_RENAMES.get(deprel, deprel) for deprel in self.deprels))
 
 
 def relation_of(deprel: str) -> str:
@@ -192,6 +200,7 @@ def _sentence(path: Path, block: list[tuple[int, str]]) -> TreeSentence | None:
     words: list[str] = []
     heads: list[int] = []
     relations: list[str] = []
+    deprels: list[str] = []
     numbers: list[int] = []
     tokens = _plain_tokens(lines)
     for (number, _), token in zip(lines, _parse(path, lines) if tokens is None else tokens):
@@ -212,6 +221,7 @@ def _sentence(path: Path, block: list[tuple[int, str]]) -> TreeSentence | None:
         words.append(token["form"])
         heads.append(head)
         relations.append(relation_of(deprel))
+        deprels.append(deprel)
         numbers.append(number)
     if not words:
         raise _not_conllu(path, lines[0][0], "a sentence has no word line with an integer ID")
@@ -228,7 +238,8 @@ def _sentence(path: Path, block: list[tuple[int, str]]) -> TreeSentence | None:
                             f"{len(roots) or 'no'} root{'s' if len(roots) != 1 else ''} ({found}); a dependency "
                             "tree has exactly one")
     _check_tree(path, np.array(heads, dtype=np.int64), numbers)
-    return TreeSentence(tuple(words), np.array(heads, dtype=np.int64) - 1, tuple(relations), block[0][0])
+    return TreeSentence(tuple(words), np.array(heads, dtype=np.int64) - 1, tuple(relations), block[0][0],
+                        tuple(deprels))
 
 
 def _check_tree(path: Path, heads: np.ndarray, numbers: list[int]) -> None:
