@@ -252,6 +252,34 @@ def test_an_encoder_against_a_decoder_drops_the_specials(tiny, llama):
     assert "left without a partner" in page and "empty when the first model has more heads" not in page
 
 
+@pytest.mark.filterwarnings("ignore:the vocabulary")
+def test_heads_csv_says_what_each_heads_rows_kept_and_how_much_an_encoder_looks_ahead(tiny, llama, tmp_path):
+    """Under the words rule a row that kept little weight on the words counted like any other, and an encoder's
+    weight on later words put a floor, ln 2 / 2 times it, under every distance to a decoder head: neither was
+    reported."""
+    texts = ["the river flooded the bank .", "she deposited her salary at the bank ."]
+    result = ra.compare([tiny, llama], texts, names=["bert", "llama"])
+    for index, model in enumerate((tiny, llama)):
+        kept, later, rows = 0.0, 0.0, 0
+        for sentence in ra.attend(model, texts):
+            keep = np.array([k.group != "special" for k in sentence.kinds])
+            w = sentence.weights[:, :, keep][:, :, :, keep].astype(np.float64)  # (L, H, n, n)
+            kept = kept + w.sum(-1).sum(-1).reshape(-1)
+            later = later + np.triu(w / w.sum(-1, keepdims=True), 1).sum((-1, -2)).reshape(-1)
+            rows += int(keep.sum())
+        part = result.heads[result.heads["model"] == ("bert", "llama")[index]]
+        np.testing.assert_allclose(part["word_share"], kept / rows, atol=1e-5)
+        np.testing.assert_allclose(part["later_share"], later / rows, atol=1e-5)
+    decoder = result.heads[result.heads["model"] == "llama"]
+    assert (decoder["later_share"] == 0).all() and (result.heads["word_share"] < 1).all()  # specials dropped
+    floor = LN2 / 2 * result.heads[result.heads["model"] == "bert"]["later_share"].to_numpy()
+    assert (result.block(0, 1) >= floor[:, None] - 1e-6).all()  # the floor the docs describe
+    results, _ = ra.write_compare(result, tmp_path, formats=())
+    assert (results / "heads.csv").read_text().startswith("model,layer,head,word_share,later_share\n")
+    alone = ra.compare([tiny, tiny], texts)  # as-is: every row is compared whole
+    np.testing.assert_allclose(alone.heads["word_share"], 1.0, atol=1e-5)
+
+
 def test_words_a_tokenizer_joins_are_joined_in_every_model(tiny, llama):
     # by the tokenizers' own words, BERT cuts each CJK ideograph apart; the word-level tokenizer keeps 银行 whole
     result = ra.compare([tiny, llama], ["the bank .", "the 银行 ."], units="tokenizer")

@@ -604,7 +604,7 @@ def compare_command(corpus, model_names, revisions, offline, device, measure, un
 
     The distance between two heads is the Jensen-Shannon divergence (nats, 0 to ln 2) of their word-level rows,
     averaged over every query word of every sentence. Writes OUT/results/compare/NAME/ (distances.csv,
-    matching.csv, mds.csv, summary.json) and OUT/figures/compare/NAME/ (mds.png, distances.png and, for two
+    matching.csv, mds.csv, heads.csv, summary.json) and OUT/figures/compare/NAME/ (mds.png, distances.png and, for two
     models, layers.png).
     """
     from .api.api import load

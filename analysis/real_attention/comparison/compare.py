@@ -69,7 +69,8 @@ class CompareResult:
 
     matrix: (N, N) float64 JS in nats between every two heads, symmetric, 0 on the diagonal, N = all heads.
     distances: distances.csv, one row per pair of distinct heads (the first before the second in that order);
-    matching: matching.csv; mds: mds.csv; summary: summary.json.
+    matching: matching.csv; mds: mds.csv; summary: summary.json; heads: heads.csv, what each head's compared rows
+    were like (word_share, later_share).
     """
 
     models: tuple[ComparedModel, ...]
@@ -79,6 +80,7 @@ class CompareResult:
     mds: pd.DataFrame
     summary: dict[str, Any]
     corpus_path: Path | None = field(default=None, repr=False)  # what was read: write_compare never replaces it
+    heads: pd.DataFrame | None = field(default=None, repr=False)  # heads.csv (None: a result made without it)
 
     def __repr__(self) -> str:
         names = " x ".join(f"{m.name} ({m.layers * m.heads} heads)" for m in self.models)
@@ -315,9 +317,10 @@ def _word_units(batch) -> np.ndarray:
 
 def word_rows(loaded, encoded: list, rule: str, measure: str, n: int, common: list | None = None,
               batch_size: int | None = None):
-    """One forward pass over a batch -> (B, layers * heads, n, n) float32 word rows on the model's device:
-    the maps of ra.attend (rule as-is), or of the common words without the special tokens, each row
-    renormalised (rule words; common[b]: sentence b's word -> common word, common_words). batch_size: the run's
+    """One forward pass over a batch -> ((B, layers * heads, n, n) float32 word rows on the model's device: the
+    maps of ra.attend (rule as-is), or of the common words without the special tokens, each row renormalised
+    (rule words; common[b]: sentence b's word -> common word, common_words); (layers * heads,) float64 the sum
+    over the batch's rows of each row's weight before renormalising: what the rows kept). batch_size: the run's
     --batch-size, named if the device runs out of memory."""
     import torch
 
@@ -336,15 +339,17 @@ def word_rows(loaded, encoded: list, rule: str, measure: str, n: int, common: li
     pieces = to_device(units, loaded.device)  # (B, t)
     heads = loaded.heads
     out = torch.zeros((len(encoded), loaded.layers * heads, n, n), device=loaded.device)
+    kept = torch.zeros(loaded.layers * heads, dtype=torch.float64, device=loaded.device)
 
     def on_layer(layer: int, maps) -> None:
         merged = merge_maps(maps.float(), pieces, n)  # (B, H, n, n)
+        kept[layer * heads:(layer + 1) * heads] = merged.sum(dim=(0, 2, 3), dtype=torch.float64)  # pads add 0
         if rule == WORDS_ONLY:
             merged = merged / merged.sum(dim=-1, keepdim=True).clamp(min=torch.finfo(merged.dtype).tiny)
         out[:, layer * heads:(layer + 1) * heads] = merged
 
     forward_measured(loaded, batch, on_layer, measure, batch_size=batch_size)
-    return out
+    return out, kept
 
 
 def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: Sequence[str] | None = None,
@@ -429,7 +434,7 @@ def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: S
                       "mark) does this; summary.json counts them (counts.mismatched)", RealAttentionWarning, stacklevel=2)
     bar = None if progress is None else progress(total=counts["lines"], desc="compare")
     try:
-        sums = _stream(models, sentences, rule, measure, units, limit, batch_size, bucket, bar)
+        sums, rows_of = _stream(models, sentences, rule, measure, units, limit, batch_size, bucket, bar)
     finally:
         if bar is not None:
             bar.close()
@@ -475,7 +480,10 @@ def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: S
     return CompareResult(models=compared, matrix=matrix, distances=distances_frame(heads, matrix),
                          matching=matching_frame(compared, heads, matrix),
                          mds=heads.assign(x=coords[:, 0], y=coords[:, 1]), summary=summary,
-                         corpus_path=sentences.path if isinstance(sentences, CorpusLines) else None)
+                         corpus_path=sentences.path if isinstance(sentences, CorpusLines) else None,
+                         heads=heads.assign(**{name: np.concatenate([totals[k].cpu().numpy() / rows_total
+                                                                     for totals in rows_of])
+                                              for k, name in enumerate(HEAD_SHARES)}))
 
 
 def _clean(sentences: Iterable[str]) -> Iterator[tuple[str, str]]:
@@ -498,8 +506,10 @@ def _clean(sentences: Iterable[str]) -> Iterator[tuple[str, str]]:
 
 
 def _stream(models, sentences, rule: str, measure: str, units: str, limit: int | None, batch_size: int,
-            bucket: int, progress) -> dict[tuple[int, int], Any]:
-    """The second pass: every block's (Ha, Hb) float64 running sum of JS over the compared rows."""
+            bucket: int, progress) -> tuple[dict[tuple[int, int], Any], list[list[Any]]]:
+    """The second pass: every block's (Ha, Hb) float64 running sum of JS over the compared rows, and per model
+    [kept, later]: (layers * heads,) float64 sums over the rows of the weight each kept before renormalising and
+    of the weight it puts on later words (keys after the query: an encoder's, which no decoder row has)."""
     import torch
 
     from .jsd import Packed, block_sums
@@ -509,6 +519,7 @@ def _stream(models, sentences, rule: str, measure: str, units: str, limit: int |
     any_causal = any(m.causal for m in models)
     device = float64_device(models[0].device)  # the JS sums are float64: on MPS, the CPU
     sums: dict[tuple[int, int], Any] = {}
+    rows_of: list[list[Any]] = [[0.0, 0.0] for _ in models]
     stream = itertools.islice(_clean(sentences), None if limit is None else min(limit, sys.maxsize))
     while items := list(itertools.islice(stream, bucket)):
         rows, _ = _encode_bucket(models, [text for _, text in items], units)
@@ -531,8 +542,12 @@ def _stream(models, sentences, rule: str, measure: str, units: str, limit: int |
             packed = []
             for index, loaded in enumerate(models):
                 common = None if rule == AS_IS else [mappings[i][index] for i in indices]
-                maps = word_rows(loaded, [kept[i][index] for i in indices], rule, measure, n, common,
-                                 batch_size).to(device)
+                maps, kept_sums = word_rows(loaded, [kept[i][index] for i in indices], rule, measure, n, common,
+                                            batch_size)
+                maps = maps.to(device)
+                rows_of[index][0] = rows_of[index][0] + kept_sums.to(device)
+                rows_of[index][1] = rows_of[index][1] + torch.triu(maps, diagonal=1).sum(dim=(0, 2, 3),
+                                                                                           dtype=torch.float64)
                 packed.append(Packed.of(maps, full_mask, lower_mask, loaded.causal))
                 del maps
             for a, b in itertools.combinations_with_replacement(range(len(models)), 2):
@@ -540,7 +555,7 @@ def _stream(models, sentences, rule: str, measure: str, units: str, limit: int |
                 sums[(a, b)] = block if (a, b) not in sums else sums[(a, b)] + block
             if progress is not None:
                 progress.update(len(indices))
-    return sums
+    return sums, rows_of
 
 
 def _matrix(models, sums, rows: int) -> np.ndarray:
@@ -562,6 +577,7 @@ def _matrix(models, sums, rows: int) -> np.ndarray:
 # --- tables --------------------------------------------------------------------------------------------------
 
 DISTANCES_COLUMNS = ["model_a", "layer_a", "head_a", "model_b", "layer_b", "head_b", "js"]
+HEAD_SHARES = ("word_share", "later_share")  # heads.csv's columns after model, layer, head
 MATCHING_COLUMNS = DISTANCES_COLUMNS + ["rank", "mutual", "nearest_layer", "nearest_head", "nearest_js"]
 
 
@@ -663,7 +679,7 @@ def folder_name(name: str, measure: str = WEIGHTS) -> str:
 
 def write_compare(result: CompareResult, out: str | Path = ".", name: str | None = None,
                   *, formats: str | tuple[str, ...] = ("png",), wait: bool = True) -> tuple[Path, Path]:
-    """Write OUT/results/compare/NAME/ (distances.csv, matching.csv, mds.csv, summary.json) and
+    """Write OUT/results/compare/NAME/ (distances.csv, matching.csv, mds.csv, heads.csv, summary.json) and
     OUT/figures/compare/NAME/ (mds, distances and, for two models, layers; in each format), all at once
     (staged). NAME: the models' short names joined by '-vs-' by default. -> the two folders."""
     from ..outputs.figio import save_figure
@@ -682,6 +698,8 @@ def write_compare(result: CompareResult, out: str | Path = ".", name: str | None
         write_csv(result.distances, results / "distances.csv")
         write_csv(result.matching, results / "matching.csv")
         write_csv(result.mds, results / "mds.csv")
+        if result.heads is not None:
+            write_csv(result.heads, results / "heads.csv")
         write_json(result.summary, results / "summary.json")
         for fmt in formats:
             save_figure(mds_figure(result), figures / f"{MDS_FIGURE}.{fmt}")
