@@ -108,9 +108,14 @@ def test_importance_refuses_a_corpus_name_or_file_it_could_not_write(tiny, tmp_p
     from real_attention.head_importance import run as importance_run
 
     monkeypatch.setattr(importance_run, "scorer_for", lambda *a: pytest.fail("the model was loaded"))
-    for corpus in (3, "../x", ""):
+    for corpus in (3, ""):
         with pytest.raises(ra.InputError, match="corpus"):
             ra.importance(tiny, SENTENCES, corpus=corpus)
+    from real_attention.head_importance.run import ImportanceResult, default_name
+
+    named = ImportanceResult.__new__(ImportanceResult)  # a name for the summary, of any characters
+    object.__setattr__(named, "summary", {"corpus": "sst2:validation/../x", "model": "m"})
+    assert default_name(named) == "sst2-validation-..-x"  # one plain folder name
     with pytest.raises(ra.InputError, match=r"is a folder: pass the file the sentences were read from"):
         ra.importance(tiny, SENTENCES, corpus_file=tmp_path)
 
@@ -207,3 +212,25 @@ def test_heatmap_refuses_an_index_it_would_ignore_and_one_word_as_focus_and_sens
     with pytest.raises(ra.InputError, match=r"^focus and sense name the same word \('bank'\)"):
         ra.heatmap(att[0], 1, 1, focus="bank", sense="bank")
     ra.heatmap(att[0], 1, 1, focus="bank", sense="river")  # still drawn
+
+
+def test_a_name_of_undecodable_bytes_counts_one_byte_each(tmp_path):
+    """A file name of 100 bytes that are not UTF-8 (\\xff) was counted as 300 and refused as too long."""
+    import os
+
+    from real_attention.engine.checks import check_name_length
+
+    name = os.fsdecode(b"\xff" * 100)
+    check_name_length(name, "x")
+    (tmp_path / name).mkdir()  # the file system takes it
+    with pytest.raises(ra.InputError, match="too long"):
+        check_name_length(os.fsdecode(b"\xff" * 256), "x")
+
+
+def test_a_config_with_cr_line_ends_still_reads(tmp_path):
+    """read_text's universal newlines read it; the capped binary read did not (malformed TOML)."""
+    from real_attention.engine.sentences import read_config
+
+    path = tmp_path / "cr.toml"
+    path.write_bytes(b'[en]\rfocus = "bank"\r')
+    assert read_config(path)[0] == {"en": {"focus": "bank"}}

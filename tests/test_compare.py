@@ -280,6 +280,29 @@ def test_heads_csv_says_what_each_heads_rows_kept_and_how_much_an_encoder_looks_
     np.testing.assert_allclose(alone.heads["word_share"], 1.0, atol=1e-5)
 
 
+@pytest.mark.filterwarnings("ignore:the vocabulary")
+def test_rows_causal_compares_an_encoder_on_what_a_decoder_sees(tiny, llama):
+    """rows="causal" cuts every encoder row to the words up to its query and renormalises it: the floor its look-ahead
+    put under every distance to a decoder head is gone."""
+    texts = ["the river flooded the bank .", "she deposited her salary at the bank ."]
+    result = ra.compare([tiny, llama], texts, names=["bert", "llama"], rows="causal")
+    assert result.summary["rows"] == "causal" and (result.heads["later_share"] == 0).all()
+    rows = []
+    for model in (tiny, llama):
+        maps = []
+        for sentence in ra.attend(model, texts):
+            keep = np.array([k.group != "special" for k in sentence.kinds])
+            w = sentence.weights[:, :, keep][:, :, :, keep].astype(np.float64)
+            w = np.tril(w / w.sum(-1, keepdims=True))
+            maps.append((w / w.sum(-1, keepdims=True)).reshape(-1, keep.sum(), keep.sum()))
+        rows.append(maps)
+    expected = sum(js_rows(a[:, None], b[None]).sum(-1) for a, b in zip(*rows)) / 14
+    np.testing.assert_allclose(result.block(0, 1), expected, atol=1e-5)
+    assert ra.compare([tiny, llama], texts).summary["rows"] == "all"
+    with pytest.raises(ra.InputError, match=r"rows \(--rows\) must be one of all, causal"):
+        ra.compare([tiny, llama], texts, rows="lower")
+
+
 def test_words_a_tokenizer_joins_are_joined_in_every_model(tiny, llama):
     # by the tokenizers' own words, BERT cuts each CJK ideograph apart; the word-level tokenizer keeps 银行 whole
     result = ra.compare([tiny, llama], ["the bank .", "the 银行 ."], units="tokenizer")

@@ -27,7 +27,8 @@ def loopback_client(tiny_loaded):
 
 def test_a_server_on_loopback_answers_only_the_loopback_names(loopback_client):
     """Any Host was answered: a page whose name is rebound to 127.0.0.1 could read the answers as its own origin."""
-    for host in ("127.0.0.1:8000", "localhost", "LocalHost:80", "[::1]:8000"):
+    # an address typed as itself cannot be rebound: --host 127.0.0.2 prints http://127.0.0.2:PORT/, which must work
+    for host in ("127.0.0.1:8000", "localhost", "LocalHost:80", "[::1]:8000", "127.0.0.2:8765", "[::ffff:127.0.0.1]"):
         assert loopback_client.get("/api/health", headers={"host": host}).status_code == 200, host
     for host in ("rebind.attacker.example", "rebind.attacker.example:8000", "127.0.0.1.nip.io", ""):
         answer = loopback_client.get("/api/health", headers={"host": host})

@@ -620,3 +620,10 @@ def test_subtypes_are_scored_apart_when_asked(tiny, tmp_path):
     assert result.exit_code == 2 and "--subtypes" not in result.output  # the flag is known; --limit 0 is the error
     with pytest.raises(ra.InputError, match="subtypes must be True or False"):
         ra.syntax(tiny, path, subtypes="yes")
+    # its own default folder: a --subtypes run never replaces the basic one
+    from real_attention.syntax_probe.probe import output_name
+
+    assert output_name(None, path, "weights", True) == "snippet-subtypes" and output_name(None, path, "weights") == \
+        "snippet"
+    written, _ = ra.write_syntax(apart, tmp_path / "out", formats=())
+    assert written.name == "snippet-subtypes"

@@ -539,7 +539,7 @@ def syntax_command(treebank, lang, model_name, revision, offline, device, measur
 
     with friendly_errors():
         one_model_choice(model_name, lang, "syntax", "minilm")
-        name = output_name(name, treebank, measure)  # a bad --name, before any work
+        name = output_name(name, treebank, measure, subtypes)  # a bad --name, before any work
         check_targets([out_dir / "results" / "syntax" / name, out_dir / "figures" / "syntax" / name], [treebank])
         check_options(batch_size, min_count)
         bank = scan_treebank(treebank, limit)
@@ -588,6 +588,9 @@ def compared_models(model_names, revisions) -> tuple[list[tuple[str, str | None]
 @click.option("--measure", type=click.Choice(["weights", "norm"]), default="weights", show_default=True,
               help="The maps compared: post-softmax weights, or norm (||alpha f(x)||, Kobayashi et al. 2020).")
 @units_option
+@click.option("--rows", type=click.Choice(["all", "causal"]), default="all", show_default=True,
+              help="causal: cut every encoder row to the words up to its query and renormalise it, so that encoders "
+              "and decoders are compared on what both see.")
 @click.option("--name", metavar="NAME", help="The folder under results/compare/ and figures/compare/. "
               "Default: the models' names joined by -vs-.")
 @click.option("--limit", type=click.IntRange(min=1), metavar="N",
@@ -598,7 +601,7 @@ def compared_models(model_names, revisions) -> tuple[list[tuple[str, str | None]
 @format_option
 @wait_option
 @quiet_option
-def compare_command(corpus, model_names, revisions, offline, device, measure, units, name, limit, batch_size,
+def compare_command(corpus, model_names, revisions, offline, device, measure, units, rows, name, limit, batch_size,
                     out_dir, formats, no_wait, quiet) -> None:
     """Compare every head of two or more models with every other (Clark et al. 2019, Sec. 6).
 
@@ -621,7 +624,7 @@ def compare_command(corpus, model_names, revisions, offline, device, measure, un
         with loading_notice(quiet):
             models = [load(model, revision=revision, device=device, offline=offline) for model, revision in paired]
         result = compare(models, lines, names=labels, measure=measure, units=units, batch_size=batch_size,
-                         limit=limit, progress=None if quiet else progress_bar)
+                         limit=limit, progress=None if quiet else progress_bar, rows=rows)
         results_folder, figures_folder = write_compare(result, out_dir, name, formats=formats, wait=not no_wait)
     if not quiet:
         click.echo(describe(result))

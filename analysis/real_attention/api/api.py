@@ -76,8 +76,8 @@ def attend(model: LoadedModel, texts: str | Iterable[str] | None = None, *,
     pieces: also keep each sentence's piece-level maps: `att[i].pieces` (the tokenizer's pieces, specials
     included) and `att[i].piece_weights`, float32 (layers, heads, t, t), as bertviz and TransformerLens show them.
     Raises UnitError (an InputError) if a piece straddles a focus or sense word and its neighbour.
-    Raises InputError (a sentence too long, a word not found, an unknown measure). Warns (UserWarning) naming
-    the words the model's vocabulary has no pieces for: they run as the unknown token.
+    Raises InputError (a sentence too long, a word not found, an unknown measure). Warns (RealAttentionWarning, a
+    UserWarning) naming the words the model's vocabulary has no pieces for: they run as the unknown token.
     """
     from ..engine.measures import check_measure
     from ..engine.models import check_encodes

@@ -39,6 +39,8 @@ DEFAULT_BATCH_SIZE = 32
 BUCKET_BATCHES = 32  # sentences read ahead and sorted by word count: this many batches
 PAIR_WORDS = 40  # a batch holds at most batch_size * PAIR_WORDS**2 word pairs (fewer long sentences)
 AS_IS, WORDS_ONLY = "as-is", "words"
+ALL_ROWS, CAUSAL_ROWS = "all", "causal"
+ROWS = (ALL_ROWS, CAUSAL_ROWS)  # rows="causal": every encoder row cut to the words up to its query, renormalised
 MAX_MODEL_NAME = 200  # characters of a name given to compare (names=, --name is the folder's)
 RULE_TEXT = {
     AS_IS: "every model gave the same units (the same words and special tokens) for every sentence: the rows are "
@@ -316,16 +318,18 @@ def _word_units(batch) -> np.ndarray:
 
 
 def word_rows(loaded, encoded: list, rule: str, measure: str, n: int, common: list | None = None,
-              batch_size: int | None = None):
+              batch_size: int | None = None, causal_view: bool = False):
     """One forward pass over a batch -> ((B, layers * heads, n, n) float32 word rows on the model's device: the
     maps of ra.attend (rule as-is), or of the common words without the special tokens, each row renormalised
     (rule words; common[b]: sentence b's word -> common word, common_words); (layers * heads,) float64 the sum
     over the batch's rows of each row's weight before renormalising: what the rows kept). batch_size: the run's
-    --batch-size, named if the device runs out of memory."""
+    --batch-size, named if the device runs out of memory. causal_view: each row cut to the words up to its
+    query and renormalised (an encoder compared as a decoder sees)."""
     import torch
 
     from ..engine.extract import pad_batch, to_device
     from ..engine.measures import forward_measured
+    from ..engine.models import float64_device
     from ..engine.words import merge_maps
 
     batch = pad_batch(encoded, loaded.tokenizer.pad_token_id or 0)
@@ -339,12 +343,16 @@ def word_rows(loaded, encoded: list, rule: str, measure: str, n: int, common: li
     pieces = to_device(units, loaded.device)  # (B, t)
     heads = loaded.heads
     out = torch.zeros((len(encoded), loaded.layers * heads, n, n), device=loaded.device)
-    kept = torch.zeros(loaded.layers * heads, dtype=torch.float64, device=loaded.device)
+    wide = float64_device(loaded.device)  # the sums are float64: on MPS, the CPU's
+    kept = torch.zeros(loaded.layers * heads, dtype=torch.float64, device=wide)
 
     def on_layer(layer: int, maps) -> None:
         merged = merge_maps(maps.float(), pieces, n)  # (B, H, n, n)
-        kept[layer * heads:(layer + 1) * heads] = merged.sum(dim=(0, 2, 3), dtype=torch.float64)  # pads add 0
-        if rule == WORDS_ONLY:
+        row_sums = merged.sum(dim=-1).to(wide, torch.float64)  # (B, H, n): each row's weight before renormalising
+        kept[layer * heads:(layer + 1) * heads] = row_sums.sum(dim=(0, 2))  # pads add 0
+        if causal_view:
+            merged = torch.tril(merged)
+        if rule == WORDS_ONLY or causal_view:
             merged = merged / merged.sum(dim=-1, keepdim=True).clamp(min=torch.finfo(merged.dtype).tiny)
         out[:, layer * heads:(layer + 1) * heads] = merged
 
@@ -354,7 +362,8 @@ def word_rows(loaded, encoded: list, rule: str, measure: str, n: int, common: li
 
 def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: Sequence[str] | None = None,
             measure: str = WEIGHTS, units: str = DEFAULT_UNITS, batch_size: int = DEFAULT_BATCH_SIZE,
-            limit: int | None = None, progress: Callable[..., ProgressBar] | None = None) -> CompareResult:
+            limit: int | None = None, progress: Callable[..., ProgressBar] | None = None,
+            rows: str = ALL_ROWS) -> CompareResult:
     """Every pair of heads of two or more models, by the Jensen-Shannon divergence (nats, 0 to ln 2) between
     their word-level rows, averaged over every query word of every sentence.
 
@@ -367,8 +376,11 @@ def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: S
     tqdm-like bar, made after the first pass and advanced by one per sentence (None: no bar).
     Rows: as they are when every model gives the same units for every sentence; otherwise the special tokens'
     rows and columns are dropped and each row renormalised over the words (summary["rule"] says which). A
-    decoder's causal rows are compared as they are. A sentence too long for a model (counts.skipped), or whose
-    words two models spell differently (a character one tokenizer gives no piece, such as U+00AD; one UserWarning
+    decoder's causal rows are compared as they are; rows="causal" cuts every encoder row to the words up to its
+    query and renormalises it, so that an encoder and a decoder are compared on what both see (the weight an
+    encoder puts on later words otherwise puts a floor under its distance to every decoder head). A sentence too
+    long for a model (counts.skipped), or whose words two models spell differently (a character one tokenizer
+    gives no piece, such as U+00AD; one RealAttentionWarning
     for all of them, counts.mismatched), is left out for every model. Raises InputError for fewer than two models,
     an item that is not a string (named by its place, blank ones counted, or by its corpus line), or no sentence
     left to compare.
@@ -378,6 +390,8 @@ def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: S
 
     if not isinstance(models, (list, tuple)):
         raise InputError(f"compare takes the models as a list, not {type(models).__name__}")
+    if rows not in ROWS:
+        raise InputError(f"rows (--rows) must be one of {', '.join(ROWS)}, not {rows!r:.60}")
     if sentences is None or isinstance(sentences, (bytes, bytearray, int, float, dict, set, frozenset)):
         raise InputError(f"compare takes the sentences as a string or a list of strings, not "
                          f"{type(sentences).__name__}" + (" (a set has no order, a dict's keys are not its sentences)"
@@ -434,7 +448,7 @@ def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: S
                       "mark) does this; summary.json counts them (counts.mismatched)", RealAttentionWarning, stacklevel=2)
     bar = None if progress is None else progress(total=counts["lines"], desc="compare")
     try:
-        sums, rows_of = _stream(models, sentences, rule, measure, units, limit, batch_size, bucket, bar)
+        sums, rows_of = _stream(models, sentences, rule, measure, units, limit, batch_size, bucket, bar, rows)
     finally:
         if bar is not None:
             bar.close()
@@ -460,6 +474,7 @@ def compare(models: Sequence[LoadedModel], sentences: Iterable[str], *, names: S
         "units": units,
         "rule": rule,
         "rule_text": RULE_TEXT[rule],
+        "rows": rows,  # "causal": every encoder row cut to the words up to its query and renormalised
         "distance": "Jensen-Shannon divergence in nats (0 to ln 2), mean over every compared query row",
         "counts": {"lines": counts["lines"], "sentences": counts["sentences"], "skipped": counts["skipped"],
                    "mismatched": counts["mismatched"], "words": rows_total,
@@ -506,7 +521,7 @@ def _clean(sentences: Iterable[str]) -> Iterator[tuple[str, str]]:
 
 
 def _stream(models, sentences, rule: str, measure: str, units: str, limit: int | None, batch_size: int,
-            bucket: int, progress) -> tuple[dict[tuple[int, int], Any], list[list[Any]]]:
+            bucket: int, progress, row_view: str = ALL_ROWS) -> tuple[dict[tuple[int, int], Any], list[list[Any]]]:
     """The second pass: every block's (Ha, Hb) float64 running sum of JS over the compared rows, and per model
     [kept, later]: (layers * heads,) float64 sums over the rows of the weight each kept before renormalising and
     of the weight it puts on later words (keys after the query: an encoder's, which no decoder row has)."""
@@ -516,7 +531,8 @@ def _stream(models, sentences, rule: str, measure: str, units: str, limit: int |
 
     from ..engine.models import float64_device
 
-    any_causal = any(m.causal for m in models)
+    cut = row_view == CAUSAL_ROWS  # every row is causal: an encoder's cut to the words up to its query
+    any_causal = cut or any(m.causal for m in models)
     device = float64_device(models[0].device)  # the JS sums are float64: on MPS, the CPU
     sums: dict[tuple[int, int], Any] = {}
     rows_of: list[list[Any]] = [[0.0, 0.0] for _ in models]
@@ -543,12 +559,12 @@ def _stream(models, sentences, rule: str, measure: str, units: str, limit: int |
             for index, loaded in enumerate(models):
                 common = None if rule == AS_IS else [mappings[i][index] for i in indices]
                 maps, kept_sums = word_rows(loaded, [kept[i][index] for i in indices], rule, measure, n, common,
-                                            batch_size)
+                                            batch_size, causal_view=cut and not loaded.causal)
                 maps = maps.to(device)
                 rows_of[index][0] = rows_of[index][0] + kept_sums.to(device)
                 rows_of[index][1] = rows_of[index][1] + torch.triu(maps, diagonal=1).sum(dim=(0, 2, 3),
                                                                                            dtype=torch.float64)
-                packed.append(Packed.of(maps, full_mask, lower_mask, loaded.causal))
+                packed.append(Packed.of(maps, full_mask, lower_mask, loaded.causal or cut))
                 del maps
             for a, b in itertools.combinations_with_replacement(range(len(models)), 2):
                 block = block_sums(packed[a], packed[b], same=a == b)

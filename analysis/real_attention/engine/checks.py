@@ -61,10 +61,18 @@ def path_arg(value: object, name: str) -> str | os.PathLike:
 NAME_MAX, PATH_MAX = 255, 4096  # bytes: the longest file name and path Linux (and most file systems) take
 
 
+def _fs_bytes(part: str) -> bytes:
+    """A name as the file system stores it: an undecodable byte (\udcff, surrogateescape) is one byte again."""
+    try:
+        return os.fsencode(part)
+    except UnicodeEncodeError:  # a lone surrogate no byte decodes to: as UTF-8 would write it
+        return part.encode("utf-8", "surrogatepass")
+
+
 def check_name_length(path: str, name: str) -> None:
     """InputError if no file system could hold `path` (a part over NAME_MAX bytes, or the whole over PATH_MAX):
     asking whether it exists raises OSError (ENAMETOOLONG) rather than answering no."""
-    parts = [len(part.encode("utf-8", "surrogatepass")) for part in path.replace(os.sep, "/").split("/")]
+    parts = [len(_fs_bytes(part)) for part in path.replace(os.sep, "/").split("/")]
     if max(parts, default=0) > NAME_MAX or sum(parts) + len(parts) - 1 >= PATH_MAX:
         raise InputError(f"{name} {path[:40]!r}... ({len(path):,} characters) is too long for a path: a file or "
                          f"folder name holds at most {NAME_MAX} bytes, a path {PATH_MAX - 1}")

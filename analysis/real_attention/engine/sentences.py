@@ -59,7 +59,8 @@ def read_config(path: str | Path | None) -> tuple[dict, str]:
             if len(raw) > MAX_CONFIG_BYTES:
                 raise ConfigError(f"config {source} is larger than {MAX_CONFIG_BYTES >> 20} MB; a config lists a few "
                                   "sentences (a corpus goes to heads --corpus)")
-            text = raw.decode("utf-8-sig")  # a byte-order mark is not TOML
+            # a byte-order mark is not TOML; line ends as read_text gave them (universal newlines: \r and \r\n)
+            text = raw.decode("utf-8-sig").replace("\r\n", "\n").replace("\r", "\n")
         except IsADirectoryError:
             raise ConfigError(f"config {source} is a folder; pass a TOML file") from None
         except FileNotFoundError:

@@ -335,10 +335,10 @@ def _importance(model: LoadedModel | str | os.PathLike[str], sentences: Sequence
     texts, labels = split_sentences(sentences)
     batch_size, prune_step, seed, max_tokens = check_options(batch_size, prune_step, seed, max_tokens)
     callable_or_none(progress, "progress", "a function progress(n) of the sentence passes done")
-    if corpus is not None:
-        from ..outputs.folders import plain_folder_name
+    if corpus is not None:  # a name for the summary, of any characters (write_importance makes a folder name of it)
+        from ..engine.checks import text
 
-        plain_folder_name(corpus, "corpus")  # write_importance's folder by default: refused now, not after the work
+        text(corpus, "corpus", "a name for the summary, such as the corpus file's stem")
     source = None if corpus_file is None else _corpus_record(corpus_file)  # before any work
     scorer = scorer_for(model, objective, labels is not None)
     prepared = _prepared(scorer, texts, labels, batch_size, seed, max_tokens)
@@ -510,8 +510,12 @@ def folder_name(name: str) -> str:
 
 
 def default_name(result: ImportanceResult) -> str:
+    """The corpus's name as one plain folder name (sst2:validation -> sst2-validation), else the model's."""
+    import re
+
     corpus = result.summary.get("corpus")
-    return corpus if corpus else Path(str(result.summary["model"])).name
+    named = re.sub(r"[^A-Za-z0-9._-]+", "-", str(corpus)).strip("-.")[:100] if corpus else ""
+    return named or re.sub(r"[^A-Za-z0-9._-]+", "-", Path(str(result.summary["model"])).name).strip("-.") or "model"
 
 
 def write_importance(result: ImportanceResult, out: str | Path = ".", name: str | None = None,

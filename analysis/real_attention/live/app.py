@@ -229,9 +229,21 @@ def host_name(header: str) -> str:
     return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
 
 
+def is_ip_literal(name: str) -> bool:
+    """An address written as itself (127.0.0.2, [::ffff:127.0.0.1]): no name a page elsewhere could rebind."""
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(name[1:-1] if name.startswith("[") and name.endswith("]") else name)
+    except ValueError:
+        return False
+    return True
+
+
 class KnownHosts:
-    """ASGI middleware: a request whose Host header names none of `hosts` gets 400 (JSON), before any route runs.
-    A page elsewhere that rebinds its own name to 127.0.0.1 (DNS rebinding) sends its own name: it is refused."""
+    """ASGI middleware: a request whose Host header is neither one of `hosts` nor an IP address gets 400 (JSON),
+    before any route runs. A page elsewhere that rebinds its own name to 127.0.0.1 (DNS rebinding) sends its own
+    name: it is refused; an address typed as itself cannot be rebound (the URL serve prints is one)."""
 
     def __init__(self, app, hosts: tuple[str, ...]) -> None:
         self.app, self.hosts = app, frozenset(hosts)
@@ -239,7 +251,7 @@ class KnownHosts:
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "http":
             header = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
-            if host_name(header) not in self.hosts:
+            if host_name(header) not in self.hosts and not is_ip_literal(host_name(header)):
                 names = ", ".join(sorted(self.hosts))
                 response = error(400, f"this server answers requests for {names} only, not for the host "
                                       f"{header[:80]!r}: open it by one of those names")

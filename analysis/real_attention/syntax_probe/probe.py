@@ -47,6 +47,7 @@ EXAMPLE_WORDS = (6, 14)  # an example sentence has this many words at least and 
 
 RELATIONS_BASIC = "the DEPREL before ':' (obl:tmod is obl), nmod:poss as poss"
 RELATIONS_SUBTYPES = "the whole DEPREL, subtypes apart (acl:relcl is not acl), nmod:poss as poss"
+SUBTYPES_SUFFIX = "-subtypes"  # the default folder of a --subtypes run: NAME-subtypes
 
 
 @dataclass(frozen=True)
@@ -337,14 +338,15 @@ def folder_name(name: str, measure: str = WEIGHTS) -> str:
     return check_own_folder(plain_folder_name(name, "name (--name)"), "name (--name)") + folder_suffix(measure)
 
 
-def output_name(name: str | None, treebank: str | Path, measure: str) -> str:
-    """The folder name of `syntax`: --name if given, else the treebank's stem; InputError if it cannot be one,
-    saying where a default came from (the user named a file, not --name)."""
+def output_name(name: str | None, treebank: str | Path, measure: str, subtypes: bool = False) -> str:
+    """The folder name of `syntax`: --name if given, else the treebank's stem (with -subtypes for --subtypes, so
+    that it never replaces the basic run's); InputError if it cannot be one, saying where a default came from (the
+    user named a file, not --name)."""
     if name is not None:
         folder_name(name, measure)
         return name
     check_treebank(treebank)  # "." is a folder, not a treebank whose name is ''
-    name = default_name(treebank)
+    name = default_name(treebank) + (SUBTYPES_SUFFIX if subtypes else "")
     try:
         folder_name(name, measure)
     except InputError as error:
@@ -373,8 +375,9 @@ def write_syntax(result: SyntaxResult, out: str | Path = ".", name: str | None =
     if not isinstance(result, SyntaxResult):
         raise InputError(f"write_syntax takes what ra.syntax returns, not {type(result).__name__}")
     out, formats, wait = writer_options(out, formats, wait)
-    folder = folder_name(Path(result.summary["treebank"]["name"]).stem if name is None else name,
-                         result.summary["measure"])
+    subtypes = result.summary.get("relations") == RELATIONS_SUBTYPES
+    folder = folder_name(Path(result.summary["treebank"]["name"]).stem + (SUBTYPES_SUFFIX if subtypes else "")
+                         if name is None else name, result.summary["measure"])
     title = f"{Path(result.summary['model']).name} on {result.summary['treebank']['name']}"
     with staged_outputs(wait=wait, inputs=[result.treebank_path] if result.treebank_path else []) as staging:
         results = staging.folder(out / "results" / "syntax" / folder)
