@@ -225,6 +225,25 @@ def llama(tiny_decoders):
     return ra.load(str(tiny_decoders("llama")))
 
 
+def reference_block(models, texts, causal: bool = False) -> np.ndarray:
+    """The (heads of model 0, heads of model 1) mean JS by the definition: ra.attend's maps without the specials,
+    each row renormalised (causal: cut to the words up to its query first, then renormalised again)."""
+    rows = []
+    for model in models:
+        maps = []
+        for sentence in ra.attend(model, texts):
+            keep = np.array([k.group != "special" for k in sentence.kinds])
+            w = sentence.weights[:, :, keep][:, :, :, keep].astype(np.float64)
+            w = w / w.sum(-1, keepdims=True)
+            if causal:
+                w = np.tril(w)
+                w = w / w.sum(-1, keepdims=True)
+            maps.append(w.reshape(-1, keep.sum(), keep.sum()))
+        rows.append(maps)
+    count = sum(m.shape[-1] for m in rows[0])
+    return sum(js_rows(a[:, None], b[None]).sum(-1) for a, b in zip(*rows)) / count
+
+
 @pytest.mark.filterwarnings("ignore:the vocabulary")
 def test_an_encoder_against_a_decoder_drops_the_specials(tiny, llama):
     texts = ["the river flooded the bank .", "she deposited her salary at the bank ."]
@@ -233,16 +252,7 @@ def test_an_encoder_against_a_decoder_drops_the_specials(tiny, llama):
     assert result.matrix.shape == (12 + 8, 20)
     assert result.summary["counts"]["words"] == 6 + 8 and result.summary["counts"]["joined"] == 0
     # the reference: ra.attend's maps without the specials, rows renormalised, JS by the definition, mean over rows
-    rows = []
-    for model in (tiny, llama):
-        maps = []
-        for sentence in ra.attend(model, texts):
-            keep = np.array([k.group != "special" for k in sentence.kinds])
-            w = sentence.weights[:, :, keep][:, :, :, keep].astype(np.float64)
-            maps.append((w / w.sum(-1, keepdims=True)).reshape(-1, keep.sum(), keep.sum()))
-        rows.append(maps)
-    expected = sum(js_rows(a[:, None], b[None]).sum(-1) for a, b in zip(*rows)) / 14
-    np.testing.assert_allclose(result.block(0, 1), expected, atol=1e-5)
+    np.testing.assert_allclose(result.block(0, 1), reference_block([tiny, llama], texts), atol=1e-5)
     assert result.matrix.max() <= LN2 and result.matrix.min() >= 0
     assert len(result.matching) == 12 and result.matching["layer_b"].isna().sum() == 4  # 12 heads, 8 partners
     alone = result.matching["layer_b"].isna()
@@ -287,17 +297,7 @@ def test_rows_causal_compares_an_encoder_on_what_a_decoder_sees(tiny, llama):
     texts = ["the river flooded the bank .", "she deposited her salary at the bank ."]
     result = ra.compare([tiny, llama], texts, names=["bert", "llama"], rows="causal")
     assert result.summary["rows"] == "causal" and (result.heads["later_share"] == 0).all()
-    rows = []
-    for model in (tiny, llama):
-        maps = []
-        for sentence in ra.attend(model, texts):
-            keep = np.array([k.group != "special" for k in sentence.kinds])
-            w = sentence.weights[:, :, keep][:, :, :, keep].astype(np.float64)
-            w = np.tril(w / w.sum(-1, keepdims=True))
-            maps.append((w / w.sum(-1, keepdims=True)).reshape(-1, keep.sum(), keep.sum()))
-        rows.append(maps)
-    expected = sum(js_rows(a[:, None], b[None]).sum(-1) for a, b in zip(*rows)) / 14
-    np.testing.assert_allclose(result.block(0, 1), expected, atol=1e-5)
+    np.testing.assert_allclose(result.block(0, 1), reference_block([tiny, llama], texts, causal=True), atol=1e-5)
     assert ra.compare([tiny, llama], texts).summary["rows"] == "all"
     with pytest.raises(ra.InputError, match=r"rows \(--rows\) must be one of all, causal"):
         ra.compare([tiny, llama], texts, rows="lower")
