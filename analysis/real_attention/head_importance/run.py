@@ -335,10 +335,10 @@ def _importance(model: LoadedModel | str | os.PathLike[str], sentences: Sequence
     texts, labels = split_sentences(sentences)
     batch_size, prune_step, seed, max_tokens = check_options(batch_size, prune_step, seed, max_tokens)
     callable_or_none(progress, "progress", "a function progress(n) of the sentence passes done")
-    if corpus is not None:  # a name for the summary, of any characters (write_importance makes a folder name of it)
-        from ..engine.checks import text
-
-        text(corpus, "corpus", "a name for the summary, such as the corpus file's stem")
+    # a name for the summary, of any characters (a file name that is not UTF-8 too: write_importance makes a folder
+    # name of it, and JSON escapes it)
+    if corpus is not None and (not isinstance(corpus, str) or not corpus.strip()):
+        raise InputError(f"corpus must be a name for the summary (a non-empty string), not {corpus!r:.60}")
     source = None if corpus_file is None else _corpus_record(corpus_file)  # before any work
     scorer = scorer_for(model, objective, labels is not None)
     prepared = _prepared(scorer, texts, labels, batch_size, seed, max_tokens)
