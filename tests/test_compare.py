@@ -965,6 +965,10 @@ def test_matching_says_how_far_a_forced_partner_is_and_which_matches_are_mutual(
     frame = matching_frame(models, heads_frame(models), matrix)
     assert frame["rank"].tolist()[:2] == [1, 2] and pd.isna(frame["rank"].iloc[2])
     assert frame["mutual"].tolist() == [True, False, False]  # a2's partner b2 is not its nearest (b1 is)
+    tied = np.array([[0.1, 0.1], [0.1, 0.1], [0.9, 0.8]])  # every partner of a1 and a2 is as near as can be
+    matrix[:3, 3:], matrix[3:, :3] = tied, tied.T
+    frame = matching_frame(models, heads_frame(models), matrix)
+    assert frame["rank"].tolist()[:2] == [1, 1] and frame["mutual"].tolist() == [True, True, False]
 
 
 def test_mds_says_how_much_of_the_matrix_its_axes_show():

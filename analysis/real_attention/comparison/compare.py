@@ -635,12 +635,12 @@ def matching_frame(models: Sequence[ComparedModel], heads: pd.DataFrame, matrix:
         matched[rows] = columns
         has = matched >= 0
         nearest = np.argmin(block, axis=1)
-        nearest_back = np.argmin(block, axis=0)  # each head of the second model: its nearest in the first
         partner_js = block[np.arange(len(block)), np.maximum(matched, 0)]
         # 1: the partner is the head's nearest; k: k - 1 heads of the second model are nearer (an assignment that
         # must give every head a partner gives some a far one: the rank says how far)
         rank = 1 + (block < partner_js[:, None]).sum(axis=1)
-        mutual = has & (nearest == matched) & (nearest_back[np.maximum(matched, 0)] == np.arange(len(block)))
+        # by value, not by argmin's index: a partner tied with the nearest is as near (rank 1), and mutual then too
+        mutual = has & (partner_js <= block.min(axis=1)) & (partner_js <= block.min(axis=0)[np.maximum(matched, 0)])
         frame = pd.DataFrame({
             "model_a": first["model"], "layer_a": first["layer"], "head_a": first["head"],
             "model_b": models[b].name,
