@@ -291,7 +291,7 @@ def test_heads_csv_says_what_each_heads_rows_kept_and_how_much_an_encoder_looks_
 
 
 @pytest.mark.filterwarnings("ignore:the vocabulary")
-def test_rows_causal_compares_an_encoder_on_what_a_decoder_sees(tiny, llama):
+def test_rows_causal_compares_an_encoder_on_what_a_decoder_sees(tiny, llama, tmp_path):
     """rows="causal" cuts every encoder row to the words up to its query and renormalises it: the floor its look-ahead
     put under every distance to a decoder head is gone."""
     texts = ["the river flooded the bank .", "she deposited her salary at the bank ."]
@@ -299,6 +299,8 @@ def test_rows_causal_compares_an_encoder_on_what_a_decoder_sees(tiny, llama):
     assert result.summary["rows"] == "causal" and (result.heads["later_share"] == 0).all()
     np.testing.assert_allclose(result.block(0, 1), reference_block([tiny, llama], texts, causal=True), atol=1e-5)
     assert ra.compare([tiny, llama], texts).summary["rows"] == "all"
+    written, _ = ra.write_compare(result, tmp_path, formats=())  # never the all-rows run's folder
+    assert written.name == "bert-vs-llama-causal"
     with pytest.raises(ra.InputError, match=r"rows \(--rows\) must be one of all, causal"):
         ra.compare([tiny, llama], texts, rows="lower")
 

@@ -616,7 +616,7 @@ def compare_command(corpus, model_names, revisions, offline, device, measure, un
 
     with friendly_errors():
         paired, labels = compared_models(model_names, revisions)  # --batch-size and --limit: Click's ranges
-        name = default_name(labels) if name is None else name  # --name '' is a bad name, not the default
+        name = default_name(labels) + ("-causal" if rows == "causal" else "") if name is None else name  # '' is bad
         folder = folder_name(name, measure)  # a bad --name, before any work
         check_targets([out_dir / "results" / "compare" / folder, out_dir / "figures" / "compare" / folder], [corpus])
         lines = CorpusLines(corpus)

@@ -41,6 +41,7 @@ PAIR_WORDS = 40  # a batch holds at most batch_size * PAIR_WORDS**2 word pairs (
 AS_IS, WORDS_ONLY = "as-is", "words"
 ALL_ROWS, CAUSAL_ROWS = "all", "causal"
 ROWS = (ALL_ROWS, CAUSAL_ROWS)  # rows="causal": every encoder row cut to the words up to its query, renormalised
+CAUSAL_SUFFIX = "-causal"  # the default folder of a rows="causal" comparison: NAME-causal
 MAX_MODEL_NAME = 200  # characters of a name given to compare (names=, --name is the folder's)
 RULE_TEXT = {
     AS_IS: "every model gave the same units (the same words and special tokens) for every sentence: the rows are "
@@ -707,7 +708,9 @@ def write_compare(result: CompareResult, out: str | Path = ".", name: str | None
     if not isinstance(result, CompareResult):
         raise InputError(f"write_compare takes the result of ra.compare(...), not {type(result).__name__}")
     out, formats, wait = writer_options(out, formats, wait)  # formats=(): the tables alone
-    folder = folder_name(default_name(result.models) if name is None else name, result.summary["measure"])
+    causal = result.summary.get("rows") == CAUSAL_ROWS  # its own default folder: it never replaces the all-rows run's
+    folder = folder_name(default_name(result.models) + (CAUSAL_SUFFIX if causal else "") if name is None else name,
+                         result.summary["measure"])
     with staged_outputs(wait=wait, inputs=[result.corpus_path] if result.corpus_path else []) as staging:
         results = staging.folder(out / "results" / "compare" / folder)
         figures = staging.folder(out / "figures" / "compare" / folder)
