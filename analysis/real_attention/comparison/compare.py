@@ -674,12 +674,9 @@ def default_name(models: Sequence[ComparedModel] | Sequence[str]) -> str:
     """The models' last path parts joined by '-vs-' (e.g. all-MiniLM-L6-v2-vs-SmolLM2-135M-Instruct), each as given:
     `--model minilm --model minilm` and ra.compare(..., names=["minilm", "minilm"]) both write minilm-vs-minilm."""
     names = [(m.given or m.name) if isinstance(m, ComparedModel) else m for m in models]
-    import re
+    from ..engine.naming import MAX_NAME_BYTES, plain_name
 
-    from ..engine.naming import MAX_NAME_BYTES
-
-    parts = [re.sub(r"[^A-Za-z0-9._-]+", "-", name.rstrip("/").split("/")[-1]).strip("-.") or "model"
-             for name in names]
+    parts = [plain_name(name.rstrip("/").split("/")[-1]) for name in names]
     room = (MAX_NAME_BYTES - len("-norm") - len("-vs-") * (len(parts) - 1)) // len(parts)  # ASCII: a byte each
     if len("-vs-".join(parts)) + len("-norm") > MAX_NAME_BYTES:  # long names: each cut to its share of a folder name
         parts = [part[:max(1, room)].rstrip("-.") or "model" for part in parts]

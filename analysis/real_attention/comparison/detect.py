@@ -292,7 +292,9 @@ def top_heads(heads: pd.DataFrame, name: str, count: int = TOP) -> list[dict]:
 
 def default_name(model: str) -> str:
     """The model's last path part, as a plain folder name."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", model.rstrip("/").split("/")[-1]).strip("-.") or "model"
+    from ..engine.naming import plain_name
+
+    return plain_name(model.rstrip("/").split("/")[-1])
 
 
 def write_detect(result: DetectResult, out: str | Path = ".", name: str | None = None,

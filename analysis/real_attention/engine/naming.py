@@ -15,6 +15,15 @@ def short_revision(revision: str) -> str:
     return f"{prefix}:{digest[:8]}" if prefix else digest[:8]
 
 
+def plain_name(text: str, empty: str = "model") -> str:
+    """Any text as one plain folder name: each run of characters other than ASCII letters, digits, '.', '_' and '-'
+    becomes '-', and '-' and '.' are stripped from its ends ('sst2:validation' -> 'sst2-validation'); `empty` if
+    nothing is left."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or empty
+
+
 def name_from_file(stem: str, source: str, what: str = "name (--name)") -> str:
     """The folder name a command takes from an input file's `stem` when no `what` is given: the stem without
     leading dots (".notes.txt" -> "notes"; "corpus" if nothing is left). InputError saying to pass `what` if it

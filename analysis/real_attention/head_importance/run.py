@@ -511,11 +511,11 @@ def folder_name(name: str) -> str:
 
 def default_name(result: ImportanceResult) -> str:
     """The corpus's name as one plain folder name (sst2:validation -> sst2-validation), else the model's."""
-    import re
+    from ..engine.naming import plain_name
 
     corpus = result.summary.get("corpus")
-    named = re.sub(r"[^A-Za-z0-9._-]+", "-", str(corpus)).strip("-.")[:100] if corpus else ""
-    return named or re.sub(r"[^A-Za-z0-9._-]+", "-", Path(str(result.summary["model"])).name).strip("-.") or "model"
+    named = plain_name(str(corpus), "")[:100] if corpus else ""
+    return named or plain_name(Path(str(result.summary["model"])).name)
 
 
 def write_importance(result: ImportanceResult, out: str | Path = ".", name: str | None = None,

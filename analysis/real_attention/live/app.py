@@ -251,7 +251,8 @@ class KnownHosts:
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "http":
             header = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
-            if host_name(header) not in self.hosts and not is_ip_literal(host_name(header)):
+            name = host_name(header)
+            if name not in self.hosts and not is_ip_literal(name):
                 names = ", ".join(sorted(self.hosts))
                 response = error(400, f"this server answers requests for {names} only, not for the host "
                                       f"{header[:80]!r}: open it by one of those names")

@@ -62,9 +62,6 @@ COMPRESSED = ((b"\x1f\x8b", "gzip", "gunzip"), (b"BZh", "bzip2", "bunzip2"), (b"
 
 def check_treebank(path: str | Path) -> Path:
     """The path of a readable file, else TreebankError."""
-    from ..engine.checks import check_name_length
-
-    check_name_length(str(path), "treebank (--treebank)")
     path = Path(path)
     if path.exists() and not path.is_file():
         kind = "a folder" if path.is_dir() else "not a regular file (a device, a pipe or a socket)"
